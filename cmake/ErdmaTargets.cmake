@@ -1,0 +1,35 @@
+# Shared build settings, attached to targets through INTERFACE libraries instead of global flags.
+
+# Warnings every first-party target compiles with.
+add_library(project_warnings INTERFACE)
+target_compile_options(project_warnings INTERFACE
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor -Wold-style-cast
+  $<$<BOOL:${WERROR}>:-Werror>)
+
+# Sanitizers (SANITIZE=address,undefined), on compile and link lines alike.
+add_library(project_sanitizers INTERFACE)
+if(SANITIZE)
+  target_compile_options(project_sanitizers INTERFACE
+    -fsanitize=${SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(project_sanitizers INTERFACE -fsanitize=${SANITIZE})
+endif()
+
+# erdma_settings(<target>): the warnings, sanitizers and generated-header path for a first-party target.
+function(erdma_settings target)
+  target_link_libraries(${target} PRIVATE project_warnings project_sanitizers)
+  target_include_directories(${target} PRIVATE "${PROJECT_BINARY_DIR}/generated")
+endfunction()
+
+# erdma_test(<name> SOURCES ... LIBS ... [LABELS ...]): one doctest executable, discovered by ctest.
+function(erdma_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} doctest::doctest erdma_test_main)
+  erdma_settings(${name})
+  target_compile_definitions(${name} PRIVATE ERDMA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  set(props "")
+  if(ARG_LABELS)
+    set(props PROPERTIES LABELS "${ARG_LABELS}")
+  endif()
+  doctest_discover_tests(${name} ${props})
+endfunction()

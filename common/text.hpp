@@ -1,0 +1,29 @@
+// Small text codecs shared by the webhook and the agent: JSON string quoting, UTF-8 validation,
+// base64. Pure functions, no allocation beyond the output string.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace erdma::common {
+
+// Appends `s` to `out` as a quoted JSON string (RFC 8259): '"', '\\' and control characters are
+// escaped; other bytes are copied, so `s` must already be valid UTF-8 for the result to be valid.
+void append_json_string(std::string& out, std::string_view s);
+
+// Returns `s` as a quoted JSON string (see append_json_string).
+[[nodiscard]] std::string json_quote(std::string_view s);
+
+// True if `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
+[[nodiscard]] bool is_valid_utf8(std::string_view s) noexcept;
+
+// Standard base64 (RFC 4648 section 4) with '=' padding.
+void append_base64(std::string& out, std::string_view bytes);
+[[nodiscard]] std::string base64_encode(std::string_view bytes);
+
+// Decodes standard padded base64; returns nullopt for any malformed input (bad character, bad
+// length or padding, non-zero trailing bits).
+[[nodiscard]] std::optional<std::string> base64_decode(std::string_view text);
+
+}  // namespace erdma::common

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package erdma-controller needs to build, test and demo.
+# This is the only package list in the repository. Run as root on Debian 12 (bookworm).
+# Re-running is cheap: apt is only called when something on the list is missing.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build ccache pkg-config git ca-certificates
+  # webhook: request path, config, CLI, tests
+  libsimdjson-dev nlohmann-json3-dev libyaml-cpp-dev doctest-dev
+  # webhook server
+  libboost1.81-dev libssl-dev openssl
+  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)
+  curl python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages (${missing[*]}); run as root or install them yourself" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+# A bounded retry: mirrors occasionally fail one request.
+for attempt in 1 2 3; do
+  if timeout 600 apt-get update -qq && timeout 1200 apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+    exit 0
+  fi
+  echo "install-deps: apt failed (attempt $attempt), retrying" >&2
+  sleep 5
+done
+echo "install-deps: could not install ${missing[*]}" >&2
+exit 1

@@ -1,0 +1,201 @@
+// AdmissionReview decoding/encoding and the review pipeline (see admission.hpp).
+#include "webhook/core/admission.hpp"
+
+#include "common/text.hpp"
+
+namespace erdma::webhook {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::object;
+
+Error invalid(std::string message) { return make_error(ErrorCode::InvalidArgument, std::move(message)); }
+
+// Reads an optional string field; null and absent are "".
+Status opt_string(object obj, std::string_view key, std::string_view path, std::string_view& out) {
+  element e;
+  if (obj.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return {};
+  if (e.get_string().get(out) != simdjson::SUCCESS) {
+    return invalid(std::string(path) + ": expected a string");
+  }
+  return {};
+}
+
+// Reads an optional {group, version, kind|resource} map.
+Status opt_gvk(object obj, std::string_view key, std::string_view last, std::string_view& group,
+               std::string_view& version, std::string_view& kind) {
+  element e;
+  if (obj.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return {};
+  object m;
+  const std::string path = "request." + std::string(key);
+  if (e.get_object().get(m) != simdjson::SUCCESS) return invalid(path + ": expected a map");
+  if (auto s = opt_string(m, "group", path + ".group", group); !s) return s;
+  if (auto s = opt_string(m, "version", path + ".version", version); !s) return s;
+  return opt_string(m, last, path + "." + std::string(last), kind);
+}
+
+}  // namespace
+
+Result<AdmissionRequest> ReviewDecoder::decode(std::string_view body) {
+  if (body.empty()) return invalid("request body is empty; expected an AdmissionReview");
+  element doc;
+  if (auto err = parser_.parse(body.data(), body.size()).get(doc); err != simdjson::SUCCESS) {
+    return invalid(std::string("request body is not valid JSON: ") + simdjson::error_message(err));
+  }
+  object top;
+  if (doc.get_object().get(top) != simdjson::SUCCESS) return invalid("request body is not a JSON object");
+
+  AdmissionRequest req;
+  std::string_view kind;
+  if (auto s = opt_string(top, "apiVersion", "apiVersion", req.api_version); !s) return std::move(s).error();
+  if (auto s = opt_string(top, "kind", "kind", kind); !s) return std::move(s).error();
+  if (kind != "AdmissionReview") {
+    return invalid("kind: expected \"AdmissionReview\", got \"" + std::string(kind.substr(0, 64)) + "\"");
+  }
+  if (req.api_version != kAdmissionV1 && req.api_version != kAdmissionV1beta1) {
+    return invalid("apiVersion: expected \"admission.k8s.io/v1\", got \"" +
+                   std::string(req.api_version.substr(0, 64)) + "\"");
+  }
+  element request_el;
+  object request;
+  if (top.at_key("request").get(request_el) != simdjson::SUCCESS || request_el.is_null()) {
+    return invalid("request: missing; an AdmissionReview sent to a webhook carries a request");
+  }
+  if (request_el.get_object().get(request) != simdjson::SUCCESS) return invalid("request: expected a map");
+  if (auto s = opt_string(request, "uid", "request.uid", req.uid); !s) return std::move(s).error();
+  if (req.uid.empty()) return invalid("request.uid: missing or empty");
+  if (auto s = opt_gvk(request, "kind", "kind", req.kind_group, req.kind_version, req.kind_kind); !s) {
+    return std::move(s).error();
+  }
+  if (auto s = opt_gvk(request, "resource", "resource", req.resource_group, req.resource_version, req.resource);
+      !s) {
+    return std::move(s).error();
+  }
+  if (auto s = opt_string(request, "subResource", "request.subResource", req.sub_resource); !s) {
+    return std::move(s).error();
+  }
+  if (auto s = opt_string(request, "operation", "request.operation", req.operation); !s) return std::move(s).error();
+  if (auto s = opt_string(request, "namespace", "request.namespace", req.namespace_name); !s) {
+    return std::move(s).error();
+  }
+  if (auto s = opt_string(request, "name", "request.name", req.name); !s) return std::move(s).error();
+  element e;
+  if (request.at_key("dryRun").get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get_bool().get(req.dry_run) != simdjson::SUCCESS) return invalid("request.dryRun: expected a boolean");
+  }
+  if (request.at_key("object").get(e) == simdjson::SUCCESS && !e.is_null()) {
+    req.has_object = true;
+    req.object = e;
+  }
+  return req;
+}
+
+void append_review_response(std::string& out, std::string_view api_version, const AdmissionResponse& r) {
+  out += "{\"apiVersion\":";
+  common::append_json_string(out, api_version);
+  out += ",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":";
+  common::append_json_string(out, r.uid);
+  out += r.allowed ? ",\"allowed\":true" : ",\"allowed\":false";
+  if (!r.patch.empty()) {
+    out += ",\"patchType\":\"JSONPatch\",\"patch\":\"";
+    common::append_base64(out, r.patch);
+    out += '"';
+  }
+  if (!r.allowed) {
+    out += ",\"status\":{\"status\":\"Failure\",\"code\":";
+    out += std::to_string(r.status_code);
+    out += ",\"reason\":";
+    common::append_json_string(out, r.status_reason);
+    out += ",\"message\":";
+    common::append_json_string(out, r.status_message);
+    out += '}';
+  }
+  if (!r.warnings.empty()) {
+    out += ",\"warnings\":[";
+    for (size_t i = 0; i < r.warnings.size(); ++i) {
+      if (i > 0) out += ',';
+      common::append_json_string(out, r.warnings[i]);
+    }
+    out += ']';
+  }
+  out += "}}";
+}
+
+std::string_view to_string(Outcome o) noexcept {
+  switch (o) {
+    case Outcome::Mutated: return "mutated";
+    case Outcome::Unchanged: return "unchanged";
+    case Outcome::Skipped: return "skipped";
+    case Outcome::Rejected: return "rejected";
+    case Outcome::Invalid: return "invalid";
+  }
+  return "unknown";
+}
+
+ReviewResult Reviewer::review(std::string_view body, const Config& cfg) {
+  ReviewResult result;
+  auto decoded = decoder_.decode(body);
+  if (!decoded) {
+    result.outcome = Outcome::Invalid;
+    result.error = std::move(decoded).error().message;
+    return result;
+  }
+  const AdmissionRequest& req = *decoded;
+  result.uid = std::string(req.uid);
+  result.pod = std::string(req.namespace_name) + "/" + std::string(req.name);
+
+  AdmissionResponse resp;
+  resp.uid = req.uid;
+  auto answer = [&](Outcome o) {
+    result.outcome = o;
+    append_review_response(result.body, req.api_version, resp);
+    return std::move(result);
+  };
+
+  // Only Pod CREATEs are ours; anything else the apiserver sends (a misconfigured rule) passes.
+  if (req.kind_group != "" || req.kind_kind != "Pod" || !req.sub_resource.empty() ||
+      (!req.resource.empty() && req.resource != "pods")) {
+    result.reason = "not a Pod (kind " + std::string(req.kind_kind) +
+                    (req.sub_resource.empty() ? "" : ", subresource " + std::string(req.sub_resource)) + ")";
+    return answer(Outcome::Skipped);
+  }
+  if (req.operation != "CREATE") {
+    result.reason = "operation " + std::string(req.operation) + " is not CREATE";
+    return answer(Outcome::Skipped);
+  }
+  if (!req.has_object) {
+    result.outcome = Outcome::Invalid;
+    result.error = "request.object: missing; a Pod CREATE carries the pod";
+    result.body.clear();
+    return result;
+  }
+
+  auto mutation = mutate(req.object, NamespaceInfo{req.namespace_name}, cfg);
+  if (!mutation) {
+    result.error = std::move(mutation).error().message;
+    resp.allowed = false;
+    resp.status_code = 400;
+    resp.status_reason = "BadRequest";
+    resp.status_message = result.error;
+    return answer(Outcome::Rejected);
+  }
+  Mutation& m = *mutation;
+  result.reason = std::move(m.reason);
+  result.ops = m.ops.size();
+  result.injected = std::move(m.injected);
+  if (!m.ops.empty()) {
+    append_patch_json(result.patch, m.ops);
+    resp.patch = result.patch;
+  }
+  result.warnings = std::move(m.warnings);
+  resp.warnings = result.warnings;
+  if (!m.pod.empty()) result.pod = std::move(m.pod);
+  switch (m.decision) {
+    case Decision::Mutated: return answer(Outcome::Mutated);
+    case Decision::Unchanged: return answer(Outcome::Unchanged);
+    case Decision::Skipped: return answer(Outcome::Skipped);
+  }
+  return answer(Outcome::Skipped);
+}
+
+}  // namespace erdma::webhook

@@ -1,0 +1,96 @@
+// AdmissionReview (admission.k8s.io/v1) in and out, and the whole pure path of one review:
+// body -> decode -> mutate -> encoded response. No I/O; the server and the CLI share it.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "common/result.hpp"
+#include "webhook/core/config.hpp"
+#include "webhook/core/mutate.hpp"
+
+namespace erdma::webhook {
+
+inline constexpr std::string_view kAdmissionV1 = "admission.k8s.io/v1";
+inline constexpr std::string_view kAdmissionV1beta1 = "admission.k8s.io/v1beta1";
+
+// The fields of AdmissionReview.request the webhook reads. Views point into the decoder's
+// buffers and stay valid until its next decode().
+struct AdmissionRequest {
+  std::string_view api_version;  // of the review, echoed in the response
+  std::string_view uid;
+  std::string_view kind_group, kind_version, kind_kind;
+  std::string_view resource_group, resource_version, resource;
+  std::string_view sub_resource;
+  std::string_view operation;
+  std::string_view namespace_name;
+  std::string_view name;
+  bool dry_run = false;
+  bool has_object = false;
+  simdjson::dom::element object;
+};
+
+// Parses AdmissionReview bodies with simdjson, reusing its buffers across calls. Not thread-safe:
+// give each thread its own.
+class ReviewDecoder {
+ public:
+  // Errors (InvalidArgument): not JSON, not UTF-8, not an AdmissionReview of a supported version,
+  // no request, no uid, or a request field of the wrong type. Messages say which.
+  [[nodiscard]] Result<AdmissionRequest> decode(std::string_view body);
+
+ private:
+  simdjson::dom::parser parser_;
+};
+
+struct AdmissionResponse {
+  std::string_view uid;
+  bool allowed = true;
+  std::string_view patch;  // JSON Patch text; empty = no patch
+  std::span<const std::string> warnings;
+  int status_code = 0;  // for allowed == false
+  std::string_view status_reason;
+  std::string status_message;
+};
+
+// Appends the response AdmissionReview: same apiVersion and kind as the request, response.uid
+// echoed, patch base64-encoded with patchType JSONPatch only when there is one.
+void append_review_response(std::string& out, std::string_view api_version, const AdmissionResponse& response);
+
+enum class Outcome {
+  Mutated,    // allowed with a patch
+  Unchanged,  // allowed, a target with nothing left to add
+  Skipped,    // allowed, not a target (or not a Pod CREATE)
+  Rejected,   // allowed: false (the pod cannot be mutated as asked); still an HTTP 200 answer
+  Invalid,    // the body is not a usable AdmissionReview: answer HTTP 400, no review
+};
+
+[[nodiscard]] std::string_view to_string(Outcome o) noexcept;
+
+// What one review produced: the response body plus what a log line or the CLI needs.
+struct ReviewResult {
+  Outcome outcome = Outcome::Invalid;
+  std::string body;        // the response AdmissionReview (empty when Invalid)
+  std::string error;       // why Invalid or Rejected
+  std::string reason;      // why Skipped / Unchanged / Mutated, for logs
+  std::string uid;
+  std::string pod;         // "ns/name" when known
+  std::string patch;       // JSON Patch text (empty when no operations)
+  size_t ops = 0;
+  std::vector<std::string> warnings;
+  std::vector<std::string> injected;
+};
+
+// Decodes `body`, mutates the Pod of a CREATE, and encodes the answer. Never throws.
+class Reviewer {
+ public:
+  [[nodiscard]] ReviewResult review(std::string_view body, const Config& cfg);
+
+ private:
+  ReviewDecoder decoder_;
+};
+
+}  // namespace erdma::webhook

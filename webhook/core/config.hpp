@@ -1,0 +1,87 @@
+// Webhook configuration: what to inject and where. Loaded once from YAML/JSON, validated, then
+// immutable; a running webhook never sees an invalid Config. Share it as shared_ptr<const Config>.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/result.hpp"
+
+namespace erdma::webhook {
+
+struct EnvVar {
+  std::string name;
+  std::string value;
+};
+
+// A hostPath volume mounted into every eRDMA container.
+struct HostMount {
+  std::string name;        // volume name, a DNS-1123 label
+  std::string host_path;   // absolute path on the node
+  std::string mount_path;  // absolute path in the container
+  bool read_only = true;
+  std::string type;        // hostPath type ("" = no check), e.g. "CharDevice", "Directory"
+};
+
+struct SmcrSettings {
+  std::string preload_host_dir = "/var/lib/erdma-controller/lib";
+  std::string mount_path = "/usr/lib/smc";
+  std::string library = "libsmc-preload.so";
+  std::vector<EnvVar> env;  // SMC tuning, e.g. SMC_SNDBUF
+  bool add_resource = true;
+};
+
+// JSON text fragments derived from the settings at load time, so the request path only copies.
+struct RenderedFragments {
+  std::vector<std::string> erdma_env;     // {"name":..,"value":..} per erdmaEnv entry
+  std::vector<std::string> smcr_env;      // the same for smcr.env
+  std::vector<std::string> mount_volumes; // hostPath volume per deviceMounts entry
+  std::vector<std::string> mount_mounts;  // volumeMount per deviceMounts entry
+  std::string preload_path;               // <mountPath>/<library>
+  std::string preload_env;                // {"name":"LD_PRELOAD","value":<preload_path>}
+  std::string preload_volume;             // the erdma-smc-preload hostPath volume
+  std::string preload_mount;              // its read-only volumeMount
+  std::string resource_token;             // resourceName escaped as a JSON Pointer token
+  std::string resource_one;               // {"<resourceName>":"1"}
+};
+
+class Config {
+ public:
+  // Builds a Config from a parsed document (YAML or JSON). Every key is optional; missing keys
+  // take the defaults of DESIGN.md. Unknown keys, wrong types and invalid values are errors whose
+  // message names the key, e.g. `smcr.mountPath: must be an absolute path, got "lib"`.
+  [[nodiscard]] static Result<Config> load(const nlohmann::json& doc);
+
+  // The defaults (what load({}) returns).
+  [[nodiscard]] static Config defaults();
+
+  // The effective configuration as a document that load() accepts.
+  [[nodiscard]] nlohmann::json to_json() const;
+
+  const std::string& resource_name() const noexcept { return resource_name_; }
+  const std::vector<std::string>& excluded_namespaces() const noexcept { return excluded_namespaces_; }
+  const std::vector<EnvVar>& erdma_env() const noexcept { return erdma_env_; }
+  const std::vector<HostMount>& device_mounts() const noexcept { return device_mounts_; }
+  const SmcrSettings& smcr() const noexcept { return smcr_; }
+  const RenderedFragments& rendered() const noexcept { return rendered_; }
+
+  [[nodiscard]] bool is_excluded_namespace(std::string_view ns) const noexcept;
+
+ private:
+  Config() = default;
+  void render();
+
+  std::string resource_name_;
+  std::vector<std::string> excluded_namespaces_;
+  std::vector<EnvVar> erdma_env_;
+  std::vector<HostMount> device_mounts_;
+  SmcrSettings smcr_;
+  RenderedFragments rendered_;
+};
+
+using ConfigPtr = std::shared_ptr<const Config>;
+
+}  // namespace erdma::webhook

@@ -1,0 +1,83 @@
+// A small, typed view of the parts of a Pod the mutation rules read, taken from a simdjson DOM
+// without copying: string_views point into the parser's buffers and live as long as the document.
+// Everything not listed here is never read and never rewritten.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "common/result.hpp"
+
+namespace erdma::webhook {
+
+struct EnvEntryView {
+  std::string_view name;
+  bool has_value = false;   // "value" key present (possibly "")
+  std::string_view value;
+  bool has_value_from = false;
+};
+
+struct MountView {
+  std::string_view name;
+  std::string_view mount_path;
+};
+
+struct VolumeView {
+  std::string_view name;
+  bool is_host_path = false;
+  std::string_view host_path;
+};
+
+enum class ContainerList { Init, Main };
+
+struct ContainerView {
+  ContainerList list = ContainerList::Main;
+  size_t index = 0;                // position in its list
+  std::string_view name;
+  bool has_env = false;            // "env" is a (possibly empty) list
+  std::vector<EnvEntryView> env;
+  bool has_env_from = false;       // "envFrom" is a non-empty list
+  bool has_mounts = false;         // "volumeMounts" is a list
+  std::vector<MountView> mounts;
+  bool has_resources = false;      // "resources" is a map
+  bool has_limits = false;         // "resources.limits" is a map
+  bool resource_listed = false;    // the eRDMA resource appears in limits or requests
+  bool resource_positive = false;  // ... with a quantity above zero in either
+};
+
+struct PodView {
+  bool has_metadata = false;
+  bool has_annotations = false;
+  std::string_view name;
+  std::string_view generate_name;
+  std::string_view namespace_name;
+  // The annotations the rules read; nullopt when absent.
+  std::optional<std::string_view> smcr_annotation;
+  std::optional<std::string_view> inject_annotation;
+  std::optional<std::string_view> injected_annotation;
+  bool is_mirror = false;
+
+  bool has_spec = false;
+  bool host_network = false;
+  bool has_volumes = false;
+  std::vector<VolumeView> volumes;
+  std::vector<ContainerView> containers;  // init containers first, then containers, in order
+  size_t init_count = 0;
+
+  // "ns/name" for messages ("ns/prefix-*" for generateName pods).
+  [[nodiscard]] std::string display_name(std::string_view request_namespace) const;
+};
+
+// Reads `pod` into a PodView, checking the type of every field it touches. `resource_name` is the
+// extended resource that marks an eRDMA container. Errors are InvalidArgument with a JSON path:
+// `spec.containers[1].env[0].name: expected a string, got number`.
+[[nodiscard]] Result<PodView> read_pod(simdjson::dom::element pod, std::string_view resource_name);
+
+// "string", "number", "object", ... for messages.
+[[nodiscard]] std::string_view element_type_name(simdjson::dom::element e) noexcept;
+
+}  // namespace erdma::webhook
