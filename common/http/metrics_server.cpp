@@ -1,0 +1,176 @@
+// Plain-HTTP metrics/probe server on Boost.Beast (see metrics_server.hpp).
+#include "common/http/metrics_server.hpp"
+
+#include <atomic>
+#include <chrono>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace erdma::common::http {
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+}  // namespace
+
+struct MetricsServer::State : std::enable_shared_from_this<MetricsServer::State> {
+  State(net::io_context& io, PlainHandler h, PlainServerLimits l)
+      : ioc(io), acceptor(net::make_strand(io)), handler(std::move(h)), limits(l) {}
+
+  net::io_context& ioc;
+  tcp::acceptor acceptor;
+  PlainHandler handler;
+  PlainServerLimits limits;
+  std::atomic<size_t> open{0};
+  std::atomic<bool> stopped{false};
+  uint16_t port = 0;
+
+  void accept();
+};
+
+namespace {
+
+class PlainSession : public std::enable_shared_from_this<PlainSession> {
+ public:
+  PlainSession(tcp::socket&& socket, std::shared_ptr<MetricsServer::State> state)
+      : stream_(std::move(socket)), state_(std::move(state)) {}
+  ~PlainSession() { state_->open.fetch_sub(1); }
+
+  void run() {
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&PlainSession::do_read, shared_from_this()));
+  }
+
+ private:
+  void do_read() {
+    if (state_->stopped.load()) return close();
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(state_->limits.max_header_bytes));
+    parser_->body_limit(0);  // GET only; any body is refused
+    stream_.expires_after(std::chrono::seconds(state_->limits.timeout_seconds));
+    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&PlainSession::on_read, shared_from_this()));
+  }
+
+  void on_read(beast::error_code ec, std::size_t) {
+    if (ec) {
+      // Timeouts, resets and clients that just close: nothing to answer.
+      if (ec == bhttp::error::header_limit) return reply_error(bhttp::status::request_header_fields_too_large);
+      if (ec == bhttp::error::body_limit) return reply_error(bhttp::status::payload_too_large);
+      if (ec != bhttp::error::end_of_stream && ec != net::error::operation_aborted && ec != beast::error::timeout &&
+          ec != net::error::connection_reset) {
+        return reply_error(bhttp::status::bad_request);
+      }
+      return close();
+    }
+    const auto& req = parser_->get();
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>();
+    res->version(req.version());
+    res->keep_alive(req.keep_alive());
+    if (req.method() != bhttp::verb::get && req.method() != bhttp::verb::head) {
+      res->result(bhttp::status::method_not_allowed);
+      res->set(bhttp::field::allow, "GET, HEAD");
+      res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
+      res->body() = "method not allowed\n";
+    } else {
+      std::string_view target(req.target().data(), req.target().size());
+      if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+      PlainAnswer a = state_->handler(target);
+      res->result(a.status);
+      res->set(bhttp::field::content_type, a.content_type);
+      if (req.method() == bhttp::verb::get) res->body() = std::move(a.body);
+    }
+    res->prepare_payload();
+    write(std::move(res));
+  }
+
+  void reply_error(bhttp::status status) {
+    auto res = std::make_shared<bhttp::response<bhttp::string_body>>(status, 11);
+    res->set(bhttp::field::content_type, "text/plain; charset=utf-8");
+    res->body() = std::string(bhttp::obsolete_reason(status)) + "\n";
+    res->keep_alive(false);
+    res->prepare_payload();
+    write(std::move(res));
+  }
+
+  void write(std::shared_ptr<bhttp::response<bhttp::string_body>> res) {
+    stream_.expires_after(std::chrono::seconds(state_->limits.timeout_seconds));
+    bhttp::async_write(stream_, *res,
+                       [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+                         if (ec || !res->keep_alive()) return self->close();
+                         self->do_read();
+                       });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.close();
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::shared_ptr<MetricsServer::State> state_;
+};
+
+}  // namespace
+
+void MetricsServer::State::accept() {
+  acceptor.async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (self->stopped.load() || !self->acceptor.is_open()) return;
+    if (!ec) {
+      if (self->open.load() >= self->limits.max_connections) {
+        // Over the cap: close at once rather than queue; a scraper retries.
+        beast::error_code ignored;
+        socket.close(ignored);
+      } else {
+        self->open.fetch_add(1);
+        std::make_shared<PlainSession>(std::move(socket), self)->run();
+      }
+    }
+    self->accept();
+  });
+}
+
+MetricsServer::MetricsServer(net::io_context& ioc, PlainHandler handler, PlainServerLimits limits)
+    : state_(std::make_shared<State>(ioc, std::move(handler), limits)) {}
+
+MetricsServer::~MetricsServer() { stop(); }
+
+Status MetricsServer::listen(const ListenAddress& address) {
+  beast::error_code ec;
+  const auto ip = net::ip::make_address(address.host, ec);
+  if (ec) return make_error(ErrorCode::InvalidArgument, "metrics listen address " + address.host + ": " + ec.message());
+  const tcp::endpoint ep(ip, address.port);
+  auto& acc = state_->acceptor;
+  const std::string where = address.host + ":" + std::to_string(address.port);
+  if (acc.open(ep.protocol(), ec); ec) return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
+  if (acc.set_option(net::socket_base::reuse_address(true), ec); ec) {
+    return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
+  }
+  if (acc.bind(ep, ec); ec) return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
+  if (acc.listen(net::socket_base::max_listen_connections, ec); ec) {
+    return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
+  }
+  state_->port = acc.local_endpoint(ec).port();
+  state_->accept();
+  return {};
+}
+
+uint16_t MetricsServer::port() const noexcept { return state_->port; }
+
+void MetricsServer::stop() {
+  if (state_->stopped.exchange(true)) return;
+  net::post(state_->acceptor.get_executor(), [s = state_] {
+    beast::error_code ignored;
+    s->acceptor.close(ignored);
+  });
+}
+
+}  // namespace erdma::common::http

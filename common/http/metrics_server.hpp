@@ -1,0 +1,55 @@
+// A small plain-HTTP/1.1 server for Prometheus scraping and probes (GET /metrics, /healthz, ...),
+// on a port separate from anything that serves real traffic. Runs on the caller's io_context;
+// bounded: header size, idle timeout, connection cap. Handlers run on the io_context's threads
+// and must not block.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/listen_address.hpp"
+#include "common/result.hpp"
+
+namespace erdma::common::http {
+
+struct PlainAnswer {
+  unsigned status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+// Maps a GET path (query removed) to an answer; return status 404 for unknown paths.
+using PlainHandler = std::function<PlainAnswer(std::string_view path)>;
+
+struct PlainServerLimits {
+  size_t max_connections = 64;
+  unsigned timeout_seconds = 10;   // per read/write and keep-alive idle time
+  size_t max_header_bytes = 8192;
+};
+
+class MetricsServer {
+ public:
+  MetricsServer(boost::asio::io_context& ioc, PlainHandler handler, PlainServerLimits limits = {});
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // Binds and starts accepting. Errors: Unavailable (address in use, permission), InvalidArgument.
+  [[nodiscard]] Status listen(const ListenAddress& address);
+  // The bound port (useful after listening on port 0).
+  [[nodiscard]] uint16_t port() const noexcept;
+  // Stops accepting and closes open connections. Safe to call from any thread, more than once.
+  void stop();
+
+  struct State;  // implementation detail, shared with the connections
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace erdma::common::http

@@ -1,0 +1,56 @@
+// Structured logging for the shells (never the cores): one JSON object per line on stderr,
+//   {"ts":"2026-12-02T12:00:00.123Z","level":"info","msg":"cert reloaded","not_after":"..."}
+// Each line is written with a single write(2), so lines from different threads never interleave.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace erdma::common::log {
+
+enum class Level { Debug = 0, Info = 1, Warn = 2, Error = 3 };
+
+// Process-wide minimum level (default Info). Safe to call from any thread.
+void set_level(Level level) noexcept;
+[[nodiscard]] Level level() noexcept;
+[[nodiscard]] bool enabled(Level level) noexcept;
+
+// "debug", "info", "warn"/"warning", "error" (case-sensitive); nullopt otherwise.
+[[nodiscard]] std::optional<Level> parse_level(std::string_view text) noexcept;
+[[nodiscard]] std::string_view to_string(Level level) noexcept;
+
+// Builds one line; written when destroyed, unless the level is disabled (then every call is a
+// cheap no-op). Keys must be plain identifiers; values are escaped.
+class Line {
+ public:
+  Line(Level level, std::string_view msg);
+  ~Line();
+  Line(const Line&) = delete;
+  Line& operator=(const Line&) = delete;
+
+  Line& kv(std::string_view key, std::string_view value);
+  Line& kv(std::string_view key, const char* value) { return kv(key, std::string_view(value)); }
+  Line& kv(std::string_view key, const std::string& value) { return kv(key, std::string_view(value)); }
+  Line& kv(std::string_view key, int64_t value);
+  Line& kv(std::string_view key, uint64_t value);
+  Line& kv(std::string_view key, int value) { return kv(key, static_cast<int64_t>(value)); }
+  Line& kv(std::string_view key, unsigned value) { return kv(key, static_cast<uint64_t>(value)); }
+  Line& kv(std::string_view key, double value);
+  Line& kv(std::string_view key, bool value);
+
+ private:
+  bool on_;
+  std::string buf_;
+};
+
+inline Line debug(std::string_view msg) { return Line(Level::Debug, msg); }
+inline Line info(std::string_view msg) { return Line(Level::Info, msg); }
+inline Line warn(std::string_view msg) { return Line(Level::Warn, msg); }
+inline Line error(std::string_view msg) { return Line(Level::Error, msg); }
+
+// Test hook: capture lines in memory instead of stderr (nullptr restores stderr).
+void set_sink_for_test(std::string* sink) noexcept;
+
+}  // namespace erdma::common::log
