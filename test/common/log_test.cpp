@@ -9,7 +9,7 @@
 namespace elog = erdma::common::log;
 using nlohmann::json;
 
-TEST_CASE("log lines are JSON objects with ts, level, msg and the key-values; levels filter") {
+TEST_CASE("log lines are JSON objects with ts, level, msg and the key-values - levels filter") {
   std::string sink;
   elog::set_sink_for_test(&sink);
   elog::set_level(elog::Level::Info);

@@ -45,7 +45,7 @@ TEST_CASE("counters, gauges and histograms expose in Prometheus text format") {
   CHECK(r.expose() == want);
 }
 
-TEST_CASE("the same name and labels return the same series; updates from many threads add up") {
+TEST_CASE("the same name and labels return the same series - updates from many threads add up") {
   Registry r;
   Counter& a = r.counter("c_total", "C.");
   Counter& b = r.counter("c_total", "C.");

@@ -28,7 +28,7 @@ std::string error_of(const std::string& text, const ParseLimits& limits = {}) {
 
 }  // namespace
 
-TEST_CASE("YAML plain scalars resolve by the 1.2 core schema; quoted ones stay strings") {
+TEST_CASE("YAML plain scalars resolve by the 1.2 core schema - quoted ones stay strings") {
   const json doc = one(R"(
 int: 42
 neg: -7

@@ -158,7 +158,7 @@ spec:
   CHECK(patch.err.find("Pod default/web: mutated") != std::string::npos);
 }
 
-TEST_CASE("bad flags and bad input exit 2 with one error line; a refused pod exits 1") {
+TEST_CASE("bad flags and bad input exit 2 with one error line - a refused pod exits 1") {
   TempFile good("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a}]}\n");
   struct Case {
     std::vector<std::string> args;

@@ -139,7 +139,7 @@ TEST_CASE("append_review_response writes exactly the fields the apiserver checks
         R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u\"1","allowed":true,"patchType":"JSONPatch","patch":"W10=","warnings":["w1","w\"2"]}})");
 }
 
-TEST_CASE("one Reviewer serves many bodies; views never leak between them") {
+TEST_CASE("one Reviewer serves many bodies - views never leak between them") {
   Reviewer reviewer;
   for (int i = 0; i < 50; ++i) {
     json req = pod_request();
