@@ -28,13 +28,14 @@ constexpr auto kWait = 15s;
 class Child {
  public:
   Child(const std::string& bin, const std::vector<std::string>& args) {
+    // Built before fork: the child of a multi-threaded process may only exec (no malloc).
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(bin.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
     pid_ = ::fork();
     REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(bin.c_str()));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
       ::execv(bin.c_str(), argv.data());
       ::_exit(127);
     }

@@ -71,11 +71,11 @@ struct Harness {
   RecordingHook hook;
   common::metrics::Registry registry;
   AgentMetrics metrics{registry};
-  FakeKubelet kubelet{dir.path()};
   std::unique_ptr<PluginRuntime> runtime;
+  FakeKubelet kubelet{dir.path()};
 
-  explicit Harness(bool start_kubelet = true) {
-    cfg.device_plugin_dir = dir.path();
+  explicit Harness(bool start_kubelet = true, std::string plugin_dir = "") {
+    cfg.device_plugin_dir = plugin_dir.empty() ? dir.path() : plugin_dir;
     cfg.slots_per_device = 4;
     cfg.rescan_seconds = 3600;  // tests ask for scans explicitly
     cfg.metrics_listen = "";
@@ -438,6 +438,24 @@ TEST_CASE("registration is retried until kubelet is there and accepts it") {
   CHECK(req->resource_name() == "aliyun/erdma");
   CHECK(eventually([&] { return h.runtime->registered(); }));
   CHECK(h.metrics.registrations_error.value() >= 2);
+}
+
+TEST_CASE("a device-plugin directory that appears later is served and registered in") {
+  TempDir parent;
+  const std::string dp = parent.path() + "/device-plugins";
+  Harness h(false, dp);
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(std::filesystem::exists(dp));  // the agent does not create kubelet's directory
+  std::filesystem::create_directory(dp);
+  FakeKubelet kubelet(dp);
+  kubelet.start();
+  REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
+  CHECK(is_socket(dp + "/erdma.sock"));
+  // And a kubelet restart there is noticed like anywhere else.
+  CHECK(eventually([&] { return h.runtime->registered(); }));
+  kubelet.restart();
+  REQUIRE(kubelet.wait_for_registrations(2, kWait).has_value());
+  h.runtime->stop();
 }
 
 TEST_CASE("a failing discovery keeps the previous view") {
