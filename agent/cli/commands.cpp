@@ -31,15 +31,15 @@ using nlohmann::json;
 
 namespace {
 
-// The verbs source with its RDMA netlink driver lookup, owned together.
+// The verbs source with its RDMA netlink queries, owned together.
 class VerbsWithNetlink final : public RdmaDevices {
  public:
-  explicit VerbsWithNetlink(const std::vector<std::string>& drivers) : verbs_(drivers, &lookup_) {}
+  explicit VerbsWithNetlink(const std::vector<std::string>& drivers) : verbs_(drivers, &kernel_) {}
   Result<DeviceScan> scan() override { return verbs_.scan(); }
   std::string describe() const override { return verbs_.describe(); }
 
  private:
-  NetlinkDriverLookup lookup_;
+  NetlinkDeviceInfo kernel_;
   VerbsRdmaDevices verbs_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include <netlink/attr.h>
@@ -26,6 +27,8 @@ Result<std::vector<nlattr*>> parse(const nlmsghdr* msg) {
   policy[RDMA_NLDEV_ATTR_DEV_INDEX].type = NLA_U32;
   policy[RDMA_NLDEV_ATTR_DEV_NAME].type = NLA_NUL_STRING;
   policy[RDMA_NLDEV_ATTR_CHARDEV_NAME].type = NLA_NUL_STRING;
+  policy[RDMA_NLDEV_ATTR_PORT_INDEX].type = NLA_U32;
+  policy[RDMA_NLDEV_ATTR_NDEV_NAME].type = NLA_NUL_STRING;
   // nlmsg_parse takes a non-const header; it does not modify it.
   const int err = nlmsg_parse(const_cast<nlmsghdr*>(msg), 0, tb.data(), kMaxAttr, policy);
   if (err < 0) return make_error(ErrorCode::InvalidArgument, std::string("malformed RDMA netlink message: ") + nl_geterror(err));
@@ -50,21 +53,39 @@ struct MsgDeleter {
   void operator()(nl_msg* m) const noexcept { nlmsg_free(m); }
 };
 
+enum class Want { Devices, Chardev, Ports };
+
 struct Collect {
+  Want want = Want::Devices;
   std::vector<NldevDevice> devices;
   std::vector<NldevChardev> chardevs;
-  bool chardev = false;
+  std::vector<NldevPort> ports;
 };
 
+// Replies that do not decode are skipped: one odd record must not hide the others.
 int on_valid(nl_msg* msg, void* arg) {
   auto* c = static_cast<Collect*>(arg);
   const nlmsghdr* hdr = nlmsg_hdr(msg);
-  if (c->chardev) {
-    if (auto r = decode_nldev_chardev(hdr)) c->chardevs.push_back(std::move(*r));
-  } else {
-    if (auto r = decode_nldev_device(hdr)) c->devices.push_back(std::move(*r));
+  switch (c->want) {
+    case Want::Devices:
+      if (auto r = decode_nldev_device(hdr)) c->devices.push_back(std::move(*r));
+      break;
+    case Want::Chardev:
+      if (auto r = decode_nldev_chardev(hdr)) c->chardevs.push_back(std::move(*r));
+      break;
+    case Want::Ports:
+      if (auto r = decode_nldev_port(hdr)) c->ports.push_back(std::move(*r));
+      break;
   }
   return NL_OK;
+}
+
+using Msg = std::unique_ptr<nl_msg, MsgDeleter>;
+
+// Sends `msg` and reads the whole answer (a dump ends with NLMSG_DONE). Bounded by SO_RCVTIMEO.
+int exchange(nl_sock* sk, nl_msg* msg) {
+  if (const int err = nl_send_auto(sk, msg); err < 0) return err;
+  return nl_recvmsgs_default(sk);
 }
 
 }  // namespace
@@ -106,6 +127,25 @@ Result<NldevDevice> decode_nldev_device(const nlmsghdr* msg) {
   return NldevDevice{nla_get_u32(const_cast<nlattr*>(idx)), std::move(*name)};
 }
 
+Result<NldevPort> decode_nldev_port(const nlmsghdr* msg) {
+  auto tb = parse(msg);
+  if (!tb) return std::move(tb).error();
+  const nlattr* idx = (*tb)[RDMA_NLDEV_ATTR_DEV_INDEX];
+  const nlattr* port = (*tb)[RDMA_NLDEV_ATTR_PORT_INDEX];
+  if (idx == nullptr || nla_len(idx) != 4 || port == nullptr || nla_len(port) != 4) {
+    return make_error(ErrorCode::InvalidArgument, "RDMA netlink port reply without a device index and port");
+  }
+  NldevPort out;
+  out.device_index = nla_get_u32(const_cast<nlattr*>(idx));
+  out.port = nla_get_u32(const_cast<nlattr*>(port));
+  if ((*tb)[RDMA_NLDEV_ATTR_NDEV_NAME] != nullptr) {
+    auto name = get_string(*tb, RDMA_NLDEV_ATTR_NDEV_NAME, "netdev name");
+    if (!name) return std::move(name).error();
+    out.netdev = std::move(*name);
+  }
+  return out;
+}
+
 Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg) {
   auto tb = parse(msg);
   if (!tb) return std::move(tb).error();
@@ -125,44 +165,54 @@ Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg) {
   return out;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> NetlinkDriverLookup::drivers() {
+Result<std::vector<KernelDevice>> NetlinkDeviceInfo::devices() {
   std::unique_ptr<nl_sock, SocketDeleter> sk(nl_socket_alloc());
   if (!sk) return make_error(ErrorCode::Internal, "cannot allocate a netlink socket");
   if (const int err = nl_connect(sk.get(), NETLINK_RDMA); err < 0) {
     return make_error(ErrorCode::Unavailable, std::string("RDMA netlink unavailable: ") + nl_geterror(err));
   }
+  // Replies are read explicitly; an ACK per request would be left over for the next one.
   nl_socket_disable_auto_ack(sk.get());
   timeval tv{2, 0};
   ::setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-
   Collect collect;
   nl_socket_modify_cb(sk.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &collect);
-  {
-    std::unique_ptr<nl_msg, MsgDeleter> msg(
-        nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET), NLM_F_DUMP));
-    if (!msg) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
-    if (const int err = nl_send_auto(sk.get(), msg.get()); err < 0) {
-      return make_error(ErrorCode::Unavailable, std::string("RDMA netlink send: ") + nl_geterror(err));
-    }
-    if (const int err = nl_recvmsgs_default(sk.get()); err < 0) {
-      return make_error(ErrorCode::Unavailable, std::string("RDMA netlink device dump: ") + nl_geterror(err));
-    }
+
+  Msg dump(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET), NLM_F_DUMP));
+  if (!dump) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
+  if (const int err = exchange(sk.get(), dump.get()); err < 0) {
+    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink device dump: ") + nl_geterror(err));
   }
-  std::vector<std::pair<std::string, std::string>> out;
-  collect.chardev = true;
-  for (const auto& dev : collect.devices) {
+  const std::vector<NldevDevice> devices = collect.devices;
+  std::vector<KernelDevice> out;
+  for (const auto& dev : devices) {
+    KernelDevice k;
+    k.name = dev.name;
+
+    collect.want = Want::Chardev;
     collect.chardevs.clear();
-    std::unique_ptr<nl_msg, MsgDeleter> msg(
-        nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET_CHARDEV), 0));
-    if (!msg) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
-    if (nla_put_u32(msg.get(), RDMA_NLDEV_ATTR_DEV_INDEX, dev.index) < 0 ||
-        nla_put_string(msg.get(), RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs") < 0) {
+    Msg chardev(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET_CHARDEV), 0));
+    if (!chardev || nla_put_u32(chardev.get(), RDMA_NLDEV_ATTR_DEV_INDEX, dev.index) < 0 ||
+        nla_put_string(chardev.get(), RDMA_NLDEV_ATTR_CHARDEV_TYPE, "uverbs") < 0) {
       return make_error(ErrorCode::Internal, "cannot build an RDMA netlink request");
     }
-    if (nl_send_auto(sk.get(), msg.get()) < 0) continue;
-    // A device without a uverbs char device answers with an error: no driver for it.
-    if (nl_recvmsgs_default(sk.get()) < 0 || collect.chardevs.empty()) continue;
-    out.emplace_back(dev.name, std::string(rdma_driver_name(collect.chardevs.front().driver_id)));
+    // A device without a uverbs char device answers with an error: no driver known for it.
+    if (exchange(sk.get(), chardev.get()) >= 0 && !collect.chardevs.empty()) {
+      k.driver = std::string(rdma_driver_name(collect.chardevs.front().driver_id));
+    }
+
+    collect.want = Want::Ports;
+    collect.ports.clear();
+    Msg ports(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_PORT_GET), NLM_F_DUMP));
+    if (!ports || nla_put_u32(ports.get(), RDMA_NLDEV_ATTR_DEV_INDEX, dev.index) < 0) {
+      return make_error(ErrorCode::Internal, "cannot build an RDMA netlink request");
+    }
+    if (exchange(sk.get(), ports.get()) >= 0) {
+      for (const auto& p : collect.ports) {
+        if (p.device_index == dev.index) k.port_netdevs[p.port] = p.netdev;
+      }
+    }
+    out.push_back(std::move(k));
   }
   return out;
 }

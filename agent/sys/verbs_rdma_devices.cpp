@@ -40,9 +40,19 @@ void filter_by_driver(DeviceScan& scan, const std::vector<std::string>& drivers)
   scan.devices = std::move(kept);
 }
 
-VerbsRdmaDevices::VerbsRdmaDevices(std::vector<std::string> drivers, DriverLookup* lookup, std::string sysfs_root,
+void merge_kernel_info(RdmaDevice& device, const KernelDevice& kernel) {
+  if (!kernel.driver.empty()) device.driver = kernel.driver;
+  for (const auto& [port, netdev] : kernel.port_netdevs) {
+    if (!netdev.empty()) {
+      device.netdev = netdev;
+      break;
+    }
+  }
+}
+
+VerbsRdmaDevices::VerbsRdmaDevices(std::vector<std::string> drivers, KernelDeviceInfo* kernel, std::string sysfs_root,
                                    std::string dev_dir)
-    : drivers_(std::move(drivers)), lookup_(lookup), reader_(std::move(sysfs_root)), dev_dir_(std::move(dev_dir)) {}
+    : drivers_(std::move(drivers)), kernel_(kernel), reader_(std::move(sysfs_root)), dev_dir_(std::move(dev_dir)) {}
 
 std::string VerbsRdmaDevices::describe() const { return "verbs (drivers: " + join(drivers_) + ")"; }
 
@@ -89,12 +99,12 @@ Result<DeviceScan> VerbsRdmaDevices::scan() {
     return out;
   }
 
-  std::map<std::string, std::string> looked_up;
-  if (lookup_ != nullptr) {
-    if (auto d = lookup_->drivers()) {
-      for (auto& [dev, drv] : *d) looked_up[dev] = drv;
+  std::map<std::string, KernelDevice> kernel;
+  if (kernel_ != nullptr) {
+    if (auto k = kernel_->devices()) {
+      for (auto& dev : *k) kernel[dev.name] = std::move(dev);
     } else {
-      out.notes.push_back("driver lookup failed: " + d.error().message + "; using sysfs driver links only");
+      out.notes.push_back("kernel device query failed: " + k.error().message + "; using sysfs only");
     }
   }
   const auto sysfs_uverbs = reader_.uverbs_by_device();
@@ -107,9 +117,7 @@ Result<DeviceScan> VerbsRdmaDevices::scan() {
     RdmaDevice d = std::move(read->device);
     out.notes.insert(out.notes.end(), read->notes.begin(), read->notes.end());
     if (d.uverbs.empty()) d.uverbs = verbs_uverbs[name];
-    // RDMA netlink knows the driver of every device (the id libibverbs matches providers with);
-    // it wins over the PCI driver link, which names e.g. "mlx5_core" rather than "mlx5".
-    if (auto it = looked_up.find(name); it != looked_up.end() && !it->second.empty()) d.driver = it->second;
+    if (auto it = kernel.find(name); it != kernel.end()) merge_kernel_info(d, it->second);
     if (!d.uverbs.empty() && !std::filesystem::exists(std::filesystem::path(dev_dir_) / d.uverbs, ec)) {
       out.notes.push_back(name + ": " + dev_dir_ + "/" + d.uverbs +
                           " does not exist (is /dev/infiniband mounted into the agent?); marked unhealthy");

@@ -6,6 +6,7 @@
 // should not do, and sysfs reads are what the unit tests replay from recorded trees.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,21 +16,34 @@
 
 namespace erdma::agent {
 
-// The driver of a device that has no bus driver link (software devices such as rxe): asked from
-// RDMA netlink in production, replaced in tests.
-class DriverLookup {
- public:
-  virtual ~DriverLookup() = default;
-  // ib device name -> driver name ("rxe", "erdma"); missing entries are unknown. Errors mean the
-  // lookup itself failed (e.g. no RDMA netlink); the scan goes on with what sysfs says.
-  [[nodiscard]] virtual Result<std::vector<std::pair<std::string, std::string>>> drivers() = 0;
+// What the kernel says about a device beyond sysfs: its driver (the only driver name software
+// devices such as rxe have) and the netdev bound to each port (sysfs names netdevs only through
+// RoCE GID entries, so an iWARP-mode erdma port has none there).
+struct KernelDevice {
+  std::string name;
+  std::string driver;                          // "" when unknown
+  std::map<unsigned, std::string> port_netdevs;  // port number -> netdev name
 };
+
+// Asked from RDMA netlink in production, replaced in tests.
+class KernelDeviceInfo {
+ public:
+  virtual ~KernelDeviceInfo() = default;
+  // One entry per device the kernel knows. Errors mean the query itself failed (e.g. no RDMA
+  // netlink); the scan goes on with what sysfs says.
+  [[nodiscard]] virtual Result<std::vector<KernelDevice>> devices() = 0;
+};
+
+// Folds what the kernel says into a device read from sysfs: the kernel's driver name wins over the
+// bus driver link (which names e.g. "mlx5_core" rather than "mlx5"), the netdev of the lowest
+// port that has one wins over a GID's netdev. Pure.
+void merge_kernel_info(RdmaDevice& device, const KernelDevice& kernel);
 
 class VerbsRdmaDevices final : public RdmaDevices {
  public:
   // `drivers`: which devices to keep (by driver name). `sysfs_root` and `dev_dir` are "/sys" and
-  // "/dev/infiniband" on a node. `lookup` may be null (no driver lookup beyond sysfs).
-  VerbsRdmaDevices(std::vector<std::string> drivers, DriverLookup* lookup, std::string sysfs_root = "/sys",
+  // "/dev/infiniband" on a node. `kernel` may be null (sysfs only).
+  VerbsRdmaDevices(std::vector<std::string> drivers, KernelDeviceInfo* kernel, std::string sysfs_root = "/sys",
                    std::string dev_dir = "/dev/infiniband");
 
   // RdmaDevices
@@ -38,7 +52,7 @@ class VerbsRdmaDevices final : public RdmaDevices {
 
  private:
   std::vector<std::string> drivers_;
-  DriverLookup* lookup_;
+  KernelDeviceInfo* kernel_;
   sysfs::SysfsRdmaReader reader_;
   std::string dev_dir_;
 };

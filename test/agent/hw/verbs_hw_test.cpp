@@ -10,8 +10,8 @@
 
 int main() {
   using namespace erdma::agent;
-  NetlinkDriverLookup lookup;
-  VerbsRdmaDevices verbs({"erdma", "rxe", "siw", "mlx5"}, &lookup);
+  NetlinkDeviceInfo kernel;
+  VerbsRdmaDevices verbs({"erdma", "rxe", "siw", "mlx5"}, &kernel);
   auto scan = verbs.scan();
   if (!scan) {
     std::printf("FAIL: discovery failed: %s\n", scan.error().message.c_str());
@@ -32,6 +32,7 @@ int main() {
       ++failures;
     };
     if (d.driver.empty()) fail("no driver name (RDMA netlink lookup)");
+    if (d.netdev.empty()) fail("no netdev");
     if (d.uverbs.empty() || !std::filesystem::exists(uverbs_path(d))) fail("no uverbs char device");
     if (d.ports.empty()) fail("no ports");
     for (const auto& p : d.ports) {

@@ -107,12 +107,58 @@ TEST_CASE("chardev replies: name and driver id as u32 or u64") {
   }
 }
 
-TEST_CASE("the netlink lookup answers or says why not, without hanging") {
-  NetlinkDriverLookup lookup;
-  auto r = lookup.drivers();
+TEST_CASE("port replies: device index, port, optional netdev") {
+  {
+    auto m = message(RDMA_NLDEV_CMD_PORT_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 2) == 0);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, "erdma_0") == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_PORT_INDEX, 1) == 0);
+    REQUIRE(nla_put_u8(m.get(), RDMA_NLDEV_ATTR_PORT_STATE, 4) == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_NDEV_INDEX, 3) == 0);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_NDEV_NAME, "eth0") == 0);
+    auto p = decode_nldev_port(nlmsg_hdr(m.get()));
+    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    CHECK(p->device_index == 2);
+    CHECK(p->port == 1);
+    CHECK(p->netdev == "eth0");
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_PORT_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 2) == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_PORT_INDEX, 1) == 0);
+    auto p = decode_nldev_port(nlmsg_hdr(m.get()));
+    REQUIRE(p.ok());
+    CHECK(p->netdev.empty());
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_PORT_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 2) == 0);
+    CHECK_FALSE(decode_nldev_port(nlmsg_hdr(m.get())).ok());
+  }
+}
+
+TEST_CASE("kernel facts win over sysfs guesses") {
+  RdmaDevice d;
+  d.name = "mlx5_0";
+  d.driver = "mlx5_core";  // the PCI driver link
+  d.netdev = "";
+  merge_kernel_info(d, KernelDevice{"mlx5_0", "mlx5", {{1, ""}, {2, "ens2f1"}}});
+  CHECK(d.driver == "mlx5");
+  CHECK(d.netdev == "ens2f1");
+  RdmaDevice r;
+  r.driver = "";
+  r.netdev = "veth0";
+  merge_kernel_info(r, KernelDevice{"rxe0", "", {}});
+  CHECK(r.driver.empty());
+  CHECK(r.netdev == "veth0");
+}
+
+TEST_CASE("the netlink query answers or says why not, without hanging") {
+  NetlinkDeviceInfo info;
+  auto r = info.devices();
   // On a node without RDMA the kernel may lack NETLINK_RDMA (an error) or list no devices.
   if (r.ok()) {
-    for (const auto& [dev, driver] : *r) CHECK_FALSE(dev.empty());
+    for (const auto& dev : *r) CHECK_FALSE(dev.name.empty());
   } else {
     CHECK(r.error().message.find("RDMA netlink") != std::string::npos);
   }
