@@ -223,6 +223,7 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   Flags flags;
   if (!parse_flags(args, flags, false, true, err)) return kExitUsage;
   if (!flags.log_level.empty()) log::set_level(*log::parse_level(flags.log_level));
+  route_grpc_logs();
   auto cfg = load_config_file(flags.config);
   if (!cfg) {
     log::error("invalid configuration").kv("error", cfg.error().message);

@@ -7,7 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
+
+#include "common/log.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -23,6 +26,12 @@ PluginServer::~PluginServer() { stop(std::chrono::milliseconds(0)); }
 Status PluginServer::start(const std::string& socket_path, std::chrono::milliseconds grace) {
   stop(grace);
   struct stat st {};
+  const auto slash = socket_path.rfind('/');
+  const std::string dir = slash == std::string::npos || slash == 0 ? "/" : socket_path.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return make_error(ErrorCode::Unavailable, "directory " + dir +
+                                                  " does not exist (kubelet creates it; is it mounted into the agent?)");
+  }
   if (::lstat(socket_path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       return make_error(ErrorCode::FailedPrecondition,
@@ -68,6 +77,16 @@ bool PluginServer::socket_is_ours() const {
   if (path_.empty() || ino_ == 0) return false;
   struct stat st {};
   return ::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == ino_ && st.st_dev == dev_;
+}
+
+void route_grpc_logs() {
+  gpr_set_log_function([](gpr_log_func_args* args) {
+    const bool is_error = args->severity == GPR_LOG_SEVERITY_ERROR;
+    if (!common::log::enabled(is_error ? common::log::Level::Warn : common::log::Level::Debug)) return;
+    common::log::Line(is_error ? common::log::Level::Warn : common::log::Level::Debug, "grpc")
+        .kv("detail", args->message != nullptr ? args->message : "")
+        .kv("at", std::string(args->file != nullptr ? args->file : "") + ":" + std::to_string(args->line));
+  });
 }
 
 Status register_with_kubelet(const Registration& reg, std::chrono::milliseconds timeout) {

@@ -52,6 +52,10 @@ struct Registration {
   std::string resource_name;   // e.g. "aliyun/erdma"
 };
 
+// Sends gRPC's own log lines into the agent's JSON log (gRPC errors as warn, the rest as debug),
+// so stderr stays one JSON object per line. Call once, before any gRPC object exists.
+void route_grpc_logs();
+
 // Calls kubelet's Registration.Register (version "v1beta1", the plugin's options). Bounded by
 // `timeout`. Errors: Unavailable when kubelet is not listening, otherwise the gRPC status
 // kubelet answered with, e.g. for a resource name it refuses.
