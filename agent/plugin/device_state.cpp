@@ -20,7 +20,14 @@ bool DeviceState::update(const DeviceScan& scan) {
   }
   if (changed) {
     std::lock_guard lock(watchers_mu_);
-    for (auto& [id, watcher] : watchers_) watcher();
+    std::vector<uint64_t> ids;
+    for (const auto& [id, watcher] : watchers_) ids.push_back(id);
+    for (uint64_t id : ids) {
+      auto it = watchers_.find(id);
+      if (it == watchers_.end()) continue;  // removed by an earlier watcher on this thread
+      auto watcher = it->second;            // a copy: the entry may be erased while it runs
+      watcher();
+    }
   }
   return changed;
 }

@@ -34,9 +34,9 @@ class DeviceState {
   [[nodiscard]] std::shared_ptr<const Snapshot> snapshot() const;
   [[nodiscard]] unsigned slots_per_device() const noexcept { return slots_per_device_; }
 
-  // Watchers are called after each change. remove_watcher() returns only once no call to that
-  // watcher is running, so a watcher may be destroyed right after. Watchers must be quick and
-  // must not call add_watcher/remove_watcher.
+  // Watchers are called after each change. From another thread, remove_watcher() returns only
+  // once no call to that watcher is running, so a watcher may be destroyed right after. A watcher
+  // may remove itself (gRPC may finish a stream inline); watchers must be quick.
   uint64_t add_watcher(std::function<void()> watcher);
   void remove_watcher(uint64_t id);
 
@@ -44,7 +44,7 @@ class DeviceState {
   const unsigned slots_per_device_;
   mutable std::mutex mu_;
   std::shared_ptr<const Snapshot> snapshot_;
-  std::mutex watchers_mu_;  // held while watchers run
+  std::recursive_mutex watchers_mu_;  // held while watchers run
   std::map<uint64_t, std::function<void()>> watchers_;
   uint64_t next_watcher_ = 1;
 };
