@@ -21,7 +21,9 @@ TempDir::~TempDir() {
   fs::remove_all(path_, ec);
 }
 
-struct FakeKubelet::Impl final : public v1beta1::Registration::Service {
+// The callback API, like the agent: a sync server's workers poll with a 10 s timeout, which can
+// make Shutdown()+Wait() take that long.
+struct FakeKubelet::Impl final : public v1beta1::Registration::CallbackService {
   mutable std::mutex mu;
   std::condition_variable cv;
   std::vector<v1beta1::RegisterRequest> requests;
@@ -29,16 +31,23 @@ struct FakeKubelet::Impl final : public v1beta1::Registration::Service {
   int fail_next = 0;
   grpc::StatusCode fail_code = grpc::StatusCode::UNAVAILABLE;
 
-  grpc::Status Register(grpc::ServerContext*, const v1beta1::RegisterRequest* request, v1beta1::Empty*) override {
-    std::lock_guard lock(mu);
-    if (fail_next > 0) {
-      --fail_next;
-      return grpc::Status(fail_code, "fake kubelet refuses this registration");
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* ctx, const v1beta1::RegisterRequest* request,
+                                     v1beta1::Empty*) override {
+    auto* reactor = ctx->DefaultReactor();
+    grpc::Status status = grpc::Status::OK;
+    {
+      std::lock_guard lock(mu);
+      if (fail_next > 0) {
+        --fail_next;
+        status = grpc::Status(fail_code, "fake kubelet refuses this registration");
+      } else {
+        requests.push_back(*request);
+        times.push_back(std::chrono::steady_clock::now());
+        cv.notify_all();
+      }
     }
-    requests.push_back(*request);
-    times.push_back(std::chrono::steady_clock::now());
-    cv.notify_all();
-    return grpc::Status::OK;
+    reactor->Finish(status);
+    return reactor;
   }
 };
 
