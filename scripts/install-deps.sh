@@ -13,6 +13,12 @@ packages=(
   libboost1.81-dev libssl-dev openssl
   # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)
   curl python3
+  # agent: kubelet device plugin (gRPC), RDMA discovery (libibverbs, RDMA netlink via libnl)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libibverbs-dev rdma-core ibverbs-providers libnl-3-dev libnl-route-3-dev
+  # agent tests: an independently written kubelet in Python (Debian's grpcio at /usr/bin/python3;
+  # its messages are compiled by protoc above, its method paths written by hand)
+  python3-grpcio python3-protobuf
 )
 
 missing=()
