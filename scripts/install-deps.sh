@@ -11,8 +11,11 @@ packages=(
   libsimdjson-dev nlohmann-json3-dev libyaml-cpp-dev doctest-dev
   # webhook server
   libboost1.81-dev libssl-dev openssl
-  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)
-  curl python3
+  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3 and its
+  # Prometheus text parser for the /metrics check)
+  curl python3 python3-prometheus-client
+  # server benchmark (bench/server/run.sh): HTTPS load generator
+  wrk
 )
 
 missing=()
