@@ -292,8 +292,8 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
     std::string text;
     if (value.is_string()) {
       text = value.get<std::string>();
-    } else if (value.is_number_unsigned()) {
-      text = std::to_string(value.get<unsigned long long>());
+    } else if (value.is_number_integer()) {
+      text = std::to_string(value.get<long long>());
     } else {
       return make_error(ErrorCode::InvalidArgument, "server." + key + ": must be a string or a whole number");
     }
