@@ -305,18 +305,23 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
-  // TLS close_notify, then (after an early answer) discard what the client still sends until it
-  // closes, bounded in time and bytes.
+  // A normal close sends the TLS close_notify and waits briefly for the peer's. After an early
+  // error answer the rest of the request may still be arriving: then the write side is shut at
+  // the TCP level and unread input is discarded until the peer closes (bounded in time and
+  // bytes), because closing with unread data would send a reset that can destroy the answer
+  // before the client reads it.
   void do_close(bool linger) {
     phase_ = Phase::Closing;
-    lowest().expires_after(limits().close_timeout);
-    stream_.async_shutdown([self = shared_from_this(), linger](beast::error_code ec) {
-      if (ec == beast::error::timeout) return;  // socket already closed by the stream
-      if (!linger) return self->close_socket();
+    if (linger) {
       beast::error_code ignored;
-      self->lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
-      self->lowest().expires_after(self->limits().close_timeout);
-      self->discard();
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      lowest().expires_after(limits().linger_timeout);
+      return discard();
+    }
+    lowest().expires_after(limits().shutdown_timeout);
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code ec) {
+      if (ec == beast::error::timeout) return;  // socket already closed by the stream
+      self->close_socket();
     });
   }
 

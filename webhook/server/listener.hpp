@@ -32,7 +32,10 @@ struct ListenerLimits {
   // Longer than the 90 s idle timeout of Go's HTTP transport (what kube-apiserver uses), so the
   // client, not the server, retires an idle connection and no request races a server-side close.
   std::chrono::milliseconds idle_timeout{120000};
-  std::chrono::milliseconds close_timeout{2000};  // TLS close_notify, then discarding unread input
+  // Closing: how long to wait for the peer's close_notify after sending ours, and how long to
+  // keep discarding a request body still arriving after an early error answer (413, 431, 400).
+  std::chrono::milliseconds shutdown_timeout{500};
+  std::chrono::milliseconds linger_timeout{3000};
 };
 
 class Listener {
