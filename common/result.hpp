@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cassert>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -87,16 +88,15 @@ template <>
 class [[nodiscard]] Result<void> {
  public:
   Result() = default;
-  Result(Error error) : error_(std::move(error)), ok_(false) {}  // NOLINT: implicit by design
+  Result(Error error) : error_(std::move(error)) {}  // NOLINT: implicit by design
 
-  [[nodiscard]] bool ok() const noexcept { return ok_; }
-  explicit operator bool() const noexcept { return ok_; }
-  [[nodiscard]] const Error& error() const& { assert(!ok_); return error_; }
-  [[nodiscard]] Error&& error() && { assert(!ok_); return std::move(error_); }
+  [[nodiscard]] bool ok() const noexcept { return !error_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+  [[nodiscard]] const Error& error() const& { assert(!ok()); return *error_; }
+  [[nodiscard]] Error&& error() && { assert(!ok()); return std::move(*error_); }
 
  private:
-  Error error_;
-  bool ok_ = true;
+  std::optional<Error> error_;  // empty on success: constructing an OK status allocates nothing
 };
 
 using Status = Result<void>;

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -102,7 +103,8 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
     stream_.expires_after(std::chrono::seconds(state_->limits.timeout_seconds));
     bhttp::async_write(stream_, *res,
                        [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-                         if (ec || !res->keep_alive()) return self->close();
+                         if (ec) return self->close();
+                         if (!res->keep_alive()) return self->linger_close();
                          self->do_read();
                        });
   }
@@ -113,9 +115,27 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
     stream_.close();
   }
 
+  // After an error answer the client may still be sending (an oversized header, say). Closing at
+  // once with unread data makes the kernel send RST, which can destroy the answer before the
+  // client reads it; so stop sending, drain briefly, then close.
+  void linger_close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(2));
+    drain();
+  }
+
+  void drain() {
+    stream_.async_read_some(net::buffer(drain_buf_), [self = shared_from_this()](beast::error_code ec, std::size_t) {
+      if (ec) return self->stream_.close();
+      self->drain();
+    });
+  }
+
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  char drain_buf_[4096];
   std::shared_ptr<MetricsServer::State> state_;
 };
 

@@ -118,7 +118,7 @@ class Builder {
     const auto& r = cfg_.rendered();
     const std::string prefix = container_prefix(c);
     std::vector<const std::string*> env;
-    std::vector<std::string> env_names;
+    std::vector<std::string_view> env_names;
     std::vector<const std::string*> mounts;
 
     if (add_resource) {
@@ -159,7 +159,10 @@ class Builder {
       }
       if (c.has_env_from) {
         std::string names;
-        for (const auto& n : env_names) names += (names.empty() ? "" : ", ") + n;
+        for (const auto& n : env_names) {
+          if (!names.empty()) names += ", ";
+          names += n;
+        }
         warn(describe(c) + " uses envFrom; injected " + names + " take precedence over the same names there");
       }
     }
@@ -176,7 +179,7 @@ class Builder {
   // LD_PRELOAD: add it, or append our library to the value the container sets (the last entry of
   // that name is the one the container sees).
   void preload(const ContainerView& c, const std::string& prefix, std::vector<const std::string*>& env,
-               std::vector<std::string>& env_names) {
+               std::vector<std::string_view>& env_names) {
     const auto& r = cfg_.rendered();
     const EnvEntryView* last = nullptr;
     size_t last_index = 0;
@@ -188,7 +191,7 @@ class Builder {
     }
     if (last == nullptr) {
       env.push_back(&r.preload_env);
-      env_names.emplace_back(kLdPreload);
+      env_names.push_back(kLdPreload);
       return;
     }
     if (last->has_value_from) {
@@ -330,6 +333,9 @@ std::string merge_ld_preload(std::string_view value, std::string_view library_pa
 }
 
 void append_patch_json(std::string& out, const std::vector<PatchOp>& ops) {
+  size_t size = 2;
+  for (const auto& op : ops) size += op.path.size() + op.value.size() + 48;
+  out.reserve(out.size() + size);
   out += '[';
   for (size_t i = 0; i < ops.size(); ++i) {
     if (i > 0) out += ',';

@@ -45,9 +45,9 @@ Error duplicate_key(const Path& path, std::string_view key) {
   return make_error(ErrorCode::InvalidArgument, path.str() + ": duplicate key \"" + std::string(key) + "\"");
 }
 
-// Guards one key of an object against a second occurrence.
-Status once(bool& seen, const Path& path, std::string_view key) {
-  if (seen) return duplicate_key(path, key);
+// Guards one key of an object against a second occurrence (inline: it runs for every key read).
+inline Status once(bool& seen, const Path& path, std::string_view key) {
+  if (seen) [[unlikely]] return duplicate_key(path, key);
   seen = true;
   return {};
 }
@@ -143,6 +143,7 @@ Status read_env(element e, const Path& path, ContainerView& c) {
   array arr;
   if (e.get_array().get(arr) != simdjson::SUCCESS) return type_error(path, "a list", e);
   c.has_env = true;
+  c.env.reserve(arr.size());
   size_t i = 0;
   for (element item : arr) {
     const Path ip = index(path, i++);
@@ -179,6 +180,7 @@ Status read_mounts(element e, const Path& path, ContainerView& c) {
   array arr;
   if (e.get_array().get(arr) != simdjson::SUCCESS) return type_error(path, "a list", e);
   c.has_mounts = true;
+  c.mounts.reserve(arr.size());
   size_t i = 0;
   for (element item : arr) {
     const Path ip = index(path, i++);
@@ -240,6 +242,7 @@ Status read_container_list(element e, const Path& path, ContainerList list, std:
   if (e.is_null()) return {};
   array arr;
   if (e.get_array().get(arr) != simdjson::SUCCESS) return type_error(path, "a list", e);
+  pod.containers.reserve(pod.containers.size() + arr.size());
   size_t i = 0;
   for (element item : arr) {
     ContainerView c;
@@ -258,6 +261,7 @@ Status read_volumes(element e, const Path& path, PodView& pod) {
   array arr;
   if (e.get_array().get(arr) != simdjson::SUCCESS) return type_error(path, "a list", e);
   pod.has_volumes = true;
+  pod.volumes.reserve(arr.size());
   size_t i = 0;
   for (element item : arr) {
     const Path ip = index(path, i++);

@@ -1,0 +1,104 @@
+// Micro-benchmark of the webhook's pure request path: parse + mutate + encode of one
+// AdmissionReview body, as the server runs it per request (one Reviewer per thread, reused).
+//
+//   build/bench/core_bench [--runs N] [--iterations N] [BODY.json ...]
+//
+// Default bodies: bench/bodies/*.json. For each body it prints the median over runs of the mean
+// time per review, the spread (min-max of the run means), and, for scale, the time to parse the
+// same body alone with simdjson and with nlohmann::json.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <simdjson.h>
+
+#include "webhook/core/admission.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Stats {
+  double median_us;
+  double min_us;
+  double max_us;
+};
+
+// Runs `fn` `iterations` times per run, `runs` times; returns statistics of per-call means.
+template <class Fn>
+Stats measure(int runs, int iterations, Fn&& fn) {
+  for (int i = 0; i < iterations / 10 + 1; ++i) fn();  // warm caches and allocators
+  std::vector<double> means;
+  for (int r = 0; r < runs; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < iterations; ++i) fn();
+    const auto t1 = Clock::now();
+    means.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iterations);
+  }
+  std::sort(means.begin(), means.end());
+  return Stats{means[means.size() / 2], means.front(), means.back()};
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 15;
+  int iterations = 2000;
+  std::vector<std::filesystem::path> bodies;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if ((a == "--runs" || a == "--iterations") && i + 1 < argc) {
+      (a == "--runs" ? runs : iterations) = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "-h" || a == "--help") {
+      std::printf("usage: core_bench [--runs N] [--iterations N] [BODY.json ...]\n");
+      return 0;
+    } else {
+      bodies.emplace_back(a);
+    }
+  }
+  if (bodies.empty()) {
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(ERDMA_SOURCE_DIR) / "bench/bodies")) {
+      if (e.path().extension() == ".json") bodies.push_back(e.path());
+    }
+    std::sort(bodies.begin(), bodies.end());
+  }
+  const auto cfg = erdma::webhook::Config::defaults();
+  erdma::webhook::Reviewer reviewer;
+  simdjson::dom::parser parser;
+  std::printf("%-18s %8s %6s | %-26s | %-14s | %-14s\n", "body", "bytes", "ops", "parse+mutate+encode us", "simdjson us",
+              "nlohmann us");
+  std::printf("%-18s %8s %6s | %-26s | %-14s | %-14s\n", "", "", "", "median (min-max)", "median", "median");
+  for (const auto& path : bodies) {
+    const std::string body = slurp(path);
+    const auto check = reviewer.review(body, cfg);
+    if (check.outcome == erdma::webhook::Outcome::Invalid) {
+      std::fprintf(stderr, "%s: not a usable review: %s\n", path.c_str(), check.error.c_str());
+      return 1;
+    }
+    size_t sink = 0;
+    const Stats full = measure(runs, iterations, [&] { sink += reviewer.review(body, cfg).body.size(); });
+    const Stats simd = measure(runs, iterations, [&] {
+      simdjson::dom::element doc;
+      if (parser.parse(body).get(doc) == simdjson::SUCCESS) ++sink;
+    });
+    const Stats nl = measure(runs, std::max(1, iterations / 10), [&] { sink += nlohmann::json::parse(body).size(); });
+    std::printf("%-18s %8zu %6zu | %7.2f (%6.2f-%6.2f)%5s | %14.2f | %14.2f\n", path.filename().c_str(), body.size(),
+                check.ops, full.median_us, full.min_us, full.max_us, "", simd.median_us, nl.median_us);
+    if (sink == 0) std::printf("(unreachable)\n");
+  }
+  return 0;
+}

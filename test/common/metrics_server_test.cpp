@@ -1,0 +1,105 @@
+// Tests for common/http/metrics_server.hpp over real loopback sockets.
+#include "common/http/metrics_server.hpp"
+
+#include <doctest/doctest.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
+#include <thread>
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using namespace erdma::common;
+
+namespace {
+
+// Sends raw bytes and reads until the server closes or `timeout` passes; returns what arrived.
+std::string exchange(uint16_t port, const std::string& request, bool half_close = true) {
+  net::io_context ioc;
+  tcp::socket s(ioc);
+  s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port));
+  boost::system::error_code write_ec;
+  net::write(s, net::buffer(request), write_ec);  // the server may answer and stop reading early
+  boost::system::error_code ignored;
+  if (half_close) s.shutdown(tcp::socket::shutdown_send, ignored);
+  std::string out;
+  boost::system::error_code ec;
+  char buf[4096];
+  for (;;) {
+    const size_t n = s.read_some(net::buffer(buf), ec);
+    out.append(buf, n);
+    if (ec) break;
+  }
+  return out;
+}
+
+struct Fixture {
+  net::io_context ioc;
+  http::MetricsServer server{ioc, [](std::string_view path) {
+                               if (path == "/metrics") return http::PlainAnswer{200, "text/plain; version=0.0.4", "m 1\n"};
+                               if (path == "/healthz") return http::PlainAnswer{200, "text/plain", "ok\n"};
+                               return http::PlainAnswer{404, "text/plain", "not found\n"};
+                             }};
+  std::thread thread;
+  Fixture() {
+    auto st = server.listen(ListenAddress{"127.0.0.1", 0});
+    REQUIRE_MESSAGE(st.ok(), (st.ok() ? std::string() : st.error().message));
+    thread = std::thread([this] { ioc.run(); });
+  }
+  ~Fixture() {
+    server.stop();
+    ioc.stop();
+    thread.join();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("metrics server answers GET, HEAD, unknown paths and wrong methods") {
+  Fixture f;
+  REQUIRE(f.server.port() != 0);
+  const auto ok = exchange(f.server.port(), "GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  CHECK(ok.find("HTTP/1.1 200 OK") == 0);
+  CHECK(ok.find("Content-Type: text/plain; version=0.0.4") != std::string::npos);
+  CHECK(ok.substr(ok.size() - 4) == "m 1\n");
+
+  const auto head = exchange(f.server.port(), "HEAD /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  CHECK(head.find("HTTP/1.1 200 OK") == 0);
+  CHECK(head.find("ok\n") == std::string::npos);
+
+  CHECK(exchange(f.server.port(), "GET /nope HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").find("HTTP/1.1 404") ==
+        0);
+  const auto post = exchange(f.server.port(), "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  CHECK(post.find("HTTP/1.1 405") == 0);
+  CHECK(post.find("Allow: GET, HEAD") != std::string::npos);
+}
+
+TEST_CASE("metrics server keeps connections alive and refuses oversized headers and bodies") {
+  Fixture f;
+  const auto two = exchange(f.server.port(),
+                            "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  CHECK(two.find("ok\n") != std::string::npos);
+  CHECK(two.find("m 1\n") != std::string::npos);
+
+  const std::string huge = "GET /metrics HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n";
+  CHECK(exchange(f.server.port(), huge).find("HTTP/1.1 431") == 0);
+  CHECK(exchange(f.server.port(), "GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello").find(
+            "HTTP/1.1 413") == 0);
+  CHECK(exchange(f.server.port(), "NOT HTTP AT ALL\r\n\r\n").find("HTTP/1.1 400") == 0);
+  // Still serving after all that.
+  CHECK(exchange(f.server.port(), "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").find("200 OK") !=
+        std::string::npos);
+}
+
+TEST_CASE("a second server on a taken port reports the address") {
+  Fixture f;
+  net::io_context ioc;
+  http::MetricsServer other(ioc, [](std::string_view) { return http::PlainAnswer{}; });
+  auto st = other.listen(ListenAddress{"127.0.0.1", f.server.port()});
+  REQUIRE_FALSE(st.ok());
+  CHECK(st.error().message.find("127.0.0.1:" + std::to_string(f.server.port())) != std::string::npos);
+}
