@@ -116,7 +116,7 @@ TEST_CASE("nothing changed: nothing is reloaded") {
   CHECK(s.seen.certs == 0);
 }
 
-TEST_CASE("a ..data swap with a new pair replaces the TLS context; open users keep the old one") {
+TEST_CASE("a ..data swap with a new pair replaces the TLS context, open users keep the old one") {
   Setup s;
   const auto before = s.tls->get();
   const auto next = testing::make_cert({});

@@ -21,7 +21,7 @@ int64_t now() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-TEST_CASE("ECDSA and RSA pairs load; the context speaks TLS 1.2 and 1.3 only, server preference") {
+TEST_CASE("ECDSA and RSA pairs load, the context speaks TLS 1.2 and 1.3 only with server preference") {
   for (KeyKind kind : {KeyKind::EcdsaP256, KeyKind::Rsa2048}) {
     CAPTURE(static_cast<int>(kind));
     CertSpec spec;
