@@ -203,7 +203,7 @@ TEST_CASE("bad flags and bad input exit 2 with one error line - a refused pod ex
       {{"-f"}, kExitUsage, "error: flag -f needs a value"},
       {{"--bogus", "x"}, kExitUsage, "error: unknown flag --bogus"},
       {{"-f", good.path.string(), "extra"}, kExitUsage, "error: unexpected argument extra"},
-      {{"-f", good.path.string(), "-o", "yaml"}, kExitUsage, "error: -o must be patch, review or pod"},
+      {{"-f", good.path.string(), "-o", "yaml"}, kExitUsage, "error: -o must be patch, review, pod or request"},
       {{"-f", "/nonexistent/pod.yaml"}, kExitUsage, "error: /nonexistent/pod.yaml: cannot open"},
       {{"-f", bad_yaml.path.string()}, kExitUsage, "error: "},
       {{"-f", good.path.string(), "--config", bad_cfg.path.string()}, kExitUsage, "error: "},
