@@ -7,7 +7,9 @@
 #
 # Usage: bench/server/run.sh        (as root on Debian 12; installs packages and builds first)
 # Environment: RUNS (5), DURATION seconds per run (10), CONNS (8), SERVER_CPU (1), CLIENT_CPU (0),
-#              BODIES (bench/bodies/review-15k.json bench/bodies/review-3k.json), OUT (a temp dir).
+#              BODIES (bench/bodies/review-15k.json bench/bodies/review-3k.json), OUT (a temp dir),
+#              NICE (-10: server and wrk run at this nice level so that other work on a shared
+#              machine, builds above all, disturbs them less; 0 to turn off).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,6 +19,10 @@ CONNS=${CONNS:-8}
 SERVER_CPU=${SERVER_CPU:-1}
 CLIENT_CPU=${CLIENT_CPU:-0}
 BODIES=${BODIES:-"bench/bodies/review-15k.json bench/bodies/review-3k.json"}
+NICE=${NICE:--10}
+# "${pinned[@]}" CPU COMMAND...: pinned, at the benchmark's priority. An array, not a function, so
+# that nice and taskset exec into the command and $! is the server's own pid.
+pinned=(nice -n "$NICE" taskset -c)
 
 scripts/install-deps.sh >&2
 scripts/build.sh build >&2
@@ -35,6 +41,7 @@ clk_tck=$(getconf CLK_TCK)
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }  # utime + stime of the process
 peak_rss() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+anon_rss() { awk '/^RssAnon:/ {print $2}' "/proc/$1/status"; }  # heap and stacks, not library pages
 
 start_server() {  # start_server NAME -> sets pid and port
   local name=$1 ports="$work/ports.json"
@@ -42,12 +49,12 @@ start_server() {  # start_server NAME -> sets pid and port
   case $name in
     erdma-webhook)
       # Default log level: one JSON line per admission is written (to /dev/null here).
-      taskset -c "$SERVER_CPU" build/webhook/erdma-webhook serve --threads 1 \
+      "${pinned[@]}" "$SERVER_CPU" build/webhook/erdma-webhook serve --threads 1 \
         --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --port-file "$ports" \
         --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" 2>/dev/null &
       ;;
     trivial-tls)
-      taskset -c "$SERVER_CPU" build/bench/trivial_tls_server "$work/certs/tls.crt" "$work/certs/tls.key" "$ports" &
+      "${pinned[@]}" "$SERVER_CPU" build/bench/trivial_tls_server "$work/certs/tls.crt" "$work/certs/tls.key" "$ports" &
       ;;
   esac
   pid=$!
@@ -76,22 +83,25 @@ for body in $BODIES; do
       start_server "$server"
       url="https://127.0.0.1:$port/mutate-pods?timeout=10s"
       # Warm-up: handshakes, allocator, page faults.
-      BODY=$body taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d2s -s bench/server/post.lua "$url" >/dev/null
+      BODY=$body "${pinned[@]}" "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d2s -s bench/server/post.lua "$url" >/dev/null
       t0=$(cpu_ticks "$pid")
       raw="$OUT/wrk-$(basename "$body" .json)-$server-$run.txt"
-      BODY=$body taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s bench/server/post.lua \
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      BODY=$body "${pinned[@]}" "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -s bench/server/post.lua \
         "$url" >"$raw"
       t1=$(cpu_ticks "$pid")
       rss=$(peak_rss "$pid")
+      anon=$(anon_rss "$pid")
       stop_server
-      /usr/bin/python3 - "$raw" "$body" "$server" "$t0" "$t1" "$clk_tck" "$rss" "$DURATION" >>"$samples" <<'EOF'
+      /usr/bin/python3 - "$raw" "$body" "$server" "$t0" "$t1" "$clk_tck" "$rss" "$DURATION" "$anon" "$load" \
+        >>"$samples" <<'EOF'
 import json, subprocess, sys
-raw, body, server, t0, t1, tck, rss, duration = sys.argv[1:]
+raw, body, server, t0, t1, tck, rss, duration, anon, load = sys.argv[1:]
 s = json.loads(subprocess.run(["/usr/bin/python3", "bench/server/summarize.py", "--wrk", raw],
                               capture_output=True, text=True, check=True).stdout)
 cpu = (int(t1) - int(t0)) / int(tck)
 s.update(body=body.rsplit("/", 1)[-1], server=server, cpu_s=cpu, cpu_us_per_req=1e6 * cpu / s["requests"],
-         cpu_util=cpu / float(duration), peak_rss_kib=int(rss))
+         cpu_util=cpu / float(duration), peak_rss_kib=int(rss), anon_rss_kib=int(anon), load_before=float(load))
 print(json.dumps(s))
 EOF
       tail -1 "$samples" >&2
@@ -100,7 +110,7 @@ EOF
 done
 
 echo "# erdma-webhook serve vs trivial_tls_server: $RUNS runs x ${DURATION}s, $CONNS keep-alive connections,"
-echo "# server on CPU $SERVER_CPU, wrk (1 thread) on CPU $CLIENT_CPU; medians (peak RSS: max over runs)"
+echo "# server on CPU $SERVER_CPU, wrk (1 thread) on CPU $CLIENT_CPU, nice $NICE; medians (RSS: max over runs)"
 echo
 /usr/bin/python3 bench/server/summarize.py <"$samples"
 echo

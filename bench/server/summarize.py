@@ -36,8 +36,8 @@ def main():
         if line.strip():
             s = json.loads(line)
             rows.setdefault((s["body"], s["server"]), []).append(s)
-    print("| body | server | runs | requests/s | p50 | p90 | p99 | CPU µs/request | server CPU use | peak RSS | errors |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| body | server | runs | requests/s | p50 | p90 | p99 | CPU µs/request | server CPU use | peak RSS | of it anonymous | errors | load before |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     med = lambda xs: statistics.median(xs)
     table = {}
     for (body, server), samples in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1] != "erdma-webhook")):
@@ -49,12 +49,14 @@ def main():
             "cpu_us": med([s["cpu_us_per_req"] for s in samples]),
             "util": med([s["cpu_util"] for s in samples]),
             "rss": max(s["peak_rss_kib"] for s in samples),
+            "anon": max(s.get("anon_rss_kib", 0) for s in samples),
+            "load": med([s.get("load_before", 0.0) for s in samples]),
             "errors": sum(s["non2xx"] + s["socket_errors"] for s in samples),
         }
         table[(body, server)] = r
-        print("| %s | %s | %d | %.0f | %.3f ms | %.3f ms | %.3f ms | %.1f | %.0f %% | %.1f MiB | %d |" % (
+        print("| %s | %s | %d | %.0f | %.3f ms | %.3f ms | %.3f ms | %.1f | %.0f %% | %.1f MiB | %.1f MiB | %d | %.2f |" % (
             body, server, len(samples), r["rps"], r["p50"], r["p90"], r["p99"], r["cpu_us"], 100 * r["util"],
-            r["rss"] / 1024, r["errors"]))
+            r["rss"] / 1024, r["anon"] / 1024, r["errors"], r["load"]))
     print()
     for body in sorted({b for b, _ in table}):
         a, t = table.get((body, "erdma-webhook")), table.get((body, "trivial-tls"))

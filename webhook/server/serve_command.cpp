@@ -3,6 +3,7 @@
 #include "webhook/server/serve_command.hpp"
 
 #include <sched.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -330,6 +331,12 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   const ServeOptions o = parsed->options;
   std::signal(SIGPIPE, SIG_IGN);  // a peer that vanishes mid-write is an error code, not a signal
+  // Each connection is a descriptor: raise the soft limit to the hard one (often 1024 -> 1M) so
+  // --max-connections, not EMFILE, is what bounds them.
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   log::set_level(*log::parse_level(o.log_level));
   if (o.tls_cert.empty() || o.tls_key.empty()) {
     err << "error: --tls-cert and --tls-key are required (see erdma-webhook serve --help)\n";
