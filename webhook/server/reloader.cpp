@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <set>
 
@@ -18,6 +19,17 @@ namespace {
 std::string dir_of(const std::string& path) {
   std::string d = std::filesystem::path(path).parent_path().string();
   return d.empty() ? "." : d;
+}
+
+// The reloader's thread is a process edge: an exception from a loader (out of memory, a library
+// bug) becomes a refused reload instead of std::terminate.
+template <class F>
+auto guarded(F&& load) -> decltype(load()) {
+  try {
+    return load();
+  } catch (const std::exception& e) {
+    return make_error(ErrorCode::Internal, std::string("unexpected error while loading: ") + e.what());
+  }
 }
 
 int64_t unix_now() {
@@ -61,7 +73,7 @@ int Reloader::check_now() {
   if (cert_now != cert_seen_) {
     cert_seen_ = cert_now;
     ++attempts;
-    auto creds = load_tls_credentials(paths_.cert, paths_.key, unix_now());
+    auto creds = guarded([&] { return load_tls_credentials(paths_.cert, paths_.key, unix_now()); });
     if (creds) {
       tls_.set(creds->context);
       if (events_.cert_loaded) events_.cert_loaded(creds->info);
@@ -74,7 +86,7 @@ int Reloader::check_now() {
     if (config_now != config_seen_) {
       config_seen_ = config_now;
       ++attempts;
-      auto cfg = load_config_(paths_.config);
+      auto cfg = guarded([&] { return load_config_(paths_.config); });
       if (cfg) {
         config_.set(std::make_shared<const Config>(std::move(cfg).value()));
         if (events_.config_loaded) events_.config_loaded();
