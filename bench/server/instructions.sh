@@ -79,7 +79,7 @@ echo "| trivial_tls_server | ${per[trivial-tls]} |"
 echo
 awk -v a="${per[erdma-webhook]}" -v t="${per[trivial-tls]}" \
   'BEGIN { printf "erdma-webhook / trivial = %.2f; difference %d instructions per request\n\n", a / t, a - t }'
-echo "Where erdma-webhook's instructions go ($N2 requests, start-up included), by library:"
+echo "Where erdma-webhook's instructions go ($N2 requests, start-up included), by function (self cost):"
 echo
 echo '```'
 callgrind_annotate --inclusive=no "$work/erdma-webhook-$N2.cg" 2>/dev/null |
