@@ -53,7 +53,7 @@ measure() {
   case $name in
     erdma-webhook) cmd=(build/webhook/erdma-webhook serve --threads 1 --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0
                         --port-file "$ports" --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key") ;;
-    trivial-tls) cmd=(build/bench/trivial_tls_server "$work/certs/tls.crt" "$work/certs/tls.key" "$ports") ;;
+    trivial-tls) cmd=(build/bench/server/trivial_tls_server "$work/certs/tls.crt" "$work/certs/tls.key" "$ports") ;;
   esac
   valgrind --tool=callgrind --callgrind-out-file="$out" "${cmd[@]}" 2>/dev/null &
   local pid=$!

@@ -54,7 +54,7 @@ start_server() {  # start_server NAME -> sets pid and port
         --tls-cert "$work/certs/tls.crt" --tls-key "$work/certs/tls.key" 2>/dev/null &
       ;;
     trivial-tls)
-      "${pinned[@]}" "$SERVER_CPU" build/bench/trivial_tls_server "$work/certs/tls.crt" "$work/certs/tls.key" "$ports" &
+      "${pinned[@]}" "$SERVER_CPU" build/bench/server/trivial_tls_server "$work/certs/tls.crt" "$work/certs/tls.key" "$ports" &
       ;;
   esac
   pid=$!
