@@ -66,6 +66,50 @@ void fail(const beast::error_code& ec, const char* what, uint64_t conn) {
   log::debug("connection error").kv("conn", conn).kv("during", what).kv("error", ec.message());
 }
 
+using HandshakeFailure = ServerMetrics::HandshakeFailure;
+
+HandshakeFailure classify_handshake_error(const beast::error_code& ec) {
+  if (ec == beast::error::timeout) return HandshakeFailure::Timeout;
+  if (ec == ssl::error::stream_truncated || ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == net::error::broken_pipe || ec == net::error::operation_aborted) {
+    return HandshakeFailure::Closed;
+  }
+  if (&ec.category() == &net::error::get_ssl_category()) {
+    switch (ERR_GET_REASON(static_cast<unsigned long>(ec.value()))) {
+      case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+      case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+      case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+        return HandshakeFailure::UntrustedCertificate;
+      case SSL_R_UNSUPPORTED_PROTOCOL:
+      case SSL_R_WRONG_VERSION_NUMBER:
+      case SSL_R_VERSION_TOO_LOW:
+      case SSL_R_HTTP_REQUEST:
+      case SSL_R_NO_SHARED_CIPHER:
+        return HandshakeFailure::Protocol;
+      default:
+        break;
+    }
+  }
+  return HandshakeFailure::Other;
+}
+
+// A client refusing the serving certificate needs an operator (the caBundle in the webhook
+// configuration does not match the certificate), so it is logged at warn, but at most once per
+// 10 s: the apiserver retries every pod creation and would flood the log.
+void warn_untrusted(const beast::error_code& ec, const tcp::endpoint& peer) {
+  static std::atomic<int64_t> last{0};
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t prev = last.load();
+  if (now - prev < 10 || !last.compare_exchange_strong(prev, now)) return;
+  log::warn("a client refused the serving certificate; check that the caBundle of the webhook "
+            "configuration holds the CA that signed it")
+      .kv("peer", peer.address().to_string())
+      .kv("error", ec.message());
+}
+
 }  // namespace
 
 struct Listener::State : std::enable_shared_from_this<Listener::State> {
@@ -136,7 +180,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_handshake(beast::error_code ec) {
     // Plain HTTP, TLS 1.1 and scanners end here: the connection is closed, never served.
     if (ec) {
-      fail(ec, "handshake", id_);
+      const auto why = classify_handshake_error(ec);
+      state_->metrics.handshake_failed(why);
+      if (why == HandshakeFailure::UntrustedCertificate) {
+        beast::error_code ignored;
+        warn_untrusted(ec, lowest().socket().remote_endpoint(ignored));
+      } else {
+        fail(ec, "handshake", id_);
+      }
       return close_socket();
     }
     read_request(true);

@@ -23,6 +23,12 @@ class ServerMetrics {
   void connection_closed() noexcept { open_.add(-1); }
   void connection_refused() noexcept { refused_.inc(); }
 
+  // Why a TLS handshake failed. untrusted_certificate: the client refused our certificate (an
+  // apiserver whose caBundle does not match it); protocol: not TLS 1.2+ / no shared suite / plain
+  // HTTP; timeout; closed: the peer went away (TCP probes, scanners); other.
+  enum class HandshakeFailure { UntrustedCertificate, Protocol, Timeout, Closed, Other };
+  void handshake_failed(HandshakeFailure why) noexcept { handshake_failures_[static_cast<size_t>(why)]->inc(); }
+
   [[nodiscard]] double open_connections() const noexcept { return open_.value(); }
 
  private:
@@ -33,6 +39,7 @@ class ServerMetrics {
   std::array<common::metrics::Counter*, 4> reloads_{};  // cert ok, cert error, config ok, config error
   common::metrics::Gauge& open_;
   common::metrics::Counter& refused_;
+  std::array<common::metrics::Counter*, 5> handshake_failures_{};  // indexed by HandshakeFailure
 };
 
 }  // namespace erdma::webhook::server

@@ -331,7 +331,43 @@ def main():
     suite.check("plain HTTP on the TLS port is closed, not served", plain_http_closed)
     suite.check("metrics parse and count what was sent", metrics_parse_and_count)
     suite.check("one JSON log line per admission", one_log_line_per_admission)
+    def handshake_failures_counted():
+        from harness import generate_certs
+        before = server.metrics()
+        get = lambda m, reason: m[("erdma_webhook_tls_handshake_failures_total", (("reason", reason),))]
+        # A client that trusts another CA (an apiserver with a stale caBundle) refuses our cert.
+        other = os.path.join(suite.workdir, "other-ca")
+        generate_certs(other)
+        for _ in range(3):
+            ctx = ssl.create_default_context(cafile=os.path.join(other, "ca.crt"))
+            try:
+                ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), 10), server_hostname=SERVICE_NAME)
+                raise AssertionError("a client trusting another CA completed the handshake")
+            except ssl.SSLCertVerificationError:
+                pass
+        # Plain HTTP is a protocol failure.
+        s = socket.create_connection(("127.0.0.1", server.port), 10)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        try:
+            while s.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+        s.close()
+        deadline = time.monotonic() + 5
+        while get(server.metrics(), "untrusted_certificate") < get(before, "untrusted_certificate") + 3 and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        after = server.metrics()
+        expect(get(after, "untrusted_certificate") == get(before, "untrusted_certificate") + 3,
+               (get(before, "untrusted_certificate"), get(after, "untrusted_certificate")))
+        expect(get(after, "protocol") >= get(before, "protocol") + 1, "plain HTTP not counted as a protocol failure")
+        warns = [l for l in server.log_lines() if l["msg"].startswith("a client refused the serving certificate")]
+        expect(len(warns) == 1, "want exactly one (rate-limited) warning, got %d" % len(warns))
+
     suite.check("RSA serving certificate", rsa_certificate)
+    suite.check("handshake failures counted by reason; untrusted cert warned once", handshake_failures_counted)
     code = server.terminate()
     suite.check("exit status 0 after SIGTERM", lambda: expect(code == 0, code))
     suite.finish()
