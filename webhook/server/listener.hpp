@@ -35,7 +35,7 @@ struct ListenerLimits {
   // Closing: how long to wait for the peer's close_notify after sending ours, and how long to
   // keep discarding a request body still arriving after an early error answer (413, 431, 400).
   std::chrono::milliseconds shutdown_timeout{500};
-  std::chrono::milliseconds linger_timeout{3000};
+  std::chrono::milliseconds linger_timeout{10000};
 };
 
 class Listener {
