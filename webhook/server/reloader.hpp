@@ -50,10 +50,11 @@ class Reloader {
   Reloader(const Reloader&) = delete;
   Reloader& operator=(const Reloader&) = delete;
 
-  // Starts the watching thread: inotify on the files' directories (events are settled for
-  // `settle` before a check, so a writer that replaces cert and key one after the other is seen
-  // once) plus a check every `interval`. Errors: Unavailable if inotify cannot be set up (the
-  // periodic check still runs).
+  // Starts the watching thread: inotify on the files' directories plus a check every
+  // `interval`. A burst of events leads to one check, `settle` after its first event, so a writer
+  // that replaces cert and key one after the other is usually seen once (if not, the half-written
+  // pair is refused and the next event loads the complete one). Errors: Unavailable if inotify
+  // cannot be set up (the periodic check still runs).
   Status start(std::chrono::milliseconds interval, std::chrono::milliseconds settle = std::chrono::milliseconds(100));
   // Stops and joins the thread. Idempotent.
   void stop();
