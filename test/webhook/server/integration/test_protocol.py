@@ -366,7 +366,42 @@ def main():
         warns = [l for l in server.log_lines() if l["msg"].startswith("a client refused the serving certificate")]
         expect(len(warns) == 1, "want exactly one (rate-limited) warning, got %d" % len(warns))
 
+    def connection_cap():
+        os.makedirs(os.path.join(suite.workdir, "cap"), exist_ok=True)
+        capped = Server(os.path.join(suite.workdir, "cap"), cert_dir=server.cert_dir,
+                        extra_args=["--max-connections", "5"])
+        try:
+            held = []
+            for _ in range(5):
+                c = capped.connect()
+                c.request("GET", "/healthz")
+                expect(c.getresponse().read() == b"ok\n", "healthz")
+                held.append(c)
+            # The sixth is closed at once: its handshake cannot complete.
+            try:
+                c = capped.connect(timeout=5)
+                c.request("GET", "/healthz")
+                c.getresponse().read()
+                raise AssertionError("a sixth connection was served with --max-connections 5")
+            except (ssl.SSLError, ConnectionError, OSError):
+                pass
+            refused = capped.metrics()[("erdma_webhook_connections_refused_total", ())]
+            expect(refused == 1, "connections_refused_total %r" % refused)
+            held.pop().close()
+            deadline = time.monotonic() + 5
+            while capped.metrics()[("erdma_webhook_connections_open", ())] > 4 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            c = capped.connect()
+            c.request("GET", "/healthz")
+            expect(c.getresponse().status == 200, "a slot freed by a close is usable again")
+            c.close()
+            for c in held:
+                c.close()
+        finally:
+            expect(capped.terminate() == 0, "capped server exit status")
+
     suite.check("RSA serving certificate", rsa_certificate)
+    suite.check("--max-connections closes connections over the cap", connection_cap)
     suite.check("handshake failures counted by reason; untrusted cert warned once", handshake_failures_counted)
     code = server.terminate()
     suite.check("exit status 0 after SIGTERM", lambda: expect(code == 0, code))
