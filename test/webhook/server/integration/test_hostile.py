@@ -147,6 +147,31 @@ def main():
         expect(read_status(s) == 431, "20000 header fields")
         s.close()
 
+    def stalled_clients_are_cut_off():
+        # Each phase has its own timeout (handshake and header 5 s, body 8 s by default); a
+        # client stalled in any of them is disconnected without an answer.
+        t0 = time.monotonic()
+        no_tls = socket.create_connection(("127.0.0.1", server.port), 10)  # never starts TLS
+        no_request = raw_tls(server.port, server.ca)                         # handshake, then nothing
+        half_header = raw_tls(server.port, server.ca)
+        half_header.sendall(b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\n")
+        half_body = raw_tls(server.port, server.ca)
+        half_body.sendall(b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: 1000\r\n\r\n{")
+        closed = {}
+        for name, s in (("no TLS", no_tls), ("no request", no_request), ("half header", half_header),
+                        ("half body", half_body)):
+            s.settimeout(20)
+            try:
+                data = s.recv(4096)
+            except (ConnectionResetError, ssl.SSLError):
+                data = b""
+            expect(data == b"", "%s: got %r instead of a close" % (name, data[:80]))
+            closed[name] = time.monotonic() - t0
+            s.close()
+        print("  closed after: " + ", ".join("%s %.1f s" % kv for kv in closed.items()))
+        expect(all(t < 15 for t in closed.values()), closed)
+
     def slowloris_does_not_delay_others():
         base_fresh, base_kept = timed_requests(server, 40, body)
         child = subprocess.Popen([sys.executable, __file__, "--slowloris", str(server.port), server.ca, "200", "4"],
@@ -217,6 +242,7 @@ def main():
     suite.check("64 MiB body with Content-Length answered 413", body_of_64_mib_with_length)
     suite.check("64 MiB chunked body answered 413", body_of_64_mib_chunked)
     suite.check("1 MiB of headers answered 431", headers_of_1_mib)
+    suite.check("stalled handshake, header and body are cut off by the timeouts", stalled_clients_are_cut_off)
     suite.check("200 slowloris connections do not delay a normal request", slowloris_does_not_delay_others)
     suite.check("300 concurrent clients all answered", concurrent_clients_300)
     suite.check("server alive and memory bounded afterwards", alive_and_memory_bounded)
