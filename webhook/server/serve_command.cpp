@@ -65,15 +65,18 @@ Flags:
   --shutdown-grace DUR     how long a drain waits for requests in progress (default 10s)
   --reload-interval DUR    periodic re-check of the watched files (default 10s); changes are
                            normally picked up within a fraction of a second through inotify
+  --idle-timeout DUR       close a keep-alive connection after this long without a request
+                           (default 120s: longer than the 90 s after which the apiserver's Go
+                           client retires idle connections, so the client closes first)
   --log-level LEVEL        debug, info, warn or error (default info); logs are JSON lines on stderr
   --port-file FILE         once listening, write {"https":PORT,"metrics":PORT} to FILE
   -h, --help               this text
 
 ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with ms, s, m or h
-(a bare number is seconds). Every flag except --config can also be set in the config file, in a
-top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey, threads, maxBodyBytes,
-maxConnections, shutdownGrace, reloadInterval, logLevel); flags win. The server section is read
-at start-up only.
+(a bare number is seconds). Every flag except --config and --port-file can also be set in the
+config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
+threads, maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel);
+flags win. The server section is read at start-up only.
 
 Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
 )";
@@ -87,6 +90,7 @@ constexpr FlagSpec kFlags[] = {
     {"--listen", false},       {"--metrics-listen", false}, {"--tls-cert", false},        {"--tls-key", false},
     {"--config", false},       {"--threads", true},         {"--max-body-bytes", false},  {"--max-connections", true},
     {"--shutdown-grace", false}, {"--reload-interval", false}, {"--log-level", false},    {"--port-file", false},
+    {"--idle-timeout", false},
 };
 
 Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
@@ -124,13 +128,13 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
     auto v = parse_count(value, name, 1, 1'000'000);
     if (!v) return std::move(v).error();
     o.max_connections = static_cast<size_t>(*v);
-  } else if (name == "--shutdown-grace" || name == "--reload-interval") {
+  } else if (name == "--shutdown-grace" || name == "--reload-interval" || name == "--idle-timeout") {
     auto v = parse_duration(value);
     if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
-    if (name == "--reload-interval" && v->count() < 100) {
-      return make_error(ErrorCode::InvalidArgument, "--reload-interval: must be at least 100ms");
+    if (name != "--shutdown-grace" && v->count() < 100) {
+      return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
     }
-    (name == "--shutdown-grace" ? o.shutdown_grace : o.reload_interval) = *v;
+    (name == "--shutdown-grace" ? o.shutdown_grace : name == "--idle-timeout" ? o.idle_timeout : o.reload_interval) = *v;
   } else if (name == "--log-level") {
     if (!log::parse_level(value)) {
       return make_error(ErrorCode::InvalidArgument,
@@ -279,6 +283,7 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
       {"maxConnections", "--max-connections"}, {"shutdownGrace", "--shutdown-grace"},
       {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
+      {"idleTimeout", "--idle-timeout"},
   };
   for (const auto& [key, value] : section.items()) {
     const char* flag = nullptr;
@@ -288,7 +293,8 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
     if (flag == nullptr) {
       return make_error(ErrorCode::InvalidArgument,
                         "server." + key + ": unknown key (known: listen, metricsListen, tlsCert, tlsKey, threads, "
-                                          "maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, logLevel)");
+                                          "maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, "
+                                          "logLevel)");
     }
     std::string text;
     if (value.is_string()) {
@@ -369,6 +375,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   ListenerLimits limits;
   limits.max_body_bytes = o.max_body_bytes;
   limits.max_connections = o.max_connections;
+  limits.idle_timeout = o.idle_timeout;
   Listener listener(ioc, tls, config, metrics, limits);
   if (auto s = listener.listen(*https_addr); !s) {
     log::error("cannot start").kv("error", s.error().message);

@@ -24,6 +24,7 @@ struct ServeOptions {
   size_t max_connections = 1024;
   std::chrono::milliseconds shutdown_grace{10000};
   std::chrono::milliseconds reload_interval{10000};
+  std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no request
   std::string log_level = "info";
   std::string port_file;                   // where to write the bound ports (for tests and scripts)
 };
@@ -35,7 +36,7 @@ struct ServeOptions {
 [[nodiscard]] Result<size_t> parse_bytes(std::string_view text);
 
 // Applies a config file's `server` section (keys listen, metricsListen, tlsCert, tlsKey, threads,
-// maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, logLevel) onto `opts`. Unknown keys
+// maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel) onto `opts`. Unknown keys
 // and wrong types are errors naming the key.
 [[nodiscard]] Status apply_server_section(const nlohmann::json& section, ServeOptions& opts);
 

@@ -38,9 +38,11 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(d->options.max_body_bytes == 8u << 20);
   CHECK(d->options.shutdown_grace.count() == 10000);
   CHECK(d->options.threads == 0);
+  CHECK(d->options.idle_timeout.count() == 120000);
 
   auto p = parse_serve_args({"--listen", "127.0.0.1:0", "--tls-cert=/c", "--tls-key", "/k", "--threads", "3",
-                             "--max-body-bytes", "3Mi", "--shutdown-grace", "2s", "--log-level", "debug"});
+                             "--max-body-bytes", "3Mi", "--shutdown-grace", "2s", "--log-level", "debug",
+                             "--idle-timeout=90s"});
   REQUIRE(p.ok());
   CHECK(p->options.listen == "127.0.0.1:0");
   CHECK(p->options.tls_cert == "/c");
@@ -49,11 +51,12 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(p->options.max_body_bytes == 3u << 20);
   CHECK(p->options.shutdown_grace.count() == 2000);
   CHECK(p->options.log_level == "debug");
+  CHECK(p->options.idle_timeout.count() == 90000);
   CHECK(parse_serve_args({"--help"}).value().help);
 
   for (const auto& bad : std::vector<std::vector<std::string>>{
            {"--nope"}, {"--listen"}, {"--threads", "0"}, {"--threads", "x"}, {"--log-level", "loud"},
-           {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}}) {
+           {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}, {"--idle-timeout", "0"}}) {
     CAPTURE(bad.front());
     CHECK_FALSE(parse_serve_args(bad).ok());
   }

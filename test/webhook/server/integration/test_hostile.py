@@ -4,6 +4,7 @@ The server must answer each with the right 4xx (never 5xx), keep serving everyon
 its memory bounded. Prints the numbers it measured."""
 
 import json
+import os
 import socket
 import ssl
 import statistics
@@ -172,6 +173,28 @@ def main():
         print("  closed after: " + ", ".join("%s %.1f s" % kv for kv in closed.items()))
         expect(all(t < 15 for t in closed.values()), closed)
 
+    def idle_keep_alive_closed():
+        os.makedirs(os.path.join(suite.workdir, "idle"), exist_ok=True)
+        short = Server(os.path.join(suite.workdir, "idle"), cert_dir=server.cert_dir,
+                       extra_args=["--idle-timeout", "1s"])
+        try:
+            s = raw_tls(short.port, short.ca)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            f = s.makefile("rb")
+            expect(f.readline().startswith(b"HTTP/1.1 200"), "healthz")
+            while f.readline() not in (b"\r\n", b""):
+                pass
+            expect(f.read(3) == b"ok\n", "healthz body")
+            t0 = time.monotonic()
+            s.settimeout(20)
+            expect(s.recv(100) == b"", "idle connection not closed")  # close_notify, then EOF
+            took = time.monotonic() - t0
+            print("  idle keep-alive connection closed after %.2f s (--idle-timeout 1s)" % took)
+            expect(took < 10, took)
+            s.close()
+        finally:
+            expect(short.terminate() == 0, "exit status")
+
     def slowloris_does_not_delay_others():
         base_fresh, base_kept = timed_requests(server, 40, body)
         child = subprocess.Popen([sys.executable, __file__, "--slowloris", str(server.port), server.ca, "200", "4"],
@@ -243,6 +266,7 @@ def main():
     suite.check("64 MiB chunked body answered 413", body_of_64_mib_chunked)
     suite.check("1 MiB of headers answered 431", headers_of_1_mib)
     suite.check("stalled handshake, header and body are cut off by the timeouts", stalled_clients_are_cut_off)
+    suite.check("an idle keep-alive connection is closed after --idle-timeout", idle_keep_alive_closed)
     suite.check("200 slowloris connections do not delay a normal request", slowloris_does_not_delay_others)
     suite.check("300 concurrent clients all answered", concurrent_clients_300)
     suite.check("server alive and memory bounded afterwards", alive_and_memory_bounded)
