@@ -11,8 +11,11 @@ packages=(
   libsimdjson-dev nlohmann-json3-dev libyaml-dev doctest-dev
   # webhook server
   libboost1.81-dev libssl-dev openssl
-  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)
-  curl python3
+  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3 and its
+  # Prometheus text parser for the /metrics check)
+  curl python3 python3-prometheus-client
+  # server benchmark (bench/server/run.sh): HTTPS load generator
+  wrk
   # agent: kubelet device plugin (gRPC), RDMA discovery (libibverbs, RDMA netlink via libnl)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libibverbs-dev rdma-core ibverbs-providers libnl-3-dev libnl-route-3-dev
