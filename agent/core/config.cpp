@@ -25,7 +25,8 @@ std::string key_path(const std::string& prefix, const std::string& key) {
 }
 
 Status check_keys(const json& obj, const std::string& prefix, std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();  // a plain variable: clang 14 cannot capture bindings
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
       std::string names;
       for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);

@@ -1,5 +1,5 @@
 // The HTTP layer of the admission server as a plain function: one parsed request in, one response
-// out. No sockets, no clock, no logging; the session (session.cpp) reads and writes the bytes and
+// out. No sockets, no clock, no logging; the session (listener.cpp) reads and writes the bytes and
 // records what handle() reports.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace erdma::webhook::server {
 inline constexpr std::string_view kMutatePath = "/mutate-pods";
 
 // What the session knows about a request once its body has been read (size limits are enforced
-// before that, from the headers; see session.cpp).
+// before that, from the headers; see listener.cpp).
 struct HttpRequest {
   std::string_view method;        // "POST", "GET", ...
   std::string_view target;        // origin-form, may carry a query ("/mutate-pods?timeout=10s")
