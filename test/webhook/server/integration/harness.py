@@ -289,7 +289,8 @@ class Suite:
             shutil.rmtree(self.workdir, ignore_errors=True)
         else:
             print("work directory kept: %s" % self.workdir)
-        sys.exit(1 if self.failed else 0)
+        # 77: everything was skipped (ctest's SKIP_RETURN_CODE shows the test as skipped)
+        sys.exit(1 if self.failed else (77 if self.skipped and not self.passed else 0))
 
 
 def expect(cond, message):
