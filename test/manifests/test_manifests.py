@@ -570,10 +570,45 @@ def check_agent(objs):
     preload = (wcfg.get("smcr") or {}).get("preloadHostDir", "/var/lib/erdma-controller/lib")
     if preload not in host.values():
         p.append("agent: the webhook's smcr.preloadHostDir %s is not a host path of the agent" % preload)
+    # The SMC-R keys (agent builds that have them): each must point where the DaemonSet mounts
+    # the thing. procRoot is required once SMC-R is configured: the container's own /proc/sys is
+    # read-only, so the default /proc cannot set a pod's net.smc.* sysctls.
+    mount_of_host = {host[m["name"]]: m["mountPath"] for m in c.get("volumeMounts") or [] if m["name"] in host}
+    if "smcr" in cfg and (cfg["smcr"] or {}).get("enabled", True) and "procRoot" not in cfg:
+        p.append("agent config: smcr is configured but procRoot is not set to the host /proc mount %s" %
+                 mount_of_host.get("/proc"))
+    if "procRoot" in cfg and cfg["procRoot"] != mount_of_host.get("/proc"):
+        p.append("agent config: procRoot %r is not where the host /proc is mounted (%s)" %
+                 (cfg["procRoot"], mount_of_host.get("/proc")))
+    if "criSocket" in cfg and cfg["criSocket"] != mount_of_host.get("/run/containerd/containerd.sock"):
+        p.append("agent config: criSocket %r is not the mounted containerd socket" % cfg["criSocket"])
+    if "podResourcesSocket" in cfg and \
+            os.path.dirname(cfg["podResourcesSocket"]) != mount_of_host.get("/var/lib/kubelet/pod-resources"):
+        p.append("agent config: podResourcesSocket %r is not in the mounted pod-resources directory" %
+                 cfg["podResourcesSocket"])
+    smcr = cfg.get("smcr") or {}
+    if "preloadHostDir" in smcr and (smcr["preloadHostDir"] != preload or
+                                     mount_of_host.get(smcr["preloadHostDir"]) != smcr["preloadHostDir"]):
+        p.append("agent config: smcr.preloadHostDir %r differs from the webhook's %s or is not mounted at the same "
+                 "path" % (smcr["preloadHostDir"], preload))
+    if "preloadSource" in smcr and smcr["preloadSource"] not in agent_image_files():
+        p.append("agent config: smcr.preloadSource %r is not a file the agent image ships (%s)" %
+                 (smcr["preloadSource"], sorted(agent_image_files())))
     if cfg.get("resourceName", RESOURCE) != wcfg.get("resourceName", RESOURCE):
         p.append("agent resourceName %s differs from the webhook's %s" %
                  (cfg.get("resourceName"), wcfg.get("resourceName")))
     return p
+
+
+def agent_image_files():
+    """Destinations of the files the agent image copies from its build stage."""
+    out = set()
+    with open(os.path.join(SOURCE_DIR, "images/erdma-agent/Dockerfile")) as f:
+        for line in f:
+            m = re.match(r"\s*COPY\s+--from=\S+\s+\S+\s+(\S+)", line)
+            if m:
+                out.add(m.group(1))
+    return out
 
 
 def check_certificate_source(name, objs, certs_patch, certs_secret):
@@ -695,7 +730,27 @@ def breakages():
              selector={"matchLabels": {"app": "nothing"}}))),
         ("caBundle written into the manifests", "caBundle",
          set_(lambda o: hook(o)["clientConfig"].update(caBundle="AAAA"))),
+        # SMC-R keys of the agent config, for agent builds that have them
+        ("SMC-R configured without procRoot", "procRoot",
+         set_(lambda o: agent_config_edit(o, {"smcr": {"pnetId": "ERDMA"}}))),
+        ("procRoot left at the container's /proc", "procRoot",
+         set_(lambda o: agent_config_edit(o, {"procRoot": "/proc"}))),
+        ("criSocket elsewhere", "criSocket",
+         set_(lambda o: agent_config_edit(o, {"criSocket": "/run/crio/crio.sock"}))),
+        ("podResourcesSocket elsewhere", "podResourcesSocket",
+         set_(lambda o: agent_config_edit(o, {"podResourcesSocket": "/tmp/kubelet.sock"}))),
+        ("preload dir differs from the webhook's", "smcr.preloadHostDir",
+         set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadHostDir": "/opt/smc"}}))),
+        ("preload source the image does not ship", "smcr.preloadSource",
+         set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadSource": "/lib/x.so"}}))),
     ]
+
+
+def agent_config_edit(objs, changes):
+    cm = objs[("ConfigMap", NS, "erdma-agent-config")]
+    cfg = yaml.safe_load(cm["data"]["config.yaml"])
+    cfg.update(changes)
+    cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
 
 
 # --- real binaries -------------------------------------------------------------------------------
