@@ -1,35 +1,87 @@
 #!/usr/bin/env bash
-# Installs every Debian package erdma-controller needs to build, test and demo.
+# Installs the Debian packages erdma-controller needs, for one purpose:
+#   scripts/install-deps.sh                   build, test and demo (the default)
+#   scripts/install-deps.sh build             only what compiling the shipped programs needs
+#                                             (the build stage of images/*/Dockerfile)
+#   scripts/install-deps.sh runtime-webhook   what the erdma-webhook image runs with
+#   scripts/install-deps.sh runtime-agent     what the erdma-agent image runs with
+#   scripts/install-deps.sh --print PURPOSE   print that list, one package a line, install nothing
 # This is the only package list in the repository. Run as root on Debian 12 (bookworm).
 # Re-running is cheap: apt is only called when something on the list is missing.
 set -euo pipefail
 
-packages=(
+# Compiling the programs.
+build_packages=(
   # toolchain
   g++ cmake ninja-build ccache pkg-config git ca-certificates
-  # webhook: request path, config, CLI, tests
-  libsimdjson-dev nlohmann-json3-dev libyaml-dev doctest-dev
+  # webhook: request path, config, CLI
+  libsimdjson-dev nlohmann-json3-dev libyaml-dev
   # webhook server
   libboost1.81-dev libssl-dev openssl
-  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3 and its
-  # Prometheus text parser for the /metrics check)
-  curl python3 python3-prometheus-client
-  # server benchmark (bench/server/run.sh): HTTPS load generator
-  wrk
   # agent: kubelet device plugin (gRPC), RDMA discovery (libibverbs, RDMA netlink via libnl)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libibverbs-dev rdma-core ibverbs-providers libnl-3-dev libnl-route-3-dev
-  # agent tests: an independently written kubelet in Python (Debian's grpcio at /usr/bin/python3;
-  # its messages are compiled by protoc above, its method paths written by hand)
-  python3-grpcio python3-protobuf
+  libibverbs-dev libnl-3-dev libnl-route-3-dev
 )
+
+# Testing and the demo, on top of the build.
+test_packages=(
+  doctest-dev
+  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3, its Prometheus
+  # text parser for the /metrics checks and its YAML parser for the manifest and certs checks)
+  curl python3 python3-prometheus-client python3-yaml
+  # server benchmark (bench/server/run.sh): HTTPS load generator
+  wrk
+  # agent tests: Soft-RoCE userspace, and an independently written kubelet in Python (Debian's
+  # grpcio at /usr/bin/python3; its messages are compiled by protoc, its method paths by hand)
+  rdma-core ibverbs-providers python3-grpcio python3-protobuf
+)
+# kubectl renders the manifests in the tests. Debian's is kubernetes-client (kubectl 1.20); a
+# kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with it, so Debian's
+# is only added when no kubectl is on PATH. The manifests render the same with either.
+if ! command -v kubectl >/dev/null 2>&1; then
+  test_packages+=(kubernetes-client)
+fi
+
+# The images' runtime stages: the shared libraries the shipped binaries load (test/images checks
+# every one against ldd), plus what they load at run time.
+runtime_webhook_packages=(
+  libc6 libgcc-s1 libstdc++6 libssl3 libsimdjson14 libyaml-0-2
+)
+runtime_agent_packages=(
+  libc6 libgcc-s1 libstdc++6 libssl3 libyaml-0-2 zlib1g
+  libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libc-ares2 libre2-9
+  libibverbs1 libnl-3-200 libnl-route-3-200
+  # libibverbs loads its device drivers (erdma among them) from here at run time
+  ibverbs-providers
+)
+
+print=0
+if [ "${1:-}" = "--print" ]; then
+  print=1
+  shift
+fi
+purpose=${1:-all}
+case $purpose in
+  all) packages=("${build_packages[@]}" "${test_packages[@]}") ;;
+  build) packages=("${build_packages[@]}") ;;
+  runtime-webhook) packages=("${runtime_webhook_packages[@]}") ;;
+  runtime-agent) packages=("${runtime_agent_packages[@]}") ;;
+  *)
+    echo "install-deps: unknown purpose \"$purpose\" (all, build, runtime-webhook, runtime-agent)" >&2
+    exit 2
+    ;;
+esac
+if [ "$print" -eq 1 ]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#packages[@]} packages present"
+  echo "install-deps: all ${#packages[@]} packages present ($purpose)"
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then

@@ -213,13 +213,52 @@ class Server:
             self.log.close()
 
 
+class Volume:
+    """A directory written the way the kubelet's atomic writer updates a Secret or ConfigMap
+    volume: the files live in a timestamped directory, `..data` points at it, and each name is a
+    symlink through `..data`; an update commits with one rename of `..data`."""
+
+    def __init__(self, path):
+        self.path = path
+        self.gen = 0
+        self.current = None
+        os.makedirs(path, exist_ok=True)
+
+    def update(self, files):
+        self.gen += 1
+        stamp = "..2026_12_02_00_00_%02d.%d" % (self.gen % 60, self.gen)
+        os.makedirs(os.path.join(self.path, stamp))
+        for name, data in files.items():
+            with open(os.path.join(self.path, stamp, name), "wb") as f:
+                f.write(data)
+            link = os.path.join(self.path, name)
+            if not os.path.islink(link):
+                os.symlink(os.path.join("..data", name), link)
+        tmp = os.path.join(self.path, "..data_tmp")
+        os.symlink(stamp, tmp)
+        os.rename(tmp, os.path.join(self.path, "..data"))  # the commit point
+        if self.current:
+            shutil.rmtree(os.path.join(self.path, self.current))
+        self.current = stamp
+
+    def file(self, name):
+        return os.path.join(self.path, name)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 class Suite:
-    """A tiny runner: named checks, each reported, and the closing 'N passed, N failed' line."""
+    """A tiny runner: named checks, each reported, and the closing 'N passed, N failed' line
+    (', N skipped' when a check could not run here)."""
 
     def __init__(self, name):
         self.name = name
         self.passed = 0
         self.failed = 0
+        self.skipped = 0
         self.workdir = tempfile.mkdtemp(prefix="erdma-%s-" % name)
 
     def check(self, name, fn, *args):
@@ -235,13 +274,23 @@ class Suite:
             print("ok   %s (%.2f s)" % (name, time.monotonic() - t0))
         sys.stdout.flush()
 
+    def skip(self, name, reason):
+        """Reports a check that cannot run on this machine, with the reason."""
+        self.skipped += 1
+        print("skip %s: %s" % (name, reason))
+        sys.stdout.flush()
+
     def finish(self):
-        print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
+        if self.skipped:
+            print("%s: %d passed, %d failed, %d skipped" % (self.name, self.passed, self.failed, self.skipped))
+        else:
+            print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
         if self.failed == 0:
             shutil.rmtree(self.workdir, ignore_errors=True)
         else:
             print("work directory kept: %s" % self.workdir)
-        sys.exit(1 if self.failed else 0)
+        # 77: everything was skipped (ctest's SKIP_RETURN_CODE shows the test as skipped)
+        sys.exit(1 if self.failed else (77 if self.skipped and not self.passed else 0))
 
 
 def expect(cond, message):

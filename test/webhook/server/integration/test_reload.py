@@ -13,42 +13,7 @@ import ssl
 import threading
 import time
 
-from harness import (Server, Suite, cert_sha256, expect, generate_certs, pod, post_review, review)
-
-
-class Volume:
-    """A directory written the way the kubelet's atomic writer does it."""
-
-    def __init__(self, path):
-        self.path = path
-        self.gen = 0
-        self.current = None
-        os.makedirs(path, exist_ok=True)
-
-    def update(self, files):
-        self.gen += 1
-        stamp = "..2026_12_02_00_00_%02d.%d" % (self.gen % 60, self.gen)
-        os.makedirs(os.path.join(self.path, stamp))
-        for name, data in files.items():
-            with open(os.path.join(self.path, stamp, name), "wb") as f:
-                f.write(data)
-            link = os.path.join(self.path, name)
-            if not os.path.islink(link):
-                os.symlink(os.path.join("..data", name), link)
-        tmp = os.path.join(self.path, "..data_tmp")
-        os.symlink(stamp, tmp)
-        os.rename(tmp, os.path.join(self.path, "..data"))  # the commit point
-        if self.current:
-            shutil.rmtree(os.path.join(self.path, self.current))
-        self.current = stamp
-
-    def file(self, name):
-        return os.path.join(self.path, name)
-
-
-def read(path):
-    with open(path, "rb") as f:
-        return f.read()
+from harness import (Server, Suite, Volume, cert_sha256, expect, generate_certs, pod, post_review, read, review)
 
 
 class Load:

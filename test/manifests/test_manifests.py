@@ -1,0 +1,940 @@
+#!/usr/bin/python3
+"""The kustomize manifests: every overlay renders, and what one object says about another holds.
+
+Renders manifests/{base,default,cert-manager,fail-open} with `kubectl kustomize` (the kubectl on
+PATH, or each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the
+same objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
+Secret and ConfigMap references, images, the webhook configuration (namespaceSelector evaluated
+on sample namespaces, matchConditions evaluated on sample pods by a small CEL evaluator and
+compared with what the real webhook does to the same pods), the agent's host paths and
+privileges, and the certificate sources (erdma-certs' defaults, cert-manager's Certificate).
+The ConfigMaps are fed to the real binaries (`erdma-webhook config`, `erdma-agent config`), and
+the webhook Deployment's own command line is started on loopback with its volumes laid out from
+the rendered objects. Each check is also run on deliberately broken copies, to show it can fail.
+
+Runs with Debian's /usr/bin/python3 (python3-yaml). Loopback only; every wait is bounded.
+"""
+
+import base64
+import copy
+import json
+import os
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+
+import yaml
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
+import cel  # noqa: E402
+from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
+
+WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
+AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
+CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
+OVERLAYS = ["base", "default", "cert-manager", "fail-open"]
+NS = "erdma-system"
+SMCR_ANNOTATION = "network.alibabacloud.com/erdma-smcr"
+OPT_OUT_ANNOTATION = "network.alibabacloud.com/erdma-inject"
+RESOURCE = "aliyun/erdma"
+
+# The agent's host paths: exactly these, each with its container path and access.
+AGENT_HOST_PATHS = {
+    "/var/lib/kubelet/device-plugins": ("/var/lib/kubelet/device-plugins", False),
+    "/var/lib/kubelet/pod-resources": ("/var/lib/kubelet/pod-resources", True),
+    "/run/containerd/containerd.sock": ("/run/containerd/containerd.sock", True),
+    "/var/run/netns": ("/var/run/netns", True),
+    "/dev/infiniband": ("/dev/infiniband", True),
+    "/var/lib/erdma-controller/lib": ("/var/lib/erdma-controller/lib", False),
+    "/proc": ("/host/proc", False),
+}
+AGENT_CAPABILITIES = {"NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE"}
+
+
+def project_version():
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
+        m = re.search(r"project\(erdma-controller VERSION (\d+\.\d+\.\d+)", f.read())
+    return m.group(1)
+
+
+def kubectls():
+    listed = [p for p in os.environ.get("ERDMA_KUBECTL", "").split(":") if p]
+    if listed:
+        return listed
+    found = shutil.which("kubectl")
+    return [found] if found else []
+
+
+def kubectl_version(kubectl):
+    r = subprocess.run([kubectl, "version", "--client"], capture_output=True, text=True, timeout=60)
+    text = r.stdout + r.stderr
+    m = re.search(r'GitVersion:"(v[^"]+)"', text) or re.search(r"Client Version: (\S+)", text)
+    k = re.search(r"Kustomize Version: (\S+)", text)
+    return (m.group(1) if m else "unknown") + (", kustomize " + k.group(1) if k else "")
+
+
+def render(kubectl, overlay):
+    r = subprocess.run([kubectl, "kustomize", os.path.join(SOURCE_DIR, "manifests", overlay)],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError("%s kustomize manifests/%s exited %d: %s" % (kubectl, overlay, r.returncode, r.stderr))
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    objs = {}
+    for d in docs:
+        key = (d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"])
+        expect(key not in objs, "duplicate object %s" % (key,))
+        objs[key] = d
+    return objs
+
+
+# --- helpers over rendered objects -------------------------------------------------------------
+
+def one(objs, kind, name, ns=NS):
+    return objs.get((kind, ns, name))
+
+
+def of_kind(objs, kind):
+    return [o for (k, _, _), o in objs.items() if k == kind]
+
+
+def selector_matches(selector, labels):
+    """Kubernetes label selector semantics (matchLabels AND matchExpressions)."""
+    if selector is None:
+        return False
+    for k, v in (selector.get("matchLabels") or {}).items():
+        if labels.get(k) != v:
+            return False
+    for e in selector.get("matchExpressions") or []:
+        key, op, values = e["key"], e["operator"], e.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def flag(args, name):
+    """Value of --name=VALUE or --name VALUE in an argument list, or None."""
+    for i, a in enumerate(args):
+        if a.startswith(name + "="):
+            return a.split("=", 1)[1]
+        if a == name and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def port_of(addr):
+    return int(addr.rsplit(":", 1)[1])
+
+
+def container_port(container, ref):
+    """Resolves a port reference (number or name) to a container port number, or None."""
+    for p in container.get("ports") or []:
+        if ref == p.get("name") or ref == p.get("containerPort"):
+            return p["containerPort"]
+    return None
+
+
+def mount_for(container, path):
+    """The volumeMount whose mountPath contains `path`, or None."""
+    for m in container.get("volumeMounts") or []:
+        mp = m["mountPath"].rstrip("/")
+        if path == mp or path.startswith(mp + "/"):
+            return m
+    return None
+
+
+def volume(pod_spec, name):
+    for v in pod_spec.get("volumes") or []:
+        if v["name"] == name:
+            return v
+    return None
+
+
+def webhook_config_of(objs):
+    cm = one(objs, "ConfigMap", "erdma-webhook-config")
+    return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
+
+
+def agent_config_of(objs):
+    cm = one(objs, "ConfigMap", "erdma-agent-config")
+    return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
+
+
+def certs_defaults(workdir):
+    """The Secret and webhook names erdma-certs uses by default (apply --dry-run)."""
+    d = os.path.join(workdir, "certs-defaults")
+    if not os.path.exists(os.path.join(d, "tls.crt")):
+        subprocess.run([CERTS_TOOL, "generate", "--dir", d], check=True, capture_output=True, timeout=60)
+    out = subprocess.run([CERTS_TOOL, "apply", "--dir", d, "--dry-run"], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    patch, secret = [x for x in yaml.safe_load_all(out) if x]
+    return d, patch, secret
+
+
+# --- the checks: each returns a list of problems -----------------------------------------------
+
+def check_inventory(name, objs):
+    p = []
+    want = {("Namespace", "", NS), ("ServiceAccount", NS, "erdma-webhook"), ("ServiceAccount", NS, "erdma-agent"),
+            ("ConfigMap", NS, "erdma-webhook-config"), ("ConfigMap", NS, "erdma-agent-config"),
+            ("Deployment", NS, "erdma-webhook"), ("Service", NS, "erdma-webhook"),
+            ("PodDisruptionBudget", NS, "erdma-webhook"), ("MutatingWebhookConfiguration", "", "erdma-webhook"),
+            ("DaemonSet", NS, "erdma-agent")}
+    if name == "cert-manager":
+        want |= {("Issuer", NS, "erdma-selfsigned"), ("Issuer", NS, "erdma-ca"),
+                 ("Certificate", NS, "erdma-webhook-ca"), ("Certificate", NS, "erdma-webhook")}
+    have = set(objs)
+    for k in sorted(want - have):
+        p.append("missing %s %s/%s" % k)
+    for k in sorted(have - want):
+        p.append("unexpected %s %s/%s" % k)
+    for (kind, ns, n), o in objs.items():
+        if kind not in ("Namespace", "MutatingWebhookConfiguration") and ns != NS:
+            p.append("%s %s is in namespace %r, not %s" % (kind, n, ns, NS))
+        if kind == "Secret":
+            p.append("Secret %s is in the manifests: keys never live in git" % n)
+    return p
+
+
+def check_images(objs, version):
+    p = []
+    for kind in ("Deployment", "DaemonSet"):
+        for o in of_kind(objs, kind):
+            spec = o["spec"]["template"]["spec"]
+            for c in (spec.get("initContainers") or []) + spec["containers"]:
+                image = c["image"]
+                m = re.fullmatch(r"([a-z0-9.-]+(?::\d+)?/)?([a-z0-9._/-]+):([A-Za-z0-9._-]+)", image)
+                if not m:
+                    p.append("%s %s: image %r has no tag" % (kind, o["metadata"]["name"], image))
+                    continue
+                if m.group(3) == "latest":
+                    p.append("%s %s: image %r uses :latest" % (kind, o["metadata"]["name"], image))
+                elif m.group(3) != version:
+                    p.append("%s %s: image %r is not at the project version %s" %
+                             (kind, o["metadata"]["name"], image, version))
+                if c.get("imagePullPolicy") == "Always":
+                    p.append("%s %s: imagePullPolicy Always with a pinned tag" % (kind, o["metadata"]["name"]))
+            labels = o["spec"]["template"]["metadata"].get("labels", {})
+            if labels.get("app.kubernetes.io/version") not in (None, version):
+                p.append("%s %s: version label %s, project %s" % (kind, o["metadata"]["name"],
+                                                                  labels["app.kubernetes.io/version"], version))
+    return p
+
+
+def check_webhook_workload(objs, secret_name):
+    p = []
+    dep = one(objs, "Deployment", "erdma-webhook")
+    svc = one(objs, "Service", "erdma-webhook")
+    pdb = one(objs, "PodDisruptionBudget", "erdma-webhook")
+    if not (dep and svc and pdb):
+        return ["webhook Deployment, Service or PDB missing"]
+    spec = dep["spec"]
+    pod_labels = spec["template"]["metadata"].get("labels", {})
+    pod = spec["template"]["spec"]
+    if spec.get("replicas", 1) < 2:
+        p.append("Deployment erdma-webhook: %s replica(s), want at least 2" % spec.get("replicas", 1))
+    if not selector_matches(spec["selector"], pod_labels):
+        p.append("Deployment erdma-webhook: selector does not match its pod labels")
+    if not selector_matches({"matchLabels": svc["spec"].get("selector") or {}}, pod_labels) or not svc["spec"].get("selector"):
+        p.append("Service erdma-webhook: selector does not match the webhook pods")
+    agent = one(objs, "DaemonSet", "erdma-agent")
+    if agent and selector_matches({"matchLabels": svc["spec"].get("selector") or {}},
+                                  agent["spec"]["template"]["metadata"].get("labels", {})):
+        p.append("Service erdma-webhook: selector also matches the agent pods")
+    if not selector_matches(pdb["spec"].get("selector"), pod_labels):
+        p.append("PodDisruptionBudget erdma-webhook: selector does not match the webhook pods")
+    if pdb["spec"].get("minAvailable", 0) >= spec.get("replicas", 1) or pdb["spec"].get("minAvailable", 0) < 1:
+        p.append("PodDisruptionBudget erdma-webhook: minAvailable must be at least 1 and below the replica count")
+    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+    if rolling.get("maxUnavailable") not in (0, "0", "0%"):
+        p.append("Deployment erdma-webhook: rollingUpdate.maxUnavailable should be 0")
+    terms = (((pod.get("affinity") or {}).get("podAntiAffinity") or {})
+             .get("preferredDuringSchedulingIgnoredDuringExecution") or [])
+    terms = [t["podAffinityTerm"] for t in terms] + (((pod.get("affinity") or {}).get("podAntiAffinity") or {})
+                                                      .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    if not any(t.get("topologyKey") == "kubernetes.io/hostname" and selector_matches(t.get("labelSelector"), pod_labels)
+               for t in terms):
+        p.append("Deployment erdma-webhook: no pod anti-affinity on kubernetes.io/hostname matching its pods")
+    sa = pod.get("serviceAccountName")
+    if not one(objs, "ServiceAccount", sa or ""):
+        p.append("Deployment erdma-webhook: serviceAccountName %r is not in the manifests" % sa)
+    if pod.get("automountServiceAccountToken") is not False:
+        p.append("Deployment erdma-webhook: the webhook needs no API token (automountServiceAccountToken: false)")
+    psc = pod.get("securityContext") or {}
+    if len(pod["containers"]) != 1:
+        return p + ["Deployment erdma-webhook: want exactly one container"]
+    c = pod["containers"][0]
+    sc = c.get("securityContext") or {}
+    if not (sc.get("runAsNonRoot") or psc.get("runAsNonRoot")):
+        p.append("webhook container: runAsNonRoot not set")
+    if (sc.get("runAsUser", psc.get("runAsUser")) or 0) == 0:
+        p.append("webhook container: runAsUser must be a non-zero uid")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        p.append("webhook container: readOnlyRootFilesystem not set")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        p.append("webhook container: allowPrivilegeEscalation not false")
+    caps = sc.get("capabilities") or {}
+    if caps.get("drop") != ["ALL"] or caps.get("add"):
+        p.append("webhook container: capabilities must drop ALL and add none")
+    if sc.get("privileged"):
+        p.append("webhook container: privileged")
+    seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+    if seccomp != "RuntimeDefault":
+        p.append("webhook container: seccompProfile %r, want RuntimeDefault" % seccomp)
+    res = c.get("resources") or {}
+    for part in ("requests", "limits"):
+        for r in ("cpu", "memory"):
+            if r not in (res.get(part) or {}):
+                p.append("webhook container: resources.%s.%s missing" % (part, r))
+    args = (c.get("args") or [])
+    if (c.get("command") or [None])[0] != "/usr/bin/erdma-webhook" or not args or args[0] != "serve":
+        p.append("webhook container: command must be /usr/bin/erdma-webhook serve ...")
+    listen, metrics = flag(args, "--listen"), flag(args, "--metrics-listen")
+    https_port, metrics_port = container_port(c, "https"), container_port(c, "metrics")
+    if listen is None or https_port is None or port_of(listen) != https_port:
+        p.append("webhook container: --listen %r does not match container port https %r" % (listen, https_port))
+    if metrics is None or metrics_port is None or port_of(metrics) != metrics_port:
+        p.append("webhook container: --metrics-listen %r does not match container port metrics %r" %
+                 (metrics, metrics_port))
+    ports = svc["spec"].get("ports") or []
+    if len(ports) != 1 or ports[0].get("port") != 443:
+        p.append("Service erdma-webhook: want one port, 443")
+    elif container_port(c, ports[0].get("targetPort")) != https_port or https_port is None:
+        p.append("Service erdma-webhook: targetPort %r is not the container's https port %r" %
+                 (ports[0].get("targetPort"), https_port))
+    for probe_name, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        probe = (c.get(probe_name) or {}).get("httpGet")
+        if not probe:
+            p.append("webhook container: %s missing" % probe_name)
+            continue
+        if probe.get("path") != path:
+            p.append("webhook container: %s path %r, want %s" % (probe_name, probe.get("path"), path))
+        port = container_port(c, probe.get("port"))
+        scheme = probe.get("scheme", "HTTP")
+        if port is None or (port == https_port) != (scheme == "HTTPS"):
+            p.append("webhook container: %s port %r with scheme %s does not fit the container ports" %
+                     (probe_name, probe.get("port"), scheme))
+    # files named in the arguments live in the mounted volumes
+    for fl, kind, key in (("--tls-cert", "secret", "tls.crt"), ("--tls-key", "secret", "tls.key"),
+                          ("--config", "configMap", "config.yaml")):
+        path = flag(args, fl)
+        m = mount_for(c, path or "")
+        if not path or not m:
+            p.append("webhook container: %s %r is not inside a volume mount" % (fl, path))
+            continue
+        if m.get("subPath"):
+            p.append("webhook container: %s is a subPath mount, which never sees Secret/ConfigMap updates" % path)
+        v = volume(pod, m["name"])
+        if not v or kind not in v:
+            p.append("webhook container: %s is not from a %s volume" % (fl, kind))
+            continue
+        if os.path.relpath(path, m["mountPath"]) != key:
+            p.append("webhook container: %s %r is not the %s key %s" % (fl, path, kind, key))
+        if kind == "secret" and v["secret"].get("secretName") != secret_name:
+            p.append("webhook container: Secret volume %r, but the certificate source writes %r" %
+                     (v["secret"].get("secretName"), secret_name))
+        if kind == "configMap":
+            cm = one(objs, "ConfigMap", v["configMap"].get("name"))
+            if not cm or key not in cm.get("data", {}):
+                p.append("webhook container: ConfigMap %r with key %s is not in the manifests" %
+                         (v["configMap"].get("name"), key))
+    return p
+
+
+def check_webhook_configuration(objs, failure_policy):
+    p = []
+    mwc = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")
+    svc = one(objs, "Service", "erdma-webhook")
+    if not mwc or not svc:
+        return ["MutatingWebhookConfiguration or Service erdma-webhook missing"]
+    hooks = mwc.get("webhooks") or []
+    if len(hooks) != 1:
+        return ["MutatingWebhookConfiguration erdma-webhook: want exactly one webhook, got %d" % len(hooks)]
+    h = hooks[0]
+    cc = h.get("clientConfig") or {}
+    if "url" in cc:
+        p.append("webhook: clientConfig.url set; the service is the way in")
+    if "caBundle" in cc:
+        p.append("webhook: caBundle in the manifests would be reset by every kubectl apply")
+    s = cc.get("service") or {}
+    if s.get("name") != svc["metadata"]["name"] or s.get("namespace") != svc["metadata"]["namespace"]:
+        p.append("webhook: clientConfig.service %s/%s is not the Service %s/%s" %
+                 (s.get("namespace"), s.get("name"), svc["metadata"]["namespace"], svc["metadata"]["name"]))
+    if s.get("port", 443) not in [x.get("port") for x in svc["spec"].get("ports") or []]:
+        p.append("webhook: clientConfig.service.port %r is not a Service port" % s.get("port", 443))
+    if s.get("path") != "/mutate-pods":
+        p.append("webhook: clientConfig.service.path %r, want /mutate-pods" % s.get("path"))
+    rules = h.get("rules") or []
+    if rules != [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+                  "scope": "Namespaced"}]:
+        p.append("webhook: rules must be exactly CREATE of core/v1 pods, got %s" % json.dumps(rules))
+    for field, want in (("sideEffects", "None"), ("admissionReviewVersions", ["v1"]),
+                        ("reinvocationPolicy", "IfNeeded"), ("failurePolicy", failure_policy)):
+        if h.get(field) != want:
+            p.append("webhook: %s %r, want %r" % (field, h.get(field), want))
+    t = h.get("timeoutSeconds")
+    if not isinstance(t, int) or not 1 <= t <= 5:
+        p.append("webhook: timeoutSeconds %r, want 1..5" % t)
+    if not h.get("name", "").count(".") >= 2:
+        p.append("webhook: name %r must be fully qualified" % h.get("name"))
+    # namespaceSelector, evaluated on sample namespaces
+    sel = h.get("namespaceSelector")
+    cases = [({"erdma-injection": "enabled", "kubernetes.io/metadata.name": "team-a"}, True),
+             ({"kubernetes.io/metadata.name": "team-b"}, False),
+             ({"erdma-injection": "disabled", "kubernetes.io/metadata.name": "team-c"}, False),
+             ({"erdma-injection": "enabled", "kubernetes.io/metadata.name": "kube-system"}, False),
+             ({"erdma-injection": "enabled", "kubernetes.io/metadata.name": NS}, False)]
+    for labels, want in cases:
+        if selector_matches(sel, labels) != want:
+            p.append("webhook: namespaceSelector %s namespace %s labelled %s" %
+                     ("skips" if want else "selects", labels["kubernetes.io/metadata.name"], labels))
+    cfg = webhook_config_of(objs) or {}
+    for ns in ("kube-system", NS):
+        if ns not in (cfg.get("excludedNamespaces") or []):
+            p.append("webhook config: excludedNamespaces lacks %s" % ns)
+    # matchConditions
+    conds = h.get("matchConditions") or []
+    if not conds:
+        p.append("webhook: no matchConditions")
+    if len({c.get("name") for c in conds}) != len(conds) or len(conds) > 64:
+        p.append("webhook: matchConditions names must be unique, at most 64")
+    return p
+
+
+def sample_pods():
+    """(name, pod, whether it should reach the webhook)."""
+    def pod(annotations=None, containers=None, init=None):
+        meta = {"name": "p", "namespace": "team-a"}
+        if annotations is not None:
+            meta["annotations"] = annotations
+        spec = {"containers": containers or [{"name": "app", "image": "registry.example/app:1"}]}
+        if init is not None:
+            spec["initContainers"] = init
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+    erdma_limits = {"name": "app", "image": "registry.example/app:1", "resources": {"limits": {RESOURCE: "1"}}}
+    erdma_requests = {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {RESOURCE: "1"}}}
+    gpu = {"name": "app", "image": "registry.example/app:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    return [
+        ("plain pod", pod(), False),
+        ("other annotations only", pod({"team": "a"}), False),
+        ("SMC-R annotation true", pod({SMCR_ANNOTATION: "true"}), True),
+        ("SMC-R annotation True (the webhook warns)", pod({SMCR_ANNOTATION: "True"}), True),
+        ("aliyun/erdma in limits", pod(containers=[erdma_limits]), True),
+        ("aliyun/erdma in requests", pod(containers=[erdma_requests]), True),
+        ("aliyun/erdma in an init container", pod(init=[erdma_limits], containers=[gpu]), True),
+        ("other resources only", pod(containers=[gpu], init=[]), False),
+        ("empty resources", pod(containers=[{"name": "a", "image": "x:1", "resources": {}}]), False),
+        ("opted out, with SMC-R", pod({SMCR_ANNOTATION: "true", OPT_OUT_ANNOTATION: "false"}), False),
+        ("opted out, with aliyun/erdma", pod({OPT_OUT_ANNOTATION: "false"}, containers=[erdma_limits]), False),
+        ("opt-out misspelt False (the webhook warns)", pod({SMCR_ANNOTATION: "true", OPT_OUT_ANNOTATION: "False"}), True),
+        ("the second container asks", pod(containers=[gpu, dict(erdma_limits, name="b")]), True),
+    ]
+
+
+def evaluate_conditions(conds, obj):
+    """True when every condition is true (the apiserver then calls the webhook)."""
+    env = {"object": obj, "oldObject": None, "request": {"operation": "CREATE"}}
+    return all(cel.evaluate(cel.parse(c["expression"]), env) is True for c in conds)
+
+
+def check_match_conditions(objs):
+    p = []
+    mwc = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")
+    conds = mwc["webhooks"][0].get("matchConditions") or []
+    refs = set()
+    for c in conds:
+        try:
+            refs |= cel.references(cel.parse(c["expression"]))
+        except cel.CelSyntaxError as e:
+            p.append("matchCondition %s: %s" % (c.get("name"), e))
+    if p:
+        return p
+    for want in ("object.metadata.annotations", "object.spec.containers", "object.spec.initContainers",
+                 "c.resources.limits", "c.resources.requests", "'%s'" % SMCR_ANNOTATION, "'%s'" % RESOURCE,
+                 "'%s'" % OPT_OUT_ANNOTATION):
+        if want not in refs:
+            p.append("matchConditions never mention %s" % want)
+    cfg = webhook_config_of(objs) or {}
+    if "'%s'" % cfg.get("resourceName", RESOURCE) not in refs:
+        p.append("matchConditions do not test the configured resourceName %s" % cfg.get("resourceName"))
+    for name, pod, want in sample_pods():
+        try:
+            got = evaluate_conditions(conds, pod)
+        except cel.CelEvalError as e:
+            p.append("matchConditions on %s: evaluation error %s" % (name, e))
+            continue
+        if got != want:
+            p.append("matchConditions on %s: %s, want %s" % (name, "sent" if got else "not sent",
+                                                              "sent" if want else "not sent"))
+    return p
+
+
+def check_agent(objs):
+    p = []
+    ds = one(objs, "DaemonSet", "erdma-agent")
+    if not ds:
+        return ["DaemonSet erdma-agent missing"]
+    spec = ds["spec"]
+    pod_labels = spec["template"]["metadata"].get("labels", {})
+    pod = spec["template"]["spec"]
+    if not selector_matches(spec["selector"], pod_labels):
+        p.append("DaemonSet erdma-agent: selector does not match its pod labels")
+    if not one(objs, "ServiceAccount", pod.get("serviceAccountName") or ""):
+        p.append("DaemonSet erdma-agent: serviceAccountName %r is not in the manifests" % pod.get("serviceAccountName"))
+    if pod.get("automountServiceAccountToken") is not False:
+        p.append("DaemonSet erdma-agent: the agent needs no API token")
+    if pod.get("hostNetwork") is not True:
+        p.append("DaemonSet erdma-agent: hostNetwork must be true (the node's SMC pnet table)")
+    if pod.get("hostPID") or pod.get("hostIPC"):
+        p.append("DaemonSet erdma-agent: hostPID/hostIPC not needed")
+    if not (pod.get("nodeSelector") or {}).get("aliyun.accelerator/erdma"):
+        p.append("DaemonSet erdma-agent: no eRDMA node selector")
+    if len(pod["containers"]) != 1:
+        return p + ["DaemonSet erdma-agent: want exactly one container"]
+    c = pod["containers"][0]
+    sc = c.get("securityContext") or {}
+    if sc.get("privileged"):
+        p.append("agent container: privileged")
+    caps = sc.get("capabilities") or {}
+    if caps.get("drop") != ["ALL"] or set(caps.get("add") or []) != AGENT_CAPABILITIES:
+        p.append("agent container: capabilities must drop ALL and add exactly %s, got %s" %
+                 (sorted(AGENT_CAPABILITIES), caps))
+    if sc.get("allowPrivilegeEscalation") is False and {"SYS_ADMIN", "CAP_SYS_ADMIN"} & set(caps.get("add") or []):
+        p.append("agent container: allowPrivilegeEscalation false with SYS_ADMIN is refused by the apiserver")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        p.append("agent container: readOnlyRootFilesystem not set")
+    seccomp = (sc.get("seccompProfile") or (pod.get("securityContext") or {}).get("seccompProfile") or {}).get("type")
+    if seccomp != "RuntimeDefault":
+        p.append("agent container: seccompProfile %r, want RuntimeDefault" % seccomp)
+    res = c.get("resources") or {}
+    for part in ("requests", "limits"):
+        for r in ("cpu", "memory"):
+            if r not in (res.get(part) or {}):
+                p.append("agent container: resources.%s.%s missing" % (part, r))
+    # host paths: exactly the expected set, each mounted where and how the agent needs it
+    host = {}
+    for v in pod.get("volumes") or []:
+        if "hostPath" in v:
+            host[v["name"]] = v["hostPath"]["path"]
+    if set(host.values()) != set(AGENT_HOST_PATHS):
+        p.append("agent: host paths %s, want exactly %s" % (sorted(host.values()), sorted(AGENT_HOST_PATHS)))
+    for m in c.get("volumeMounts") or []:
+        if m["name"] in host:
+            want_path, want_ro = AGENT_HOST_PATHS.get(host[m["name"]], (None, None))
+            if m["mountPath"] != want_path or bool(m.get("readOnly")) != want_ro:
+                p.append("agent: host path %s mounted at %s readOnly=%s, want %s readOnly=%s" %
+                         (host[m["name"]], m["mountPath"], bool(m.get("readOnly")), want_path, want_ro))
+            if host[m["name"]] == "/var/run/netns" and m.get("mountPropagation") != "HostToContainer":
+                p.append("agent: /var/run/netns needs mountPropagation HostToContainer")
+    mounted = {m["name"] for m in c.get("volumeMounts") or []}
+    for name in host:
+        if name not in mounted:
+            p.append("agent: host path volume %s is not mounted" % name)
+    # configuration: file under the ConfigMap mount; its values agree with the mounts and ports
+    args = c.get("args") or []
+    if (c.get("command") or [None])[0] != "/usr/bin/erdma-agent" or not args or args[0] != "run":
+        p.append("agent container: command must be /usr/bin/erdma-agent run ...")
+    path = flag(args, "--config")
+    m = mount_for(c, path or "")
+    v = volume(pod, m["name"]) if m else None
+    if not v or "configMap" not in v or v["configMap"].get("name") != "erdma-agent-config" or \
+            os.path.relpath(path, m["mountPath"]) not in one(objs, "ConfigMap", "erdma-agent-config")["data"]:
+        p.append("agent container: --config %r is not a key of the erdma-agent-config ConfigMap volume" % path)
+    cfg = agent_config_of(objs) or {}
+    dp_dir = cfg.get("devicePluginDir", "/var/lib/kubelet/device-plugins")
+    if not mount_for(c, dp_dir) or (host.get(mount_for(c, dp_dir)["name"]) != dp_dir):
+        p.append("agent: devicePluginDir %s is not the kubelet's directory mounted at the same path" % dp_dir)
+    metrics = cfg.get("metricsListen", "0.0.0.0:9467")
+    mport = container_port(c, "metrics")
+    if not metrics or mport is None or port_of(metrics) != mport:
+        p.append("agent: metricsListen %r does not match container port metrics %r" % (metrics, mport))
+    for probe_name, want in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        probe = (c.get(probe_name) or {}).get("httpGet") or {}
+        if probe.get("path") != want or container_port(c, probe.get("port")) != mport:
+            p.append("agent container: %s must GET %s on the metrics port" % (probe_name, want))
+    wcfg = webhook_config_of(objs) or {}
+    preload = (wcfg.get("smcr") or {}).get("preloadHostDir", "/var/lib/erdma-controller/lib")
+    if preload not in host.values():
+        p.append("agent: the webhook's smcr.preloadHostDir %s is not a host path of the agent" % preload)
+    # The SMC-R keys (agent builds that have them): each must point where the DaemonSet mounts
+    # the thing. procRoot is required once SMC-R is configured: the container's own /proc/sys is
+    # read-only, so the default /proc cannot set a pod's net.smc.* sysctls.
+    mount_of_host = {host[m["name"]]: m["mountPath"] for m in c.get("volumeMounts") or [] if m["name"] in host}
+    if "smcr" in cfg and (cfg["smcr"] or {}).get("enabled", True) and "procRoot" not in cfg:
+        p.append("agent config: smcr is configured but procRoot is not set to the host /proc mount %s" %
+                 mount_of_host.get("/proc"))
+    if "procRoot" in cfg and cfg["procRoot"] != mount_of_host.get("/proc"):
+        p.append("agent config: procRoot %r is not where the host /proc is mounted (%s)" %
+                 (cfg["procRoot"], mount_of_host.get("/proc")))
+    if "criSocket" in cfg and cfg["criSocket"] != mount_of_host.get("/run/containerd/containerd.sock"):
+        p.append("agent config: criSocket %r is not the mounted containerd socket" % cfg["criSocket"])
+    if "podResourcesSocket" in cfg and \
+            os.path.dirname(cfg["podResourcesSocket"]) != mount_of_host.get("/var/lib/kubelet/pod-resources"):
+        p.append("agent config: podResourcesSocket %r is not in the mounted pod-resources directory" %
+                 cfg["podResourcesSocket"])
+    smcr = cfg.get("smcr") or {}
+    if "preloadHostDir" in smcr and (smcr["preloadHostDir"] != preload or
+                                     mount_of_host.get(smcr["preloadHostDir"]) != smcr["preloadHostDir"]):
+        p.append("agent config: smcr.preloadHostDir %r differs from the webhook's %s or is not mounted at the same "
+                 "path" % (smcr["preloadHostDir"], preload))
+    if "preloadSource" in smcr and smcr["preloadSource"] not in agent_image_files():
+        p.append("agent config: smcr.preloadSource %r is not a file the agent image ships (%s)" %
+                 (smcr["preloadSource"], sorted(agent_image_files())))
+    if cfg.get("resourceName", RESOURCE) != wcfg.get("resourceName", RESOURCE):
+        p.append("agent resourceName %s differs from the webhook's %s" %
+                 (cfg.get("resourceName"), wcfg.get("resourceName")))
+    return p
+
+
+def agent_image_files():
+    """Destinations of the files the agent image copies from its build stage."""
+    out = set()
+    with open(os.path.join(SOURCE_DIR, "images/erdma-agent/Dockerfile")) as f:
+        for line in f:
+            m = re.match(r"\s*COPY\s+--from=\S+\s+\S+\s+(\S+)", line)
+            if m:
+                out.add(m.group(1))
+    return out
+
+
+def check_certificate_source(name, objs, certs_patch, certs_secret):
+    p = []
+    dep = one(objs, "Deployment", "erdma-webhook")
+    mwc = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")
+    secret_vols = [v["secret"]["secretName"] for v in dep["spec"]["template"]["spec"].get("volumes") or [] if "secret" in v]
+    svc = "erdma-webhook.%s.svc" % NS
+    if name == "cert-manager":
+        ann = (mwc["metadata"].get("annotations") or {}).get("cert-manager.io/inject-ca-from", "")
+        ns, _, cert_name = ann.partition("/")
+        cert = one(objs, "Certificate", cert_name, ns=ns)
+        if not cert:
+            return ["cert-manager: inject-ca-from %r names no Certificate in the manifests" % ann]
+        cs = cert["spec"]
+        if cs.get("secretName") not in secret_vols:
+            p.append("cert-manager: Certificate %s writes Secret %r, the Deployment mounts %s" %
+                     (cert_name, cs.get("secretName"), secret_vols))
+        for dns in ("erdma-webhook", "erdma-webhook.%s" % NS, svc, svc + ".cluster.local"):
+            if dns not in (cs.get("dnsNames") or []):
+                p.append("cert-manager: Certificate %s lacks dnsName %s" % (cert_name, dns))
+        for c in of_kind(objs, "Certificate"):
+            pk = c["spec"].get("privateKey") or {}
+            if pk.get("algorithm") != "ECDSA" or pk.get("size") != 256:
+                p.append("cert-manager: Certificate %s is not ECDSA P-256" % c["metadata"]["name"])
+            ref = c["spec"].get("issuerRef") or {}
+            issuer = one(objs, ref.get("kind", "Issuer"), ref.get("name", ""))
+            if not issuer:
+                p.append("cert-manager: Certificate %s: issuer %s not in the manifests" % (c["metadata"]["name"], ref))
+        ca_issuer = one(objs, "Issuer", (cs.get("issuerRef") or {}).get("name", ""))
+        ca_secret = ((ca_issuer or {}).get("spec") or {}).get("ca", {}).get("secretName")
+        ca_certs = [c for c in of_kind(objs, "Certificate") if c["spec"].get("secretName") == ca_secret]
+        if not ca_certs or not ca_certs[0]["spec"].get("isCA"):
+            p.append("cert-manager: the serving certificate's issuer is not backed by a CA Certificate")
+        elif (ca_certs[0]["spec"].get("privateKey") or {}).get("rotationPolicy") != "Never":
+            p.append("cert-manager: the CA must keep its key on renewal (rotationPolicy: Never)")
+    else:
+        if mwc["metadata"].get("annotations", {}).get("cert-manager.io/inject-ca-from"):
+            p.append("%s: cert-manager annotation on an overlay whose caBundle comes from erdma-certs" % name)
+        if certs_secret["metadata"]["name"] not in secret_vols or certs_secret["metadata"]["namespace"] != NS:
+            p.append("erdma-certs writes Secret %s/%s, the Deployment mounts %s" %
+                     (certs_secret["metadata"]["namespace"], certs_secret["metadata"]["name"], secret_vols))
+        if certs_patch["metadata"]["name"] != mwc["metadata"]["name"] or \
+                [w["name"] for w in certs_patch["webhooks"]] != [w["name"] for w in mwc["webhooks"]]:
+            p.append("erdma-certs patches %s %s, the manifests have %s %s" %
+                     (certs_patch["metadata"]["name"], [w["name"] for w in certs_patch["webhooks"]],
+                      mwc["metadata"]["name"], [w["name"] for w in mwc["webhooks"]]))
+    return p
+
+
+def all_problems(name, objs, version, certs_patch, certs_secret):
+    secret_name = "erdma-webhook-tls"
+    if name == "cert-manager":
+        secret_name = one(objs, "Certificate", "erdma-webhook")["spec"]["secretName"]
+    else:
+        secret_name = certs_secret["metadata"]["name"]
+    return (check_inventory(name, objs) + check_images(objs, version) + check_webhook_workload(objs, secret_name) +
+            check_webhook_configuration(objs, "Ignore" if name == "fail-open" else "Fail") +
+            check_match_conditions(objs) + check_agent(objs) +
+            check_certificate_source(name, objs, certs_patch, certs_secret))
+
+
+# --- deliberately broken copies: each must be caught ------------------------------------------
+
+def breakages():
+    def dep(o):
+        return o[("Deployment", NS, "erdma-webhook")]
+
+    def hook(o):
+        return o[("MutatingWebhookConfiguration", "", "erdma-webhook")]["webhooks"][0]
+
+    def agent(o):
+        return o[("DaemonSet", NS, "erdma-agent")]["spec"]["template"]["spec"]
+
+    def set_(fn):
+        return fn
+
+    return [
+        ("Service targetPort to the metrics port", "targetPort",
+         set_(lambda o: o[("Service", NS, "erdma-webhook")]["spec"]["ports"][0].update(targetPort="metrics"))),
+        ("webhook path /mutate", "clientConfig.service.path",
+         set_(lambda o: hook(o)["clientConfig"]["service"].update(path="/mutate"))),
+        ("webhook service in another namespace", "clientConfig.service",
+         set_(lambda o: hook(o)["clientConfig"]["service"].update(namespace="default"))),
+        ("pod label renamed", "selector",
+         set_(lambda o: dep(o)["spec"]["template"]["metadata"]["labels"].update({"app.kubernetes.io/name": "x"}))),
+        ("image at :latest", ":latest",
+         set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0].update(
+             image="registry.example.com/erdma-controller/erdma-webhook:latest"))),
+        ("image without a tag", "has no tag",
+         set_(lambda o: agent(o)["containers"][0].update(image="registry.example.com/erdma-controller/erdma-agent"))),
+        ("--listen on another port", "--listen",
+         set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["args"].__setitem__(
+             1, "--listen=0.0.0.0:9443"))),
+        ("Secret volume renamed", "Secret volume",
+         set_(lambda o: dep(o)["spec"]["template"]["spec"]["volumes"][0]["secret"].update(secretName="other"))),
+        ("namespaceSelector without the kube-system exclusion", "kube-system",
+         set_(lambda o: hook(o)["namespaceSelector"].update(
+             matchExpressions=hook(o)["namespaceSelector"]["matchExpressions"][:1]))),
+        ("no matchConditions", "no matchConditions", set_(lambda o: hook(o).pop("matchConditions"))),
+        ("matchCondition on the wrong annotation", "SMC-R annotation true",
+         set_(lambda o: hook(o)["matchConditions"][1].update(
+             expression=hook(o)["matchConditions"][1]["expression"].replace("erdma-smcr", "erdma-smc")))),
+        ("timeout 10 s", "timeoutSeconds", set_(lambda o: hook(o).update(timeoutSeconds=10))),
+        ("readiness probe on /healthz", "readinessProbe path",
+         set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].update(
+             path="/healthz"))),
+        ("agent gets /etc", "host paths",
+         set_(lambda o: agent(o)["volumes"].append({"name": "etc", "hostPath": {"path": "/etc"}}))),
+        ("agent privileged", "privileged",
+         set_(lambda o: agent(o)["containers"][0]["securityContext"].update(privileged=True))),
+        ("webhook runs as root", "runAsUser",
+         set_(lambda o: dep(o)["spec"]["template"]["spec"]["securityContext"].update(runAsUser=0))),
+        ("config by subPath", "subPath",
+         set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][1].update(
+             subPath="config.yaml"))),
+        ("PDB selects nothing", "PodDisruptionBudget",
+         set_(lambda o: o[("PodDisruptionBudget", NS, "erdma-webhook")]["spec"].update(
+             selector={"matchLabels": {"app": "nothing"}}))),
+        ("caBundle written into the manifests", "caBundle",
+         set_(lambda o: hook(o)["clientConfig"].update(caBundle="AAAA"))),
+        # SMC-R keys of the agent config, for agent builds that have them
+        ("SMC-R configured without procRoot", "procRoot",
+         set_(lambda o: agent_config_edit(o, {"smcr": {"pnetId": "ERDMA"}}))),
+        ("procRoot left at the container's /proc", "procRoot",
+         set_(lambda o: agent_config_edit(o, {"procRoot": "/proc"}))),
+        ("criSocket elsewhere", "criSocket",
+         set_(lambda o: agent_config_edit(o, {"criSocket": "/run/crio/crio.sock"}))),
+        ("podResourcesSocket elsewhere", "podResourcesSocket",
+         set_(lambda o: agent_config_edit(o, {"podResourcesSocket": "/tmp/kubelet.sock"}))),
+        ("preload dir differs from the webhook's", "smcr.preloadHostDir",
+         set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadHostDir": "/opt/smc"}}))),
+        ("preload source the image does not ship", "smcr.preloadSource",
+         set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadSource": "/lib/x.so"}}))),
+    ]
+
+
+def agent_config_edit(objs, changes):
+    cm = objs[("ConfigMap", NS, "erdma-agent-config")]
+    cfg = yaml.safe_load(cm["data"]["config.yaml"])
+    cfg.update(changes)
+    cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
+
+
+# --- real binaries -------------------------------------------------------------------------------
+
+def binary_accepts(binary, cmd, config_text, workdir, label):
+    path = os.path.join(workdir, label + ".yaml")
+    with open(path, "w") as f:
+        f.write(config_text)
+    r = subprocess.run([binary, cmd, "--config", path], capture_output=True, text=True, timeout=60)
+    expect(r.returncode == 0, "%s %s --config (%s) exited %d: %s" % (os.path.basename(binary), cmd, label,
+                                                                    r.returncode, r.stderr))
+
+
+def start_deployment_command_line(objs, workdir, certs_dir, certs_secret):
+    """Runs the webhook container's command line on loopback, with each volume it mounts laid out
+    from the rendered objects (the Secret from erdma-certs), and probes it as kubelet would."""
+    pod = one(objs, "Deployment", "erdma-webhook")["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    expect(os.path.basename(c["command"][0]) == os.path.basename(WEBHOOK), c["command"])
+    root = os.path.join(workdir, "pod-root")
+    shutil.rmtree(root, ignore_errors=True)
+    mapping = {}
+    for m in c["volumeMounts"]:
+        v = volume(pod, m["name"])
+        target = os.path.join(root, m["name"])
+        os.makedirs(target)
+        if "secret" in v:
+            files = {k: base64.b64decode(x) for k, x in certs_secret["data"].items()}
+        else:
+            files = {k: x.encode() for k, x in one(objs, "ConfigMap", v["configMap"]["name"])["data"].items()}
+        for k, data in files.items():
+            with open(os.path.join(target, k), "wb") as f:
+                f.write(data)
+        mapping[m["mountPath"].rstrip("/")] = target
+    args = []
+    for a in c["args"]:
+        name, eq, value = a.partition("=")
+        if name in ("--listen", "--metrics-listen"):
+            value = "127.0.0.1:0"  # loopback only, any free port; the port numbers are checked elsewhere
+        for mp, target in mapping.items():
+            if value.startswith(mp + "/"):
+                value = target + value[len(mp):]
+        args.append(name + eq + value if eq else a)
+    port_file = os.path.join(workdir, "ports.json")
+    if os.path.exists(port_file):
+        os.unlink(port_file)
+    log_path = os.path.join(workdir, "deployment-command-line.log")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([WEBHOOK, *args, "--port-file", port_file], stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 15
+        while not os.path.exists(port_file):
+            if proc.poll() is not None:
+                with open(log_path) as f:
+                    raise AssertionError("the Deployment's command line exited %d: %s" % (proc.returncode, f.read()))
+            expect(time.monotonic() < deadline, "no port file within 15 s")
+            time.sleep(0.02)
+        time.sleep(0.05)
+        with open(port_file) as f:
+            ports = json.load(f)
+        ctx = ssl.create_default_context()  # kubelet does not verify probe certificates
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        ready = c["readinessProbe"]["httpGet"]
+        with urllib.request.urlopen("https://127.0.0.1:%d%s" % (ports["https"], ready["path"]), timeout=10,
+                                    context=ctx) as r:
+            expect(r.status == 200, "readiness probe %s" % r.status)
+        live = c["livenessProbe"]["httpGet"]
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (ports["metrics"], live["path"]), timeout=10) as r:
+            expect(r.status == 200, "liveness probe %s" % r.status)
+        # the Secret's own CA bundle verifies the served certificate under the service name
+        vctx = ssl.create_default_context(cadata=base64.b64decode(certs_secret["data"]["ca.crt"]).decode())
+        import socket
+        with socket.create_connection(("127.0.0.1", ports["https"]), timeout=10) as raw:
+            with vctx.wrap_socket(raw, server_hostname="erdma-webhook.%s.svc" % NS):
+                pass
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    expect(code == 0, "exit status %d after SIGTERM" % code)
+
+
+def webhook_verdicts_agree(objs, workdir):
+    """For every sample pod, the real webhook (erdma-webhook mutate with the rendered config) has
+    nothing to say about a pod the matchConditions keep from it: filtering never hides work."""
+    cfg = os.path.join(workdir, "webhook-config.yaml")
+    with open(cfg, "w") as f:
+        f.write(one(objs, "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"])
+    conds = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")["webhooks"][0]["matchConditions"]
+    problems = []
+    for name, pod, _ in sample_pods():
+        path = os.path.join(workdir, "pod.json")
+        with open(path, "w") as f:
+            json.dump(pod, f)
+        r = subprocess.run([WEBHOOK, "mutate", "-f", path, "-o", "review", "-n", "team-a", "--config", cfg],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode not in (0, 1):
+            problems.append("%s: erdma-webhook mutate exited %d: %s" % (name, r.returncode, r.stderr))
+            continue
+        resp = json.loads(r.stdout)["response"]
+        acts = bool(resp.get("patch") or resp.get("warnings") or not resp.get("allowed", True))
+        sent = evaluate_conditions(conds, pod)
+        if acts and not sent:
+            problems.append("%s: the webhook would act but matchConditions keep the pod from it" % name)
+    expect(not problems, problems)
+
+
+def main():
+    suite = Suite("manifests")
+    w = suite.workdir
+    found = kubectls()
+    if not found:
+        suite.skip("render every overlay", "no kubectl on PATH (scripts/install-deps.sh installs one)")
+        suite.finish()
+    version = project_version()
+    renders = {}  # overlay -> objects, from the first kubectl
+    for k in found:
+        print("kubectl: %s (%s)" % (k, kubectl_version(k)))
+
+    def render_all():
+        for overlay in OVERLAYS:
+            per = [render(k, overlay) for k in found]
+            renders[overlay] = per[0]
+            for k, other in zip(found[1:], per[1:]):
+                expect(other == per[0], "manifests/%s renders differently with %s and %s: %s" % (
+                    overlay, found[0], k, sorted(set(other) ^ set(per[0])) or "same names, other content"))
+    suite.check("every overlay renders%s" % (" the same with each kubectl" if len(found) > 1 else ""), render_all)
+    if len(renders) != len(OVERLAYS):
+        suite.finish()
+
+    certs_dir, certs_patch, certs_secret = certs_defaults(w)
+    for overlay in OVERLAYS:
+        if overlay == "base":
+            continue
+        suite.check("manifests/%s: names, selectors, ports, probes, volumes, images, webhook, agent" % overlay,
+                    lambda o=overlay: expect(not all_problems(o, renders[o], version, certs_patch, certs_secret),
+                                             all_problems(o, renders[o], version, certs_patch, certs_secret)))
+
+    def base_is_default_minus_nothing():
+        expect(renders["base"] == renders["default"], "manifests/default adds nothing to the base")
+        diff = [k for k in renders["default"] if renders["default"][k] != renders["fail-open"].get(k)]
+        expect(diff == [("MutatingWebhookConfiguration", "", "erdma-webhook")], diff)
+    suite.check("default = base; fail-open differs only in the webhook configuration", base_is_default_minus_nothing)
+
+    def broken_copies_are_caught():
+        missed = []
+        for label, want, breaker in breakages():
+            objs = copy.deepcopy(renders["default"])
+            breaker(objs)
+            problems = all_problems("default", objs, version, certs_patch, certs_secret)
+            if not any(want in p for p in problems):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, problems))
+        expect(not missed, missed)
+    suite.check("each deliberately broken copy is reported", broken_copies_are_caught)
+
+    def cel_rejects_outside_subset():
+        for bad in ("object.metadata.annotations.size() > 0", "has(object)", "a ||", "'x' in", "x == 'y"):
+            try:
+                cel.parse(bad)
+            except cel.CelSyntaxError:
+                continue
+            raise AssertionError("the CEL checker accepted %r" % bad)
+    suite.check("the CEL checker refuses what it does not understand", cel_rejects_outside_subset)
+
+    have_webhook = os.access(WEBHOOK, os.X_OK)
+    have_agent = os.access(AGENT, os.X_OK)
+    if have_webhook:
+        suite.check("webhook ConfigMap accepted by erdma-webhook config", lambda: binary_accepts(
+            WEBHOOK, "config", one(renders["default"], "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"], w,
+            "webhook"))
+        suite.check("the real webhook never acts on a pod the matchConditions filter out",
+                    lambda: webhook_verdicts_agree(renders["default"], w))
+        suite.check("the Deployment's command line starts, answers its probes and drains",
+                    lambda: start_deployment_command_line(renders["default"], w, certs_dir, certs_secret))
+    else:
+        suite.skip("webhook ConfigMap and command line", "%s is not built" % WEBHOOK)
+    if have_agent:
+        suite.check("agent ConfigMap accepted by erdma-agent config", lambda: binary_accepts(
+            AGENT, "config", one(renders["default"], "ConfigMap", "erdma-agent-config")["data"]["config.yaml"], w,
+            "agent"))
+    else:
+        suite.skip("agent ConfigMap", "%s is not built" % AGENT)
+    suite.finish()
+
+
+if __name__ == "__main__":
+    main()
