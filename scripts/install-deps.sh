@@ -34,6 +34,8 @@ test_packages=(
   # agent tests: Soft-RoCE userspace, and an independently written kubelet in Python (Debian's
   # grpcio at /usr/bin/python3; its messages are compiled by protoc, its method paths by hand)
   rdma-core ibverbs-providers python3-grpcio python3-protobuf
+  # sanitizer and fuzz builds (test/fuzz/run.sh): clang, libFuzzer, the sanitizer runtimes
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev
 )
 # kubectl renders the manifests in the tests. Debian's is kubernetes-client (kubectl 1.20); a
 # kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with it, so Debian's

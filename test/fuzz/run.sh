@@ -6,6 +6,8 @@
 #   test/fuzz/run.sh [SECONDS] [TARGET...]      e.g. test/fuzz/run.sh 600 review
 #
 # New inputs found while fuzzing go to build-fuzz/corpus/<target>/ (not into the repository).
+# FUZZ_BUILD_DIR (default build-fuzz) and FUZZ_BUILD_TYPE (default RelWithDebInfo) choose the
+# tree; scripts/test.sh shares its sanitizer tree this way.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
@@ -13,7 +15,7 @@ shift || true
 here=test/fuzz
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
-timeout 1800 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+timeout 1800 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${FUZZ_BUILD_TYPE:-RelWithDebInfo}" \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   -DSANITIZE=address,undefined -DERDMA_FUZZ=ON -DERDMA_BUILD_BENCH=OFF >/dev/null
 
@@ -22,7 +24,7 @@ if [ ${#targets[@]} -eq 0 ]; then
   targets=()
   for d in "$here"/corpus/*/; do targets+=("$(basename "$d")"); done
 fi
-timeout 2400 cmake --build "$build" --target "${targets[@]/#/fuzz_}"
+timeout 2400 cmake --build "$build" --parallel "${BUILD_JOBS:-$(nproc)}" --target "${targets[@]/#/fuzz_}"
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
