@@ -94,38 +94,36 @@ Line::~Line() {
   write_all(buf_);
 }
 
-Line& Line::kv(std::string_view key, std::string_view value) {
-  if (!on_) return *this;
+void Line::key(std::string_view k) {
   buf_ += ',';
-  append_json_string(buf_, key);
+  append_json_string(buf_, k);
   buf_ += ':';
+}
+
+Line& Line::kv(std::string_view k, std::string_view value) {
+  if (!on_) return *this;
+  key(k);
   append_json_string(buf_, is_valid_utf8(value) ? value : std::string_view("<invalid UTF-8>"));
   return *this;
 }
 
-Line& Line::kv(std::string_view key, int64_t value) {
+Line& Line::kv(std::string_view k, int64_t value) {
   if (!on_) return *this;
-  buf_ += ',';
-  append_json_string(buf_, key);
-  buf_ += ':';
+  key(k);
   buf_ += std::to_string(value);
   return *this;
 }
 
-Line& Line::kv(std::string_view key, uint64_t value) {
+Line& Line::kv(std::string_view k, uint64_t value) {
   if (!on_) return *this;
-  buf_ += ',';
-  append_json_string(buf_, key);
-  buf_ += ':';
+  key(k);
   buf_ += std::to_string(value);
   return *this;
 }
 
-Line& Line::kv(std::string_view key, double value) {
+Line& Line::kv(std::string_view k, double value) {
   if (!on_) return *this;
-  buf_ += ',';
-  append_json_string(buf_, key);
-  buf_ += ':';
+  key(k);
   if (std::isfinite(value)) {
     char b[32];
     std::snprintf(b, sizeof b, "%.6g", value);
@@ -136,11 +134,10 @@ Line& Line::kv(std::string_view key, double value) {
   return *this;
 }
 
-Line& Line::kv(std::string_view key, bool value) {
+Line& Line::kv(std::string_view k, bool value) {
   if (!on_) return *this;
-  buf_ += ',';
-  append_json_string(buf_, key);
-  buf_ += value ? ":true" : ":false";
+  key(k);
+  buf_ += value ? "true" : "false";
   return *this;
 }
 

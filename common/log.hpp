@@ -41,6 +41,8 @@ class Line {
   Line& kv(std::string_view key, bool value);
 
  private:
+  void key(std::string_view k);  // appends ,"k":
+
   bool on_;
   std::string buf_;
 };

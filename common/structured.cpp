@@ -118,15 +118,6 @@ json plain_scalar(const std::string& s) {
   return s;
 }
 
-// Number of values in `v` (itself included), for the alias-expansion budget.
-uint64_t count_values(const json& v) {
-  uint64_t n = 1;
-  if (v.is_structured()) {
-    for (const auto& child : v) n += count_values(child);
-  }
-  return n;
-}
-
 // Builds nlohmann::json documents from libyaml's event stream. Iterative (an explicit stack), so
 // deep input cannot exhaust the C++ stack; aliases are expanded by copy within a value budget.
 class YamlLoader {

@@ -67,7 +67,9 @@ TEST_CASE("base64 matches RFC 4648 test vectors and round-trips") {
       {"", ""},         {"f", "Zg=="},         {"fo", "Zm8="},         {"foo", "Zm9v"},
       {"foob", "Zm9vYg=="}, {"fooba", "Zm9vYmE="}, {"foobar", "Zm9vYmFy"},
   };
-  for (const auto& [plain, encoded] : vectors) {
+  for (const auto& v : vectors) {
+    const std::string& plain = v.first;
+    const std::string& encoded = v.second;
     CAPTURE(plain);
     CHECK(base64_encode(plain) == encoded);
     auto back = base64_decode(encoded);

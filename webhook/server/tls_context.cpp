@@ -172,7 +172,6 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   }
 
   namespace ssl = boost::asio::ssl;
-  boost::system::error_code ec;
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* native = ctx->native_handle();
   // TLS 1.2 and 1.3 only: what kube-apiserver speaks, and nothing with known weaknesses.

@@ -155,12 +155,15 @@ TEST_CASE("preferred_allocation packs onto one device, then one NUMA node") {
     CHECK(*r == c.want);
   }
 
-  for (const auto& [req, text] : std::vector<std::pair<PreferredRequest, const char*>>{
+  for (const auto& entry : std::vector<std::pair<PreferredRequest, const char*>>{
            {{all, {}, -1}, "negative"},
            {{{"a-0"}, {}, 2}, "cannot choose 2 of 1"},
            {{{"a-0", "junk"}, {}, 1}, "junk"},
            {{{"a-0"}, {"b-0"}, 1}, "not available"},
            {{{"a-0", "a-1"}, {"a-0", "a-1"}, 1}, "do not fit"}}) {
+    // Named copies, not structured bindings: clang 14 cannot capture those.
+    const auto& req = entry.first;
+    const char* text = entry.second;
     CAPTURE(text);
     auto r = preferred_allocation(req, devices, 4);
     REQUIRE_FALSE(r.ok());

@@ -109,13 +109,16 @@ items:
 }
 
 TEST_CASE("documents that hold no pod are errors naming the document") {
-  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& entry : std::vector<std::pair<std::string, std::string>>{
            {"kind: Service\nmetadata: {name: s}\n", "document 1: kind \"Service\" holds no pod"},
            {"kind: Pod\n---\n- 1\n- 2\n", "document 2: expected a Kubernetes object (a map), got list"},
            {"kind: Deployment\nmetadata: {name: d}\nspec: {}\n", "document 1 (Deployment d): has no spec.template"},
            {"kind: CronJob\nmetadata: {name: c}\nspec: {jobTemplate: {}}\n",
             "document 1 (CronJob c): has no spec.jobTemplate.spec.template"},
        }) {
+    // Named copies, not structured bindings: clang 14 cannot capture those.
+    const auto& text = entry.first;
+    const auto& want = entry.second;
     CAPTURE(text);
     auto docs = common::parse_documents(text, "t.yaml");
     REQUIRE(docs.ok());

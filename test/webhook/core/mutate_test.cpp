@@ -169,7 +169,10 @@ TEST_CASE("not a pod object, and errors name the pod and the field") {
       {R"({"metadata":"x"})", "pod ns/<unnamed>: metadata: expected a map, got string"},
       {R"({"metadata":{"name":"x"},"metadata":{"name":"y"}})", "pod ns/x: object: duplicate key \"metadata\""},
   };
-  for (const auto& [text, want] : cases) {
+  for (const auto& entry : cases) {
+    // Named copies, not structured bindings: clang 14 cannot capture those.
+    const auto& text = entry.first;
+    const auto& want = entry.second;
     CAPTURE(text);
     simdjson::dom::element el = parser.parse(text);
     auto m = mutate(el, NamespaceInfo{"ns"}, Config::defaults());

@@ -98,7 +98,10 @@ TEST_CASE_FIXTURE(Fixture, "malformed bodies answer 400 with a plain-text reason
       {"wrong version", R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"a"}})"},
       {"nul bytes", std::string("{\0\0}", 4)},
   };
-  for (const auto& [name, body] : cases) {
+  for (const auto& entry : cases) {
+    // Named copies, not structured bindings: clang 14 cannot capture those.
+    const auto& name = entry.first;
+    const auto& body = entry.second;
     CAPTURE(name);
     HttpResponse r = call("POST", "/mutate-pods", "application/json", body);
     CHECK(r.status == 400);

@@ -43,7 +43,10 @@ class ProjectedVolume {
   void update(const std::vector<std::pair<std::string, std::string>>& files) {
     const fs::path stamp = dir_ / ("..stamp_" + std::to_string(++generation_));
     fs::create_directory(stamp);
-    for (const auto& [name, text] : files) {
+    for (const auto& entry : files) {
+      // Named copies, not structured bindings: clang 14 cannot capture those.
+      const auto& name = entry.first;
+      const auto& text = entry.second;
       std::ofstream(stamp / name) << text;
       if (!fs::is_symlink(dir_ / name)) fs::create_symlink(fs::path("..data") / name, dir_ / name);
     }
@@ -146,7 +149,10 @@ TEST_CASE("bad new pairs are refused once each, and the last good context keeps 
       {"empty", {"", ""}},
   };
   int failures = 0;
-  for (const auto& [name, pair] : bad) {
+  for (const auto& entry : bad) {
+    // Named copies, not structured bindings: clang 14 cannot capture those.
+    const auto& name = entry.first;
+    const auto& pair = entry.second;
     CAPTURE(name);
     s.tls_volume.update({{"tls.crt", pair.first}, {"tls.key", pair.second}});
     CHECK(s.reloader->check_now() == 1);
