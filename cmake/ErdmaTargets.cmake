@@ -20,6 +20,11 @@ if(ERDMA_FUZZ)
   endif()
   target_compile_options(project_sanitizers INTERFACE -fsanitize=fuzzer-no-link)
 endif()
+# Source-based line coverage (clang), for test/fuzz/coverage.sh.
+if(ERDMA_COVERAGE)
+  target_compile_options(project_sanitizers INTERFACE -fprofile-instr-generate -fcoverage-mapping)
+  target_link_options(project_sanitizers INTERFACE -fprofile-instr-generate)
+endif()
 
 # erdma_settings(<target>): the warnings, sanitizers and generated-header path for a first-party target.
 function(erdma_settings target)
