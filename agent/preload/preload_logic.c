@@ -62,8 +62,10 @@ enum smc_preload_attempt smc_preload_next_attempt(enum smc_preload_mode mode, en
       return af_smc == SMC_SUPPORT_NO ? SMC_TRY_NONE : SMC_TRY_AF_SMC;
     case SMC_PRELOAD_MODE_AUTO:
     default:
-      if (ipproto_smc != SMC_SUPPORT_NO) return SMC_TRY_IPPROTO_SMC;
-      return af_smc == SMC_SUPPORT_NO ? SMC_TRY_NONE : SMC_TRY_AF_SMC;
+      /* AF_SMC first: it is on every SMC kernel, and sock_diag reports its addresses (on 6.12 an
+       * IPPROTO_SMC socket shows up with none, so smc-status could not tell connections apart). */
+      if (af_smc != SMC_SUPPORT_NO) return SMC_TRY_AF_SMC;
+      return ipproto_smc == SMC_SUPPORT_NO ? SMC_TRY_NONE : SMC_TRY_IPPROTO_SMC;
   }
 }
 

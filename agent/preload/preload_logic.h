@@ -18,7 +18,7 @@ enum {
 
 /* SMC_PRELOAD_MODE. */
 enum smc_preload_mode {
-  SMC_PRELOAD_MODE_AUTO = 0,        /* IPPROTO_SMC where the kernel has it, else AF_SMC */
+  SMC_PRELOAD_MODE_AUTO = 0,        /* AF_SMC, else IPPROTO_SMC where only that is offered */
   SMC_PRELOAD_MODE_AF_SMC = 1,
   SMC_PRELOAD_MODE_IPPROTO_SMC = 2
 };

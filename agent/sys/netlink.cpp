@@ -125,10 +125,12 @@ Result<GenlClient> GenlClient::open(const std::string& family, const std::string
                                     std::chrono::milliseconds timeout) {
   auto ch = NetlinkChannel::open(NETLINK_GENERIC, timeout);
   if (!ch) return ch.error();
-  // Resolve through nlctrl ourselves, on the bounded channel (genl_ctrl_resolve would block).
+  // Resolve through nlctrl ourselves, on the bounded channel (genl_ctrl_resolve would block). The
+  // ACK flag makes the kernel end the exchange after its reply; without it a found family would
+  // leave us waiting for an end that never comes.
   NlMsgPtr msg(nlmsg_alloc());
   if (!msg) return make_error(ErrorCode::ResourceExhausted, "netlink: cannot allocate a message");
-  if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, GENL_ID_CTRL, 0, NLM_F_REQUEST, CTRL_CMD_GETFAMILY, 1) ||
+  if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, GENL_ID_CTRL, 0, NLM_F_REQUEST | NLM_F_ACK, CTRL_CMD_GETFAMILY, 1) ||
       nla_put_string(msg.get(), CTRL_ATTR_FAMILY_NAME, family.c_str()) < 0) {
     return make_error(ErrorCode::Internal, "netlink: cannot build the family request");
   }

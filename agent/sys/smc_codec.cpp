@@ -93,9 +93,18 @@ nla_policy str_policy(uint16_t max_chars) {
   p.maxlen = static_cast<uint16_t>(max_chars + 1);
   return p;
 }
+// Fixed-size types get an exact size: libnl checks only the minimum, and a u32 where a u8 belongs
+// is a wrong type, not a u8.
 nla_policy typed(uint16_t type) {
   nla_policy p{};
   p.type = type;
+  switch (type) {
+    case NLA_U8: p.maxlen = 1; break;
+    case NLA_U16: p.maxlen = 2; break;
+    case NLA_U32: p.maxlen = 4; break;
+    case NLA_U64: p.maxlen = 8; break;
+    default: break;
+  }
   return p;
 }
 nla_policy nested() { return typed(NLA_NESTED); }

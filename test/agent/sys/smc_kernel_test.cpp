@@ -27,7 +27,8 @@ void require_kernel() {
   }
   if (::geteuid() != 0) testing::skip_test("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)");
   auto t = NetlinkPnetTable::open();
-  if (!t.ok()) testing::skip_test("the kernel has no SMC (module smc not loaded)");
+  if (!t.ok() && t.error().code == ErrorCode::Unavailable) testing::skip_test(t.error().message.c_str());
+  REQUIRE_MESSAGE(t.ok(), t.error().message);
 }
 
 std::chrono::steady_clock::time_point soon() { return std::chrono::steady_clock::now() + std::chrono::seconds(20); }

@@ -1,0 +1,93 @@
+// TEMPORARY: stands in for the erdma-agent subcommands `pnet`, `ueid`, `smc-status` and `smc-stats`
+// until the erdma-agent executable exists; the VM scenario drives the SMC-R library code through
+// it. Remove it, and switch test/vm/scenario.sh to erdma-agent, once the agent dispatches these.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <linux/smc.h>
+#include <netlink/msg.h>
+
+#include "agent/cli/smc_commands.hpp"
+#include "agent/sys/smc_codec.hpp"
+
+namespace {
+
+using namespace erdma;
+using namespace erdma::agent;
+
+// Writes the raw reply messages of one request as hex (the codec tests replay them).
+bool record_one(const std::string& dir, const std::string& name, const std::function<Result<int>(
+    const std::function<Status(const nlmsghdr*)>&)>& send) {
+  std::string bytes;
+  auto rc = send([&](const nlmsghdr* h) -> Status {
+    std::string m(reinterpret_cast<const char*>(h), h->nlmsg_len);
+    m.resize((m.size() + 3) / 4 * 4, '\0');
+    bytes += m;
+    return {};
+  });
+  if (!rc || *rc != 0) {
+    std::cerr << "record " << name << ": " << (rc ? std::to_string(*rc) : rc.error().message) << "\n";
+    return false;
+  }
+  std::ofstream f(dir + "/" + name + ".hex");
+  f << "# " << name << ": netlink reply messages recorded from a real kernel by test/vm/run.sh\n";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto u = static_cast<unsigned char>(bytes[i]);
+    f << kHex[u >> 4] << kHex[u & 0xf] << ((i % 32 == 31) ? "\n" : " ");
+  }
+  f << "\n";
+  return true;
+}
+
+int record(const std::string& dir) {
+  auto pnet = GenlClient::open(kPnetFamily, kNoSmcMessage);
+  auto gen = GenlClient::open(kSmcGenFamily, kNoSmcMessage);
+  auto diag = NetlinkChannel::open(NETLINK_SOCK_DIAG);
+  if (!pnet || !gen || !diag) {
+    std::cerr << "record: cannot open the SMC netlink families\n";
+    return 1;
+  }
+  bool ok = true;
+  auto genl_dump = [&](GenlClient& c, uint8_t cmd) {
+    return [&c, cmd](const std::function<Status(const nlmsghdr*)>& on) -> Result<int> {
+      auto m = c.message(cmd, NLM_F_DUMP);
+      if (!m) return m.error();
+      return c.transact(m->get(), on);
+    };
+  };
+  ok &= record_one(dir, "pnet_dump", genl_dump(*pnet, SMC_PNETID_GET));
+  ok &= record_one(dir, "sys_info", genl_dump(*gen, SMC_NETLINK_GET_SYS_INFO));
+  ok &= record_one(dir, "link_dump", genl_dump(*gen, SMC_NETLINK_GET_LINK_SMCR));
+  ok &= record_one(dir, "stats", genl_dump(*gen, SMC_NETLINK_GET_STATS));
+  ok &= record_one(dir, "fallback_stats", genl_dump(*gen, SMC_NETLINK_GET_FBACK_STATS));
+  ok &= record_one(dir, "ueid_dump", genl_dump(*gen, SMC_NETLINK_DUMP_UEID));
+  ok &= record_one(dir, "smc_diag", [&](const std::function<Status(const nlmsghdr*)>& on) -> Result<int> {
+    auto m = encode_smc_diag_request();
+    if (!m) return m.error();
+    return diag->transact(m->get(), on);
+  });
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << erdma::agent::smc_commands_usage();
+    return 2;
+  }
+  const std::string cmd = args.front();
+  args.erase(args.begin());
+  if (cmd == "pnet") return erdma::agent::cmd_pnet(args, std::cout, std::cerr);
+  if (cmd == "ueid") return erdma::agent::cmd_ueid(args, std::cout, std::cerr);
+  if (cmd == "smc-status") return erdma::agent::cmd_smc_status(args, std::cout, std::cerr);
+  if (cmd == "smc-stats") return erdma::agent::cmd_smc_stats(args, std::cout, std::cerr);
+  if (cmd == "record" && args.size() == 1) return record(args[0]);  // test data for the codec tests
+  std::cerr << "unknown command \"" << cmd << "\"\n" << erdma::agent::smc_commands_usage();
+  return 2;
+}
