@@ -13,6 +13,10 @@ packages=(
   libboost1.81-dev libssl-dev openssl
   # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)
   curl python3
+  # agent, SMC-R: SMC_PNETID / SMC_GEN_NETLINK / sock_diag over libnl; netns tests use ip
+  libnl-3-dev libnl-genl-3-dev iproute2
+  # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools
+  qemu-system-x86 busybox-static kmod cpio xz-utils rdma-core ibverbs-utils
 )
 
 missing=()

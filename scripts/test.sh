@@ -17,4 +17,7 @@ stage() {
 stage "install packages" scripts/install-deps.sh
 stage "build" scripts/build.sh build -DWERROR=ON
 stage "unit and integration tests" timeout 1500 ctest --test-dir build --output-on-failure -j2 --timeout 600
+# Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
+# Soft-RoCE through the preload library. Bounded inside (600 s, kernel download included) and here.
+stage "VM test (SMC-R over Soft-RoCE, real kernel)" timeout 660 test/vm/run.sh build
 echo "all tests passed"
