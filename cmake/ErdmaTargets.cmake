@@ -6,12 +6,19 @@ target_compile_options(project_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor -Wold-style-cast
   $<$<BOOL:${WERROR}>:-Werror>)
 
-# Sanitizers (SANITIZE=address,undefined), on compile and link lines alike.
+# Sanitizers (SANITIZE=address,undefined), on compile and link lines alike. With ERDMA_FUZZ (clang)
+# every first-party target also gets libFuzzer's coverage instrumentation.
 add_library(project_sanitizers INTERFACE)
 if(SANITIZE)
   target_compile_options(project_sanitizers INTERFACE
     -fsanitize=${SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
   target_link_options(project_sanitizers INTERFACE -fsanitize=${SANITIZE})
+endif()
+if(ERDMA_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "ERDMA_FUZZ needs clang (e.g. -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_C_COMPILER=clang-14)")
+  endif()
+  target_compile_options(project_sanitizers INTERFACE -fsanitize=fuzzer-no-link)
 endif()
 
 # erdma_settings(<target>): the warnings, sanitizers and generated-header path for a first-party target.

@@ -10,11 +10,12 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
 
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include "common/text.hpp"
 
@@ -31,12 +32,8 @@ bool is_json_text(std::string_view text) {
   return false;
 }
 
-std::string where(std::string_view source, const YAML::Mark& mark) {
-  std::string out(source);
-  if (!mark.is_null()) {
-    out += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
-  }
-  return out;
+std::string where(std::string_view source, const yaml_mark_t& mark) {
+  return std::string(source) + ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
 }
 
 bool all_of(std::string_view s, bool (*pred)(char)) {
@@ -121,69 +118,196 @@ json plain_scalar(const std::string& s) {
   return s;
 }
 
-class YamlConverter {
- public:
-  YamlConverter(std::string_view source, const ParseLimits& limits) : source_(source), limits_(limits) {}
+// Number of values in `v` (itself included), for the alias-expansion budget.
+uint64_t count_values(const json& v) {
+  uint64_t n = 1;
+  if (v.is_structured()) {
+    for (const auto& child : v) n += count_values(child);
+  }
+  return n;
+}
 
-  Result<json> convert(const YAML::Node& node, size_t depth) {
-    if (++nodes_ > limits_.max_nodes) {
-      return make_error(ErrorCode::ResourceExhausted,
-                        where(source_, node.Mark()) + ": document has more than " +
-                            std::to_string(limits_.max_nodes) + " values (after expanding aliases)");
-    }
-    if (depth > limits_.max_depth) {
-      return make_error(ErrorCode::ResourceExhausted, where(source_, node.Mark()) + ": nesting deeper than " +
-                                                          std::to_string(limits_.max_depth) + " levels");
-    }
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return json(nullptr);
-      case YAML::NodeType::Scalar:
-        return scalar(node);
-      case YAML::NodeType::Sequence: {
-        json arr = json::array();
-        for (const auto& item : node) {
-          auto v = convert(item, depth + 1);
-          if (!v) return v;
-          arr.push_back(std::move(*v));
+// Builds nlohmann::json documents from libyaml's event stream. Iterative (an explicit stack), so
+// deep input cannot exhaust the C++ stack; aliases are expanded by copy within a value budget.
+class YamlLoader {
+ public:
+  YamlLoader(std::string_view text, std::string_view source, const ParseLimits& limits)
+      : source_(source), limits_(limits) {
+    yaml_parser_initialize(&parser_);
+    yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()), text.size());
+  }
+  ~YamlLoader() { yaml_parser_delete(&parser_); }
+  YamlLoader(const YamlLoader&) = delete;
+  YamlLoader& operator=(const YamlLoader&) = delete;
+
+  Result<std::vector<json>> load() {
+    std::vector<json> docs;
+    for (;;) {
+      yaml_event_t ev;
+      if (yaml_parser_parse(&parser_, &ev) == 0) return parser_error();
+      // Own the event for the rest of the iteration whatever path we leave by.
+      std::unique_ptr<yaml_event_t, void (*)(yaml_event_t*)> guard(&ev, yaml_event_delete);
+      switch (ev.type) {
+        case YAML_STREAM_END_EVENT:
+          return docs;
+        case YAML_DOCUMENT_START_EVENT:
+          anchors_.clear();
+          has_root_ = false;
+          root_ = nullptr;
+          break;
+        case YAML_DOCUMENT_END_EVENT:
+          if (has_root_ && !root_.is_null()) docs.push_back(std::move(root_));
+          break;
+        case YAML_SCALAR_EVENT: {
+          if (expecting_key()) {
+            // Keys are taken as written ("1: x" has the key "1"), whatever the scalar's style.
+            const auto& sc = ev.data.scalar;
+            std::string key(reinterpret_cast<const char*>(sc.value), sc.length);
+            if (!is_valid_utf8(key)) return error(ev.start_mark, "key is not valid UTF-8");
+            if (auto s = set_key(std::move(key), ev.start_mark); !s) return std::move(s).error();
+            if (sc.anchor != nullptr) anchors_[reinterpret_cast<const char*>(sc.anchor)] = Anchor{json(stack_.back().key), 1};
+            break;
+          }
+          auto v = scalar(ev);
+          if (!v) return std::move(v).error();
+          if (auto s = add_value(std::move(*v), 1, ev.data.scalar.anchor); !s) return std::move(s).error();
+          break;
         }
-        return arr;
-      }
-      case YAML::NodeType::Map: {
-        json obj = json::object();
-        for (const auto& kv : node) {
-          if (!kv.first.IsScalar()) {
-            return make_error(ErrorCode::InvalidArgument,
-                              where(source_, kv.first.Mark()) + ": map keys must be plain strings");
+        case YAML_ALIAS_EVENT: {
+          const std::string name(reinterpret_cast<const char*>(ev.data.alias.anchor));
+          auto it = anchors_.find(name);
+          if (it == anchors_.end()) {
+            return error(ev.start_mark, "alias *" + name + " refers to no complete anchor");
           }
-          const std::string& key = kv.first.Scalar();
-          if (!is_valid_utf8(key)) {
-            return make_error(ErrorCode::InvalidArgument, where(source_, kv.first.Mark()) + ": key is not valid UTF-8");
+          if (expecting_key()) {
+            if (!it->second.value.is_string()) return error(ev.start_mark, "map keys must be plain strings");
+            if (auto s = set_key(it->second.value.get<std::string>(), ev.start_mark); !s) return std::move(s).error();
+            break;
           }
-          if (obj.contains(key)) {
-            return make_error(ErrorCode::InvalidArgument,
-                              where(source_, kv.first.Mark()) + ": duplicate key \"" + key + "\"");
-          }
-          auto v = convert(kv.second, depth + 1);
-          if (!v) return v;
-          obj[key] = std::move(*v);
+          if (auto s = count(it->second.count, ev.start_mark); !s) return std::move(s).error();
+          if (auto s = add_value(it->second.value, it->second.count, nullptr); !s) return std::move(s).error();
+          break;
         }
-        return obj;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT: {
+          const bool is_map = ev.type == YAML_MAPPING_START_EVENT;
+          const yaml_char_t* tag = is_map ? ev.data.mapping_start.tag : ev.data.sequence_start.tag;
+          const yaml_char_t* anchor = is_map ? ev.data.mapping_start.anchor : ev.data.sequence_start.anchor;
+          if (tag != nullptr) {
+            const std::string t(reinterpret_cast<const char*>(tag));
+            const char* want = is_map ? "tag:yaml.org,2002:map" : "tag:yaml.org,2002:seq";
+            if (t != want && t != "!") return error(ev.start_mark, "unsupported YAML tag \"" + t + "\"");
+          }
+          if (expecting_key()) return error(ev.start_mark, "map keys must be plain strings");
+          if (stack_.size() + 1 > limits_.max_depth) {
+            return make_error(ErrorCode::ResourceExhausted, where(source_, ev.start_mark) + ": nesting deeper than " +
+                                                                std::to_string(limits_.max_depth) + " levels");
+          }
+          if (auto s = count(1, ev.start_mark); !s) return std::move(s).error();
+          Frame f;
+          f.value = is_map ? json::object() : json::array();
+          f.anchor = anchor != nullptr ? reinterpret_cast<const char*>(anchor) : "";
+          f.mark = ev.start_mark;
+          stack_.push_back(std::move(f));
+          break;
+        }
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT: {
+          Frame f = std::move(stack_.back());
+          stack_.pop_back();
+          const char* anchor = f.anchor.empty() ? nullptr : f.anchor.c_str();
+          if (auto s = add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor)); !s) {
+            return std::move(s).error();
+          }
+          break;
+        }
+        default:
+          break;
       }
     }
-    return make_error(ErrorCode::Internal, where(source_, node.Mark()) + ": unknown YAML node type");
   }
 
  private:
-  Result<json> scalar(const YAML::Node& node) {
-    const std::string& s = node.Scalar();
-    if (!is_valid_utf8(s)) {
-      return make_error(ErrorCode::InvalidArgument, where(source_, node.Mark()) + ": value is not valid UTF-8");
+  struct Frame {
+    json value;                // an object or an array being filled
+    bool expecting_key = true; // objects alternate key, value
+    std::string key;
+    std::string anchor;
+    yaml_mark_t mark{};
+    uint64_t count = 1;        // values inside, itself included
+  };
+  struct Anchor {
+    json value;
+    uint64_t count = 1;
+  };
+
+  Error error(const yaml_mark_t& mark, const std::string& what) const {
+    return make_error(ErrorCode::InvalidArgument, where(source_, mark) + ": " + what);
+  }
+
+  Error parser_error() const {
+    std::string msg = parser_.problem != nullptr ? parser_.problem : "malformed YAML";
+    if (parser_.context != nullptr) msg = std::string(parser_.context) + ": " + msg;
+    return make_error(ErrorCode::InvalidArgument, where(source_, parser_.problem_mark) + ": invalid YAML: " + msg);
+  }
+
+  Status count(uint64_t n, const yaml_mark_t& mark) {
+    total_ += n;
+    if (total_ > limits_.max_nodes) {
+      return make_error(ErrorCode::ResourceExhausted, where(source_, mark) + ": document has more than " +
+                                                          std::to_string(limits_.max_nodes) +
+                                                          " values (after expanding aliases)");
     }
-    const std::string& tag = node.Tag();
-    if (tag == "?") return plain_scalar(s);  // untagged plain scalar: resolve by the core schema
-    if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(s);  // quoted, or explicitly a string
+    return {};
+  }
+
+  bool expecting_key() const {
+    return !stack_.empty() && stack_.back().value.is_object() && stack_.back().expecting_key;
+  }
+
+  Status set_key(std::string key, const yaml_mark_t& mark) {
+    Frame& parent = stack_.back();
+    if (parent.value.contains(key)) return error(mark, "duplicate key \"" + key + "\"");
+    parent.key = std::move(key);
+    parent.expecting_key = false;
+    return {};
+  }
+
+  // Places a finished value (`n` values in all) into its parent or as the document's root, and
+  // registers its anchor.
+  Status add_value(json v, uint64_t n, const yaml_char_t* anchor) {
+    if (anchor != nullptr) anchors_[reinterpret_cast<const char*>(anchor)] = Anchor{v, n};
+    if (stack_.empty()) {
+      root_ = std::move(v);
+      has_root_ = true;
+      return {};
+    }
+    Frame& parent = stack_.back();
+    parent.count += n;
+    if (parent.value.is_array()) {
+      parent.value.push_back(std::move(v));
+    } else {
+      if (parent.value.contains(parent.key)) {
+        // A key repeated through an alias after set_key checked it; keep the first and refuse.
+        return make_error(ErrorCode::InvalidArgument, std::string(source_) + ": duplicate key \"" + parent.key + "\"");
+      }
+      parent.value[parent.key] = std::move(v);
+      parent.expecting_key = true;
+    }
+    return {};
+  }
+
+  Result<json> scalar(const yaml_event_t& ev) {
+    const auto& sc = ev.data.scalar;
+    std::string s(reinterpret_cast<const char*>(sc.value), sc.length);
+    if (!is_valid_utf8(s)) return error(ev.start_mark, "value is not valid UTF-8");
+    if (auto st = count(1, ev.start_mark); !st) return std::move(st).error();
+    const std::string tag = sc.tag != nullptr ? reinterpret_cast<const char*>(sc.tag) : "";
+    if (tag.empty()) {
+      // Untagged: plain scalars resolve by the core schema, quoted ones are strings.
+      return sc.style == YAML_PLAIN_SCALAR_STYLE ? plain_scalar(s) : json(s);
+    }
+    if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(s);
     if (tag == "tag:yaml.org,2002:int") {
       if (auto i = yaml_int(s)) return *i;
     } else if (tag == "tag:yaml.org,2002:float") {
@@ -194,16 +318,19 @@ class YamlConverter {
     } else if (tag == "tag:yaml.org,2002:null") {
       return json(nullptr);
     } else {
-      return make_error(ErrorCode::InvalidArgument,
-                        where(source_, node.Mark()) + ": unsupported YAML tag \"" + tag + "\"");
+      return error(ev.start_mark, "unsupported YAML tag \"" + tag + "\"");
     }
-    return make_error(ErrorCode::InvalidArgument,
-                      where(source_, node.Mark()) + ": \"" + s + "\" does not match its tag " + tag);
+    return error(ev.start_mark, "\"" + s + "\" does not match its tag " + tag);
   }
 
   std::string_view source_;
   const ParseLimits& limits_;
-  size_t nodes_ = 0;
+  yaml_parser_t parser_{};
+  std::vector<Frame> stack_;
+  std::map<std::string, Anchor> anchors_;
+  json root_;
+  bool has_root_ = false;
+  uint64_t total_ = 0;
 };
 
 Result<json> parse_json_text(std::string_view text, std::string_view source, const ParseLimits& limits) {
@@ -223,7 +350,8 @@ Result<json> parse_json_text(std::string_view text, std::string_view source, con
   json doc;
   try {
     doc = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true, /*ignore_comments=*/false);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, or out_of_range for a number too large for a double ("1e999").
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 2: ..."
     std::string msg = e.what();
     if (auto pos = msg.find("] "); pos != std::string::npos) msg = msg.substr(pos + 2);
@@ -253,26 +381,10 @@ Result<std::vector<json>> parse_documents(std::string_view text, std::string_vie
   if (text.find('\0') != std::string_view::npos) {
     return make_error(ErrorCode::InvalidArgument, std::string(source) + ": contains a NUL byte; not a text file");
   }
-  std::vector<YAML::Node> nodes;
-  try {
-    nodes = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    return make_error(ErrorCode::InvalidArgument, where(source, e.mark) + ": invalid YAML: " + e.msg);
-  } catch (const std::exception& e) {
-    // yaml-cpp reports deep recursion and allocation failures with other exception types.
-    return make_error(ErrorCode::InvalidArgument, std::string(source) + ": invalid YAML: " + e.what());
-  }
-  YamlConverter conv(source, limits);
-  for (const auto& n : nodes) {
-    if (n.IsNull()) continue;
-    try {
-      auto v = conv.convert(n, 0);
-      if (!v) return std::move(v).error();
-      docs.push_back(std::move(*v));
-    } catch (const YAML::Exception& e) {
-      return make_error(ErrorCode::InvalidArgument, where(source, e.mark) + ": invalid YAML: " + e.msg);
-    }
-  }
+  YamlLoader loader(text, source, limits);
+  auto loaded = loader.load();
+  if (!loaded) return std::move(loaded).error();
+  docs = std::move(*loaded);
   return docs;
 }
 

@@ -8,7 +8,7 @@ packages=(
   # toolchain
   g++ cmake ninja-build ccache pkg-config git ca-certificates
   # webhook: request path, config, CLI, tests
-  libsimdjson-dev nlohmann-json3-dev libyaml-cpp-dev doctest-dev
+  libsimdjson-dev nlohmann-json3-dev libyaml-dev doctest-dev
   # webhook server
   libboost1.81-dev libssl-dev openssl
   # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)

@@ -86,6 +86,8 @@ TEST_CASE("malformed YAML and JSON give errors with the source and position") {
   CHECK(error_of("a: !custom x\n").find("unsupported YAML tag") != std::string::npos);
   CHECK(error_of("{\"a\": }").find("invalid JSON") != std::string::npos);
   CHECK(error_of("{\"a\": 1} trailing").find("invalid JSON") != std::string::npos);
+  CHECK(error_of("{\"a\": 1e999}").find("invalid JSON: number overflow") != std::string::npos);
+  CHECK(error_of(",nmen[an[}").find("test.yaml:1:1: invalid YAML") == 0);  // once hung the YAML reader
   CHECK(error_of(std::string("a: b\0c", 6)).find("NUL") != std::string::npos);
   CHECK(error_of("a: \"\xff\"\n").find("UTF-8") != std::string::npos);
   auto two = parse_document("a: 1\n---\nb: 2\n", "two.yaml");

@@ -1,6 +1,8 @@
 // AdmissionReview decoding/encoding and the review pipeline (see admission.hpp).
 #include "webhook/core/admission.hpp"
 
+#include <iterator>
+
 #include "common/text.hpp"
 
 namespace erdma::webhook {
@@ -11,27 +13,14 @@ using simdjson::dom::object;
 
 Error invalid(std::string message) { return make_error(ErrorCode::InvalidArgument, std::move(message)); }
 
-// Reads an optional string field; null and absent are "".
-Status opt_string(object obj, std::string_view key, std::string_view path, std::string_view& out) {
+// Reads an optional string field of a small map (group/version/kind); null and absent are "".
+Status opt_string(object obj, std::string_view key, const std::string& path, std::string_view& out) {
   element e;
   if (obj.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return {};
   if (e.get_string().get(out) != simdjson::SUCCESS) {
-    return invalid(std::string(path) + ": expected a string");
+    return invalid(path + ": expected a string");
   }
   return {};
-}
-
-// Reads an optional {group, version, kind|resource} map.
-Status opt_gvk(object obj, std::string_view key, std::string_view last, std::string_view& group,
-               std::string_view& version, std::string_view& kind) {
-  element e;
-  if (obj.at_key(key).get(e) != simdjson::SUCCESS || e.is_null()) return {};
-  object m;
-  const std::string path = "request." + std::string(key);
-  if (e.get_object().get(m) != simdjson::SUCCESS) return invalid(path + ": expected a map");
-  if (auto s = opt_string(m, "group", path + ".group", group); !s) return s;
-  if (auto s = opt_string(m, "version", path + ".version", version); !s) return s;
-  return opt_string(m, last, path + "." + std::string(last), kind);
 }
 
 }  // namespace
@@ -45,10 +34,28 @@ Result<AdmissionRequest> ReviewDecoder::decode(std::string_view body) {
   object top;
   if (doc.get_object().get(top) != simdjson::SUCCESS) return invalid("request body is not a JSON object");
 
+  // Every object is walked once, field by field. A key we read that appears twice is refused:
+  // another JSON implementation could pick the other copy and apply our patch to something else.
   AdmissionRequest req;
   std::string_view kind;
-  if (auto s = opt_string(top, "apiVersion", "apiVersion", req.api_version); !s) return std::move(s).error();
-  if (auto s = opt_string(top, "kind", "kind", kind); !s) return std::move(s).error();
+  element request_el;
+  bool has_request = false;
+  std::string_view seen_top[3];  // apiVersion, kind, request
+  for (auto field : top) {
+    const std::string_view k = field.key;
+    int slot = k == "apiVersion" ? 0 : k == "kind" ? 1 : k == "request" ? 2 : -1;
+    if (slot < 0) continue;
+    if (!seen_top[slot].empty()) return invalid("duplicate key \"" + std::string(k) + "\"");
+    seen_top[slot] = k;
+    if (slot == 2) {
+      request_el = field.value;
+      has_request = !field.value.is_null();
+      continue;
+    }
+    if (field.value.is_null()) continue;
+    std::string_view& out = slot == 0 ? req.api_version : kind;
+    if (field.value.get_string().get(out) != simdjson::SUCCESS) return invalid(std::string(k) + ": expected a string");
+  }
   if (kind != "AdmissionReview") {
     return invalid("kind: expected \"AdmissionReview\", got \"" + std::string(kind.substr(0, 64)) + "\"");
   }
@@ -56,37 +63,69 @@ Result<AdmissionRequest> ReviewDecoder::decode(std::string_view body) {
     return invalid("apiVersion: expected \"admission.k8s.io/v1\", got \"" +
                    std::string(req.api_version.substr(0, 64)) + "\"");
   }
-  element request_el;
+  if (!has_request) return invalid("request: missing; an AdmissionReview sent to a webhook carries a request");
   object request;
-  if (top.at_key("request").get(request_el) != simdjson::SUCCESS || request_el.is_null()) {
-    return invalid("request: missing; an AdmissionReview sent to a webhook carries a request");
-  }
   if (request_el.get_object().get(request) != simdjson::SUCCESS) return invalid("request: expected a map");
-  if (auto s = opt_string(request, "uid", "request.uid", req.uid); !s) return std::move(s).error();
+
+  struct StringField {
+    std::string_view key;
+    std::string_view* out;
+  };
+  const StringField strings[] = {{"uid", &req.uid},
+                                 {"subResource", &req.sub_resource},
+                                 {"operation", &req.operation},
+                                 {"namespace", &req.namespace_name},
+                                 {"name", &req.name}};
+  bool seen[sizeof strings / sizeof strings[0]] = {};
+  bool seen_kind = false, seen_resource = false, seen_dry_run = false, seen_object = false;
+  for (auto field : request) {
+    const std::string_view k = field.key;
+    auto dup = [&](bool& flag) -> Status {
+      if (flag) return invalid("request: duplicate key \"" + std::string(k) + "\"");
+      flag = true;
+      return {};
+    };
+    bool matched = false;
+    for (size_t i = 0; i < std::size(strings); ++i) {
+      if (k != strings[i].key) continue;
+      matched = true;
+      if (auto st = dup(seen[i]); !st) return std::move(st).error();
+      if (field.value.is_null()) break;
+      if (field.value.get_string().get(*strings[i].out) != simdjson::SUCCESS) {
+        return invalid("request." + std::string(k) + ": expected a string");
+      }
+      break;
+    }
+    if (matched) continue;
+    if (k == "kind" || k == "resource") {
+      const bool is_kind = k == "kind";
+      if (auto st = dup(is_kind ? seen_kind : seen_resource); !st) return std::move(st).error();
+      if (field.value.is_null()) continue;
+      object m;
+      const std::string path = "request." + std::string(k);
+      if (field.value.get_object().get(m) != simdjson::SUCCESS) return invalid(path + ": expected a map");
+      auto& group = is_kind ? req.kind_group : req.resource_group;
+      auto& version = is_kind ? req.kind_version : req.resource_version;
+      auto& name = is_kind ? req.kind_kind : req.resource;
+      if (auto st = opt_string(m, "group", path + ".group", group); !st) return std::move(st).error();
+      if (auto st = opt_string(m, "version", path + ".version", version); !st) return std::move(st).error();
+      if (auto st = opt_string(m, is_kind ? "kind" : "resource", path + "." + std::string(k), name); !st) {
+        return std::move(st).error();
+      }
+    } else if (k == "dryRun") {
+      if (auto st = dup(seen_dry_run); !st) return std::move(st).error();
+      if (!field.value.is_null() && field.value.get_bool().get(req.dry_run) != simdjson::SUCCESS) {
+        return invalid("request.dryRun: expected a boolean");
+      }
+    } else if (k == "object") {
+      if (auto st = dup(seen_object); !st) return std::move(st).error();
+      if (!field.value.is_null()) {
+        req.has_object = true;
+        req.object = field.value;
+      }
+    }
+  }
   if (req.uid.empty()) return invalid("request.uid: missing or empty");
-  if (auto s = opt_gvk(request, "kind", "kind", req.kind_group, req.kind_version, req.kind_kind); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = opt_gvk(request, "resource", "resource", req.resource_group, req.resource_version, req.resource);
-      !s) {
-    return std::move(s).error();
-  }
-  if (auto s = opt_string(request, "subResource", "request.subResource", req.sub_resource); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = opt_string(request, "operation", "request.operation", req.operation); !s) return std::move(s).error();
-  if (auto s = opt_string(request, "namespace", "request.namespace", req.namespace_name); !s) {
-    return std::move(s).error();
-  }
-  if (auto s = opt_string(request, "name", "request.name", req.name); !s) return std::move(s).error();
-  element e;
-  if (request.at_key("dryRun").get(e) == simdjson::SUCCESS && !e.is_null()) {
-    if (e.get_bool().get(req.dry_run) != simdjson::SUCCESS) return invalid("request.dryRun: expected a boolean");
-  }
-  if (request.at_key("object").get(e) == simdjson::SUCCESS && !e.is_null()) {
-    req.has_object = true;
-    req.object = e;
-  }
   return req;
 }
 

@@ -31,7 +31,8 @@ std::string join(const std::vector<std::string>& v) {
 
 // Rejects keys of `obj` not in `known`, naming the offender and the keys that are allowed.
 Status check_keys(const json& obj, const std::string& prefix, std::initializer_list<const char*> known) {
-  for (const auto& [key, value] : obj.items()) {
+  for (const auto& item : obj.items()) {
+    const std::string& key = item.key();  // a plain variable: clang 14 cannot capture bindings
     if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end()) {
       std::vector<std::string> names(known.begin(), known.end());
       return config_error(prefix.empty() ? key : prefix + "." + key,

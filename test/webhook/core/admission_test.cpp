@@ -72,6 +72,15 @@ TEST_CASE("malformed bodies are Invalid with a message and no response body") {
       {"operation not string", review_with(op_number), "request.operation: expected a string"},
       {"kind not a map", review_with(kind_string), "request.kind: expected a map"},
       {"dryRun not bool", review_with(dry_run_string), "request.dryRun: expected a boolean"},
+      // Another JSON implementation could take the other copy: refuse rather than guess.
+      {"duplicate object", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",
+        "object":{"metadata":{"name":"a"}},"object":false}})", "request: duplicate key \"object\""},
+      {"duplicate uid", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","uid":"v"}})",
+       "request: duplicate key \"uid\""},
+      {"duplicate request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{},"request":{}})",
+       "duplicate key \"request\""},
+      {"duplicate apiVersion", R"({"apiVersion":"admission.k8s.io/v1","apiVersion":"x","kind":"AdmissionReview"})",
+       "duplicate key \"apiVersion\""},
   };
   Reviewer reviewer;
   for (const auto& c : cases) {
