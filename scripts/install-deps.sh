@@ -11,12 +11,20 @@ packages=(
   libsimdjson-dev nlohmann-json3-dev libyaml-dev doctest-dev
   # webhook server
   libboost1.81-dev libssl-dev openssl
-  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3)
-  curl python3
-  # agent, SMC-R: SMC_PNETID / SMC_GEN_NETLINK / sock_diag over libnl; netns tests use ip
-  libnl-3-dev libnl-genl-3-dev iproute2
+  # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3 and its
+  # Prometheus text parser for the /metrics check)
+  curl python3 python3-prometheus-client
+  # server benchmark (bench/server/run.sh): HTTPS load generator
+  wrk
+  # agent: kubelet device plugin (gRPC), RDMA discovery (libibverbs, RDMA netlink via libnl),
+  # SMC-R (SMC_PNETID / SMC_GEN_NETLINK / sock_diag over libnl-genl); netns tests use ip
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libibverbs-dev rdma-core ibverbs-providers libnl-3-dev libnl-route-3-dev libnl-genl-3-dev iproute2
+  # agent tests: an independently written kubelet in Python (Debian's grpcio at /usr/bin/python3;
+  # its messages are compiled by protoc above, its method paths written by hand)
+  python3-grpcio python3-protobuf
   # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools
-  qemu-system-x86 busybox-static kmod cpio xz-utils rdma-core ibverbs-utils
+  qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
 )
 
 missing=()

@@ -7,6 +7,7 @@
 
 #include "erdma/version.hpp"
 #include "webhook/cli/commands.hpp"
+#include "webhook/server/serve_command.hpp"
 
 namespace {
 
@@ -16,6 +17,7 @@ Mutating admission webhook that gives Kubernetes pods Alibaba Cloud eRDMA (NCCL 
 SMC-R (TCP over RDMA, no code change).
 
 Commands:
+  serve     run the HTTPS admission server (what kube-apiserver calls)
   mutate    show the patch the webhook would apply to pods in a manifest (offline)
   config    print the effective configuration, defaults filled in
   version   print the version
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
+    if (cmd == "serve") return erdma::webhook::server::run_serve(args, std::cout, std::cerr);
     if (cmd == "mutate") return run_mutate(args, std::cout, std::cerr);
     if (cmd == "config") return run_config(args, std::cout, std::cerr);
     if (cmd == "version" || cmd == "--version") {

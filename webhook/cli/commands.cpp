@@ -10,7 +10,7 @@
 namespace erdma::webhook {
 namespace {
 
-constexpr const char* kMutateUsage = R"(Usage: erdma-webhook mutate -f FILE|- [-o patch|review|pod] [-n NAMESPACE] [--config FILE]
+constexpr const char* kMutateUsage = R"(Usage: erdma-webhook mutate -f FILE|- [-o patch|review|pod|request] [-n NAMESPACE] [--config FILE]
 
 Shows what the webhook would do to the pods in FILE (YAML or JSON; '-' reads standard input):
 a Pod, a workload whose pod template is used (Deployment, StatefulSet, DaemonSet, ReplicaSet,
@@ -18,7 +18,9 @@ Job, CronJob, ...), a List of those, or an AdmissionReview as the apiserver send
 
   -f, --filename FILE   input file, or - for standard input
   -o, --output FORMAT   patch (default): the JSON Patch; review: the AdmissionReview response;
-                        pod: the pod after the patch
+                        pod: the pod after the patch; request: the AdmissionReview
+                        request the apiserver would send, one compact JSON per line
+                        (for replaying against a running server)
   -n, --namespace NS    namespace of the pods (default: the one in the manifest, else "default")
       --config FILE     webhook configuration (YAML or JSON; default: built-in defaults)
 
@@ -108,8 +110,8 @@ int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "error: -f FILE is required (use -f - for standard input)\n";
     return kExitUsage;
   }
-  if (output != "patch" && output != "review" && output != "pod") {
-    err << "error: -o must be patch, review or pod, got \"" << output << "\"\n";
+  if (output != "patch" && output != "review" && output != "pod" && output != "request") {
+    err << "error: -o must be patch, review, pod or request, got \"" << output << "\"\n";
     return kExitUsage;
   }
   auto cfg = load_config_file(flag(f, "--config"));
@@ -132,6 +134,11 @@ int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ost
   if (!inputs) {
     err << "error: " << source << ": " << inputs.error().message << "\n";
     return kExitUsage;
+  }
+
+  if (output == "request") {
+    for (const auto& in : *inputs) out << in.review_body << "\n";
+    return kExitOk;
   }
 
   Reviewer reviewer;

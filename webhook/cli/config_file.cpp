@@ -5,15 +5,28 @@
 
 namespace erdma::webhook {
 
-Result<Config> load_config_file(const std::string& path) {
-  if (path.empty()) return Config::defaults();
+Result<ConfigDocument> load_config_document(const std::string& path) {
+  if (path.empty()) return ConfigDocument{Config::defaults(), nullptr};
   auto text = common::read_file(path, 1u << 20);
   if (!text) return std::move(text).error();
   auto doc = common::parse_document(*text, path);
   if (!doc) return std::move(doc).error();
+  nlohmann::json server;
+  if (doc->is_object()) {
+    if (auto it = doc->find("server"); it != doc->end()) {
+      server = std::move(*it);
+      doc->erase(it);
+    }
+  }
   auto cfg = Config::load(*doc);
   if (!cfg) return make_error(cfg.error().code, path + ": " + cfg.error().message);
-  return cfg;
+  return ConfigDocument{std::move(cfg).value(), std::move(server)};
+}
+
+Result<Config> load_config_file(const std::string& path) {
+  auto doc = load_config_document(path);
+  if (!doc) return std::move(doc).error();
+  return std::move(doc->config);
 }
 
 }  // namespace erdma::webhook

@@ -1,7 +1,7 @@
 // The PnetTable contract over the in-memory fake (the kernel runs it in agent_smc_kernel_test).
 #include "pnet_table_contract.hpp"
 
-#include "fakes/fake_smc.hpp"
+#include "test/fakes/fake_smc.hpp"
 
 using namespace erdma::agent;
 

@@ -1,0 +1,50 @@
+// erdma-agent configuration: the device plugin's resource, where kubelet's sockets live, how many
+// shareable slots each device offers, where devices come from, where metrics are served.
+// Loaded once from a YAML/JSON document and validated; a running agent never sees an invalid one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/core/rdma_device.hpp"
+#include "common/result.hpp"
+
+namespace erdma::agent {
+
+// The plugin's socket file name inside devicePluginDir (DESIGN: .../device-plugins/erdma.sock).
+inline constexpr const char* kPluginSocketName = "erdma.sock";
+// Kubelet's registration socket inside devicePluginDir.
+inline constexpr const char* kKubeletSocketName = "kubelet.sock";
+// sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
+inline constexpr size_t kMaxUnixPathLen = 107;
+inline constexpr unsigned kMaxSlotsPerDevice = 1000;
+
+enum class DeviceSourceKind { Verbs, Static };
+
+struct AgentConfig {
+  std::string resource_name = "aliyun/erdma";
+  std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
+  unsigned slots_per_device = 64;
+  DeviceSourceKind source = DeviceSourceKind::Verbs;
+  std::vector<std::string> drivers{"erdma"};  // verbs source: drivers whose devices are advertised
+  std::vector<RdmaDevice> static_devices;     // static source: the devices, as configured
+  unsigned rescan_seconds = 5;                // periodic re-discovery (health changes are seen this fast)
+  std::string metrics_listen = "0.0.0.0:9467";  // "" = no metrics endpoint
+
+  // Builds a config from a parsed YAML/JSON document; every key is optional (missing or null keys
+  // take the defaults above). Unknown keys, wrong types and invalid values are InvalidArgument
+  // errors whose message starts with the key, e.g. `devices.static[1].uverbs: must look like
+  // "uverbs0", got "/dev/uverbs0"`.
+  [[nodiscard]] static Result<AgentConfig> load(const nlohmann::json& doc);
+
+  // The effective configuration as a document load() accepts (defaults filled in).
+  [[nodiscard]] nlohmann::json to_json() const;
+
+  // devicePluginDir/erdma.sock and devicePluginDir/kubelet.sock.
+  [[nodiscard]] std::string plugin_socket_path() const;
+  [[nodiscard]] std::string kubelet_socket_path() const;
+};
+
+}  // namespace erdma::agent

@@ -1,0 +1,308 @@
+// Slot IDs, advertisement, allocation and preferred-allocation packing (see plugin_model.hpp).
+#include "agent/core/plugin_model.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "common/text.hpp"
+
+namespace erdma::agent {
+namespace {
+
+using common::json_quote;
+
+size_t digits(unsigned n) {
+  size_t d = 1;
+  while (n >= 10) {
+    n /= 10;
+    ++d;
+  }
+  return d;
+}
+
+const RdmaDevice* find_device(const std::vector<RdmaDevice>& devices, std::string_view name) {
+  for (const auto& d : devices) {
+    if (d.name == name) return &d;
+  }
+  return nullptr;
+}
+
+std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out += sep;
+    out += s;
+  }
+  return out;
+}
+
+// At most five quoted items, then "and N more".
+std::string quote_some(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 5; ++i) out += (i ? ", " : "") + json_quote(v[i]);
+  if (v.size() > 5) out += " and " + std::to_string(v.size() - 5) + " more";
+  return out;
+}
+
+std::string port_states(const RdmaDevice& d) {
+  std::vector<std::string> s;
+  for (const auto& p : d.ports) s.push_back("port " + std::to_string(p.number) + " " + std::string(to_string(p.state)));
+  return s.empty() ? "no ports" : join(s);
+}
+
+}  // namespace
+
+std::string slot_id(std::string_view device, unsigned index) {
+  std::string id(device);
+  id += '-';
+  id += std::to_string(index);
+  return id;
+}
+
+Status check_device_name_fits(std::string_view name, unsigned slots_per_device) {
+  const size_t suffix = 1 + digits(slots_per_device == 0 ? 0 : slots_per_device - 1);
+  if (name.size() + suffix > kMaxDeviceIdLen) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "device name " + json_quote(name) + " is too long: with " + std::to_string(slots_per_device) +
+                          " slots per device, names may have at most " + std::to_string(kMaxDeviceIdLen - suffix) +
+                          " characters (kubelet limits device IDs to " + std::to_string(kMaxDeviceIdLen) + ")");
+  }
+  return {};
+}
+
+Result<SlotRef> parse_slot_id(std::string_view id, unsigned slots_per_device) {
+  auto bad = [&](const std::string& why) {
+    return make_error(ErrorCode::InvalidArgument, "device ID " + json_quote(id) + " " + why);
+  };
+  if (id.size() > kMaxDeviceIdLen) return bad("is longer than " + std::to_string(kMaxDeviceIdLen) + " characters");
+  const auto dash = id.rfind('-');
+  if (dash == std::string_view::npos || dash == 0 || dash + 1 == id.size()) {
+    return bad("is not of the form <device>-<slot>");
+  }
+  const auto device = id.substr(0, dash);
+  const auto num = id.substr(dash + 1);
+  if (!is_device_name(device)) return bad("names no valid device");
+  if (!std::all_of(num.begin(), num.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+      (num.size() > 1 && num.front() == '0') || num.size() > 9) {
+    return bad("has no valid slot number");
+  }
+  unsigned index = 0;
+  for (char c : num) index = index * 10 + static_cast<unsigned>(c - '0');
+  if (index >= slots_per_device) {
+    return bad("has slot " + std::to_string(index) + " but devices have " + std::to_string(slots_per_device) + " slots");
+  }
+  return SlotRef{std::string(device), index};
+}
+
+Advertisement advertised_devices(const std::vector<RdmaDevice>& devices, unsigned slots_per_device) {
+  Advertisement out;
+  std::vector<const RdmaDevice*> sorted;
+  for (const auto& d : devices) sorted.push_back(&d);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const RdmaDevice* a, const RdmaDevice* b) { return a->name < b->name; });
+  const RdmaDevice* prev = nullptr;
+  for (const RdmaDevice* d : sorted) {
+    if (!is_device_name(d->name)) {
+      out.notes.push_back("device " + json_quote(d->name) + " left out: not a usable device name ([A-Za-z0-9_.-], 1-63)");
+      continue;
+    }
+    if (auto fits = check_device_name_fits(d->name, slots_per_device); !fits) {
+      out.notes.push_back(fits.error().message + "; left out");
+      continue;
+    }
+    if (prev != nullptr && prev->name == d->name) {
+      out.notes.push_back("device " + d->name + " listed twice; the second entry is left out");
+      continue;
+    }
+    prev = d;
+    const bool healthy = is_healthy(*d);
+    for (unsigned i = 0; i < slots_per_device; ++i) {
+      out.slots.push_back(AdvertisedSlot{slot_id(d->name, i), d->name, healthy, d->numa_node});
+    }
+  }
+  return out;
+}
+
+Result<ContainerAllocation> allocate_container(const std::vector<std::string>& ids,
+                                               const std::vector<RdmaDevice>& devices, unsigned slots_per_device,
+                                               bool rdma_cm_present) {
+  if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "no device IDs to allocate");
+  const size_t limit = std::min(kMaxIdsPerContainer, devices.size() * slots_per_device);
+  if (ids.size() > limit) {
+    return make_error(ErrorCode::InvalidArgument, "asks for " + std::to_string(ids.size()) +
+                                                      " device IDs but this node advertises " + std::to_string(limit));
+  }
+  std::vector<std::string> malformed, unknown, duplicate;
+  std::set<std::string> seen, names;
+  std::string first_error;
+  for (const auto& id : ids) {
+    auto ref = parse_slot_id(id, slots_per_device);
+    if (!ref) {
+      if (first_error.empty()) first_error = ref.error().message;
+      malformed.push_back(id);
+      continue;
+    }
+    if (!seen.insert(id).second) {
+      duplicate.push_back(id);
+      continue;
+    }
+    if (find_device(devices, ref->device) == nullptr) {
+      unknown.push_back(id);
+      continue;
+    }
+    names.insert(ref->device);
+  }
+  if (!malformed.empty()) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "malformed device IDs " + quote_some(malformed) + " (" + first_error + ")");
+  }
+  if (!duplicate.empty()) return make_error(ErrorCode::InvalidArgument, "duplicate device IDs " + quote_some(duplicate));
+  if (!unknown.empty()) {
+    std::vector<std::string> known;
+    for (const auto& d : devices) known.push_back(d.name);
+    return make_error(ErrorCode::NotFound, "unknown device IDs " + quote_some(unknown) +
+                                               ": no such device on this node (devices here: " +
+                                               (known.empty() ? std::string("none") : join(known)) + ")");
+  }
+  ContainerAllocation out;
+  out.devices.assign(names.begin(), names.end());
+  for (const auto& name : out.devices) {
+    const RdmaDevice& d = *find_device(devices, name);
+    if (d.uverbs.empty()) {
+      return make_error(ErrorCode::FailedPrecondition, "device " + name + " has no uverbs char device; it cannot be used");
+    }
+    if (!is_healthy(d)) out.notes.push_back("device " + name + " allocated while unhealthy (" + port_states(d) + ")");
+    const auto path = uverbs_path(d);
+    out.device_nodes.push_back(DeviceNode{path, path, "rw"});
+  }
+  if (rdma_cm_present) {
+    out.device_nodes.push_back(DeviceNode{std::string(kRdmaCmPath), std::string(kRdmaCmPath), "rw"});
+  } else {
+    out.notes.push_back(std::string(kRdmaCmPath) + " is missing on the host (rdma_ucm not loaded); not passed on");
+  }
+  out.envs[kDevicesEnv] = join(out.devices, ",");
+  return out;
+}
+
+Result<std::vector<std::string>> preferred_allocation(const PreferredRequest& request,
+                                                      const std::vector<RdmaDevice>& devices,
+                                                      unsigned slots_per_device) {
+  if (request.size < 0) {
+    return make_error(ErrorCode::InvalidArgument, "allocation size " + std::to_string(request.size) + " is negative");
+  }
+  const auto size = static_cast<size_t>(request.size);
+  if (request.available.size() > kMaxIdsPerContainer * 10) {
+    return make_error(ErrorCode::InvalidArgument,
+                      std::to_string(request.available.size()) + " available device IDs is more than any node has");
+  }
+  // device -> free slot indices (excluding must_include), ordered.
+  std::map<std::string, std::set<unsigned>> free;
+  std::set<std::string> available;
+  for (const auto& id : request.available) {
+    auto ref = parse_slot_id(id, slots_per_device);
+    if (!ref) return make_error(ErrorCode::InvalidArgument, "available: " + ref.error().message);
+    available.insert(id);
+    free[ref->device].insert(ref->index);
+  }
+  if (size > available.size()) {
+    return make_error(ErrorCode::InvalidArgument, "cannot choose " + std::to_string(size) + " of " +
+                                                      std::to_string(available.size()) + " available device IDs");
+  }
+  std::vector<std::string> result;
+  std::set<std::string> must_devices;
+  for (const auto& id : request.must_include) {
+    auto ref = parse_slot_id(id, slots_per_device);
+    if (!ref) return make_error(ErrorCode::InvalidArgument, "mustInclude: " + ref.error().message);
+    if (available.count(id) == 0) {
+      return make_error(ErrorCode::InvalidArgument, "mustInclude device ID " + json_quote(id) + " is not available");
+    }
+    if (std::find(result.begin(), result.end(), id) != result.end()) continue;
+    result.push_back(id);
+    must_devices.insert(ref->device);
+    free[ref->device].erase(ref->index);
+  }
+  if (result.size() > size) {
+    return make_error(ErrorCode::InvalidArgument, std::to_string(result.size()) +
+                                                      " mustInclude device IDs do not fit an allocation of " +
+                                                      std::to_string(size));
+  }
+  size_t need = size - result.size();
+  if (need == 0) return result;
+
+  auto numa_of = [&](const std::string& dev) {
+    const RdmaDevice* d = find_device(devices, dev);
+    return d == nullptr ? -1 : d->numa_node;
+  };
+  auto take = [&](const std::vector<std::string>& order) {
+    for (const auto& dev : order) {
+      for (unsigned idx : free[dev]) {
+        if (need == 0) return;
+        result.push_back(slot_id(dev, idx));
+        --need;
+      }
+    }
+  };
+
+  // 1. One device: the fullest one that still fits (best fit), where must_include allows.
+  std::string best;
+  for (const auto& [dev, slots] : free) {
+    if (must_devices.size() > 1 || (must_devices.size() == 1 && *must_devices.begin() != dev)) continue;
+    if (slots.size() >= need && (best.empty() || slots.size() < free[best].size())) best = dev;
+  }
+  if (!best.empty()) {
+    take({best});
+    return result;
+  }
+
+  // Devices ordered: must_include devices first, then the most free slots, then by name.
+  auto ordered = [&](const std::vector<std::string>& devs) {
+    std::vector<std::string> v = devs;
+    std::stable_sort(v.begin(), v.end(), [&](const std::string& a, const std::string& b) {
+      const bool ma = must_devices.count(a) != 0, mb = must_devices.count(b) != 0;
+      if (ma != mb) return ma;
+      if (free[a].size() != free[b].size()) return free[a].size() > free[b].size();
+      return a < b;
+    });
+    return v;
+  };
+
+  // 2. One NUMA node: the one with the fewest free slots that still fits.
+  std::set<int> must_numas;
+  for (const auto& dev : must_devices) must_numas.insert(numa_of(dev));
+  std::map<int, std::vector<std::string>> by_numa;
+  for (const auto& [dev, slots] : free) by_numa[numa_of(dev)].push_back(dev);
+  int best_numa = -1;
+  size_t best_total = 0;
+  for (const auto& [numa, devs] : by_numa) {
+    if (numa < 0) continue;
+    if (must_numas.size() > 1 || (must_numas.size() == 1 && *must_numas.begin() != numa)) continue;
+    size_t total = 0;
+    for (const auto& dev : devs) total += free[dev].size();
+    if (total >= need && (best_numa < 0 || total < best_total)) {
+      best_numa = numa;
+      best_total = total;
+    }
+  }
+  if (best_numa >= 0) {
+    take(ordered(by_numa[best_numa]));
+    return result;
+  }
+
+  // 3. Anything: as few devices as possible.
+  std::vector<std::string> all;
+  for (const auto& [dev, slots] : free) all.push_back(dev);
+  take(ordered(all));
+  return result;
+}
+
+Result<std::vector<std::string>> devices_of(const std::vector<std::string>& ids, unsigned slots_per_device) {
+  if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "no device IDs");
+  std::set<std::string> names;
+  for (const auto& id : ids) {
+    auto ref = parse_slot_id(id, slots_per_device);
+    if (!ref) return std::move(ref).error();
+    names.insert(ref->device);
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+}  // namespace erdma::agent

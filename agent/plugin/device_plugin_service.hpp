@@ -1,0 +1,93 @@
+// The kubelet DevicePlugin service (v1beta1) over the callback API: ListAndWatch streams the
+// advertised slots and pushes every change; Allocate, GetPreferredAllocation and
+// PreStartContainer translate kubelet's messages to the pure plugin model and back. Nothing here
+// blocks a gRPC thread: the PreStartContainer hook runs on its own bounded worker.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "agent/plugin/agent_metrics.hpp"
+#include "agent/plugin/device_state.hpp"
+#include "agent/plugin/pre_start_hook.hpp"
+#include "agent/proto/deviceplugin_v1beta1.grpc.pb.h"
+
+namespace erdma::agent {
+
+inline constexpr const char* kHealthy = "Healthy";
+inline constexpr const char* kUnhealthy = "Unhealthy";
+// PreStartContainer: kubelet waits 30 s; the hook gets less so the answer always arrives in time.
+inline constexpr std::chrono::seconds kPreStartBudget{25};
+inline constexpr size_t kMaxQueuedPreStarts = 64;
+
+// Runs PreStartHook calls one at a time on a worker thread, each with a deadline.
+class HookRunner {
+ public:
+  explicit HookRunner(PreStartHook& hook);
+  ~HookRunner();  // stops; queued calls are answered with a "stopping" error
+  HookRunner(const HookRunner&) = delete;
+  HookRunner& operator=(const HookRunner&) = delete;
+
+  using Done = std::function<void(Status)>;
+  // Queues a call; `done` runs exactly once, on the worker (or inline when refused: queue full or
+  // stopping). Thread-safe.
+  void submit(std::vector<std::string> ids, std::vector<std::string> devices,
+              std::chrono::steady_clock::time_point deadline, Done done);
+  void stop();
+
+ private:
+  struct Job {
+    std::vector<std::string> ids, devices;
+    std::chrono::steady_clock::time_point deadline;
+    Done done;
+  };
+  void loop();
+
+  PreStartHook& hook_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {
+ public:
+  // `request_rescan` is called when kubelet names devices the agent does not know (a device may
+  // have appeared since the last scan). All references must outlive the service.
+  DevicePluginService(DeviceState& state, HookRunner& hooks, AgentMetrics* metrics,
+                      std::function<void()> request_rescan);
+
+  // v1beta1::DevicePlugin
+  grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx, const v1beta1::Empty* request,
+                                                   v1beta1::DevicePluginOptions* response) override;
+  grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(grpc::CallbackServerContext* ctx,
+                                                                       const v1beta1::Empty* request) override;
+  grpc::ServerUnaryReactor* GetPreferredAllocation(grpc::CallbackServerContext* ctx,
+                                                   const v1beta1::PreferredAllocationRequest* request,
+                                                   v1beta1::PreferredAllocationResponse* response) override;
+  grpc::ServerUnaryReactor* Allocate(grpc::CallbackServerContext* ctx, const v1beta1::AllocateRequest* request,
+                                     v1beta1::AllocateResponse* response) override;
+  grpc::ServerUnaryReactor* PreStartContainer(grpc::CallbackServerContext* ctx,
+                                              const v1beta1::PreStartContainerRequest* request,
+                                              v1beta1::PreStartContainerResponse* response) override;
+
+ private:
+  DeviceState& state_;
+  HookRunner& hooks_;
+  AgentMetrics* metrics_;
+  std::function<void()> request_rescan_;
+};
+
+// The options the plugin registers with and answers GetDevicePluginOptions with.
+[[nodiscard]] v1beta1::DevicePluginOptions plugin_options();
+
+// Fills a ListAndWatch response from a snapshot (exposed for tests).
+void fill_list_and_watch(const DeviceState::Snapshot& snapshot, v1beta1::ListAndWatchResponse& out);
+
+}  // namespace erdma::agent

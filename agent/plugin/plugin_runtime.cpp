@@ -1,0 +1,310 @@
+// The plugin's control loop (see plugin_runtime.hpp).
+#include "agent/plugin/plugin_runtime.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/log.hpp"
+
+namespace erdma::agent {
+namespace log = common::log;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+int64_t ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration_cast<milliseconds>(b - a).count();
+}
+
+// (device, inode) of a file, {0, 0} when it does not exist.
+std::pair<uint64_t, uint64_t> file_id(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {0, 0};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+}
+
+std::string health_summary(const RdmaDevice& d) {
+  std::string s;
+  for (const auto& p : d.ports) s += (s.empty() ? "" : ",") + std::to_string(p.number) + ":" + std::string(to_string(p.state));
+  return s;
+}
+
+}  // namespace
+
+PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
+                             RuntimeTiming timing)
+    : cfg_(cfg),
+      devices_(devices),
+      metrics_(metrics),
+      timing_(timing),
+      state_(cfg.slots_per_device),
+      hooks_(hook),
+      service_(state_, hooks_, metrics, [this] { request_rescan(); }),
+      server_(service_) {}
+
+PluginRuntime::~PluginRuntime() {
+  stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (inotify_fd_ >= 0) ::close(inotify_fd_);
+}
+
+Status PluginRuntime::start() {
+  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) return make_error(ErrorCode::Internal, std::string("eventfd: ") + std::strerror(errno));
+  inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (inotify_fd_ < 0) {
+    // Without inotify the inode check still notices a kubelet restart, only later.
+    log::warn("inotify unavailable; kubelet restarts are noticed by polling").kv("error", std::strerror(errno));
+  }
+  log::info("device plugin starting")
+      .kv("resource", cfg_.resource_name)
+      .kv("socket", cfg_.plugin_socket_path())
+      .kv("source", devices_.describe())
+      .kv("slots_per_device", cfg_.slots_per_device);
+  scan();
+  thread_ = std::thread([this] { loop(); });
+  return {};
+}
+
+void PluginRuntime::stop() {
+  if (stopping_.exchange(true)) {
+    if (thread_.joinable()) thread_.join();
+    return;
+  }
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  }
+  if (thread_.joinable()) thread_.join();
+  // Hooks first: queued PreStartContainer calls are answered, so the server's Wait() is bounded.
+  hooks_.stop();
+  server_.stop(timing_.shutdown_grace);
+  registered_ = false;
+  log::info("device plugin stopped").kv("socket", cfg_.plugin_socket_path());
+}
+
+void PluginRuntime::request_rescan() {
+  rescan_requested_ = true;
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
+  }
+}
+
+std::optional<milliseconds> PluginRuntime::last_reregistration_time() const {
+  std::lock_guard lock(timing_mu_);
+  return last_reregistration_;
+}
+
+void PluginRuntime::scan() {
+  auto result = devices_.scan();
+  if (!result) {
+    if (metrics_ != nullptr) metrics_->scans_error.inc();
+    if (result.error().message != last_scan_error_) {
+      log::warn("device scan failed; keeping the previous view").kv("error", result.error().message);
+      last_scan_error_ = result.error().message;
+    }
+    return;
+  }
+  last_scan_error_.clear();
+  if (metrics_ != nullptr) metrics_->scans_ok.inc();
+  if (result->notes != last_notes_) {
+    for (const auto& note : result->notes) log::warn("device discovery").kv("note", note);
+    last_notes_ = result->notes;
+  }
+  const auto before = state_.snapshot();
+  if (state_.update(*result)) {
+    if (metrics_ != nullptr) metrics_->health_changes.inc();
+    std::map<std::string, bool> old_health;
+    for (const auto& d : before->devices) old_health[d.name] = is_healthy(d);
+    for (const auto& d : result->devices) {
+      auto it = old_health.find(d.name);
+      const bool healthy = is_healthy(d);
+      if (it == old_health.end() || it->second != healthy) {
+        (healthy ? log::info("device healthy") : log::warn("device unhealthy"))
+            .kv("device", d.name)
+            .kv("uverbs", d.uverbs)
+            .kv("ports", health_summary(d))
+            .kv("numa_node", d.numa_node);
+      }
+      if (it != old_health.end()) old_health.erase(it);
+    }
+    for (const auto& [name, h] : old_health) log::warn("device gone").kv("device", name);
+    for (const auto& note : state_.snapshot()->advertisement.notes) log::warn("device not advertised").kv("note", note);
+  }
+  if (metrics_ != nullptr) {
+    const auto snap = state_.snapshot();
+    double healthy = 0, unhealthy = 0;
+    for (const auto& d : snap->devices) (is_healthy(d) ? healthy : unhealthy) += 1;
+    metrics_->devices_healthy.set(healthy);
+    metrics_->devices_unhealthy.set(unhealthy);
+    metrics_->slots_advertised.set(static_cast<double>(snap->advertisement.slots.size()));
+  }
+}
+
+void PluginRuntime::serve() {
+  const auto path = cfg_.plugin_socket_path();
+  auto s = server_.start(path, timing_.shutdown_grace);
+  if (!s) {
+    if (s.error().message != last_serve_error_) {
+      log::error("cannot serve the device plugin socket; retrying every second").kv("error", s.error().message);
+      last_serve_error_ = s.error().message;
+    }
+    return;
+  }
+  last_serve_error_.clear();
+  need_serve_ = false;
+  need_register_ = true;
+  next_register_ = Clock::now();
+  backoff_ = milliseconds(0);
+  log::info("serving device plugin").kv("socket", path);
+}
+
+void PluginRuntime::try_register() {
+  const Registration reg{cfg_.kubelet_socket_path(), kPluginSocketName, cfg_.resource_name};
+  const auto kubelet_id = file_id(reg.kubelet_socket);
+  auto s = register_with_kubelet(reg, timing_.register_timeout);
+  if (!s) {
+    if (metrics_ != nullptr) metrics_->registrations_error.inc();
+    backoff_ = std::clamp(backoff_ * 2, timing_.register_backoff_min, timing_.register_backoff_max);
+    next_register_ = Clock::now() + backoff_;
+    if (s.error().message != last_register_error_) {
+      log::warn("registration with kubelet failed; retrying").kv("error", s.error().message).kv("retry_ms",
+                                                                                               backoff_.count());
+      last_register_error_ = s.error().message;
+    }
+    return;
+  }
+  last_register_error_.clear();
+  need_register_ = false;
+  backoff_ = milliseconds(0);
+  registered_kubelet_ = kubelet_id;
+  registered_ = true;
+  if (metrics_ != nullptr) metrics_->registrations_ok.inc();
+  auto line = log::info("registered with kubelet");
+  line.kv("resource", cfg_.resource_name).kv("endpoint", kPluginSocketName);
+  if (restart_seen_at_) {
+    const auto ms = milliseconds(ms_between(*restart_seen_at_, Clock::now()));
+    line.kv("ms_since_kubelet_restart", static_cast<int64_t>(ms.count()));
+    std::lock_guard lock(timing_mu_);
+    last_reregistration_ = ms;
+    restart_seen_at_.reset();
+  }
+}
+
+void PluginRuntime::kubelet_restart_seen(const char* why) {
+  if (!restart_seen_at_) restart_seen_at_ = Clock::now();
+  // One restart shows up twice (our socket deleted, kubelet.sock created): count it once.
+  if (registered_.exchange(false)) {
+    if (metrics_ != nullptr) metrics_->kubelet_restarts.inc();
+    log::warn("kubelet restart detected; serving and registering again").kv("signal", why);
+  }
+}
+
+void PluginRuntime::ensure_watch() {
+  if (inotify_fd_ < 0 || watch_ >= 0) return;
+  watch_ = ::inotify_add_watch(inotify_fd_, cfg_.device_plugin_dir.c_str(),
+                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF);
+  if (watch_ < 0) {
+    if (!watch_error_logged_) {
+      log::warn("cannot watch the device plugin directory; retrying")
+          .kv("dir", cfg_.device_plugin_dir)
+          .kv("error", std::strerror(errno));
+      watch_error_logged_ = true;
+    }
+    return;
+  }
+  watch_error_logged_ = false;
+}
+
+void PluginRuntime::handle_inotify() {
+  alignas(inotify_event) char buf[8192];
+  for (;;) {
+    const ssize_t n = ::read(inotify_fd_, buf, sizeof buf);
+    if (n <= 0) return;  // EAGAIN: drained
+    for (ssize_t off = 0; off < n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
+      if ((ev->mask & IN_Q_OVERFLOW) != 0) {
+        // Events were lost: check everything.
+        if (!server_.socket_is_ours()) need_serve_ = true;
+        need_register_ = true;
+        next_register_ = Clock::now();
+      }
+      if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+        watch_ = -1;  // the directory itself went away; re-added when it is back
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+          kubelet_restart_seen("device plugin directory removed");
+          need_serve_ = true;
+        }
+        continue;
+      }
+      if (name == kPluginSocketName && (ev->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+        // Our own restarts delete the file too; only a socket that is not ours counts.
+        if (server_.serving() && !server_.socket_is_ours()) {
+          kubelet_restart_seen("plugin socket deleted");
+          need_serve_ = true;
+        }
+      } else if (name == kKubeletSocketName && (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
+        // Events can arrive after the registration they would trigger already happened.
+        if (registered_ && file_id(cfg_.kubelet_socket_path()) == registered_kubelet_) continue;
+        kubelet_restart_seen("kubelet.sock created");
+        if (!server_.socket_is_ours()) need_serve_ = true;
+        need_register_ = true;
+        next_register_ = Clock::now();
+        backoff_ = milliseconds(0);
+      }
+    }
+  }
+}
+
+void PluginRuntime::loop() {
+  auto next_scan = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
+  auto next_check = Clock::now() + timing_.socket_check;
+  while (!stopping_) {
+    ensure_watch();
+    if (need_serve_) serve();
+    if (!need_serve_ && need_register_ && Clock::now() >= next_register_) try_register();
+
+    auto wake_at = std::min(next_scan, next_check);
+    if (!need_serve_ && need_register_) wake_at = std::min(wake_at, next_register_);
+    const auto wait = std::clamp<int64_t>(ms_between(Clock::now(), wake_at), 0, 1000);
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
+    const int ready = ::poll(fds, inotify_fd_ >= 0 ? 2 : 1, static_cast<int>(wait));
+    if (ready < 0 && errno != EINTR) {
+      log::error("poll failed").kv("error", std::strerror(errno));
+      ::usleep(100'000);  // bounded back-off; never spin
+    }
+    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+      uint64_t v = 0;
+      [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
+    }
+    if (stopping_) break;
+    if (ready > 0 && inotify_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) handle_inotify();
+
+    const auto now = Clock::now();
+    if (rescan_requested_.exchange(false) || now >= next_scan) {
+      scan();
+      next_scan = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
+    }
+    if (now >= next_check) {
+      if (!need_serve_ && !server_.socket_is_ours()) {
+        kubelet_restart_seen("plugin socket missing");
+        need_serve_ = true;
+      }
+      next_check = now + timing_.socket_check;
+    }
+  }
+}
+
+}  // namespace erdma::agent

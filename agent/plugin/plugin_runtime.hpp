@@ -1,0 +1,103 @@
+// The device plugin's control loop: keeps the device view fresh (periodic and on-demand scans),
+// serves the plugin socket, registers with kubelet and does it all again when kubelet restarts.
+//
+// Kubelet deletes every socket in the device-plugin directory when it starts, then creates
+// kubelet.sock. The loop watches the directory with inotify (and checks its own socket's inode
+// every second as a backstop): when its socket is gone it serves a new one at once, and it
+// registers as soon as kubelet.sock is back. Device state is kept across all of this.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/core/config.hpp"
+#include "agent/plugin/agent_metrics.hpp"
+#include "agent/plugin/device_plugin_service.hpp"
+#include "agent/plugin/device_state.hpp"
+#include "agent/plugin/plugin_server.hpp"
+#include "agent/plugin/pre_start_hook.hpp"
+#include "agent/sys/rdma_devices.hpp"
+
+namespace erdma::agent {
+
+struct RuntimeTiming {
+  std::chrono::milliseconds register_timeout{5000};   // per Register attempt
+  std::chrono::milliseconds register_backoff_min{100};
+  std::chrono::milliseconds register_backoff_max{5000};
+  std::chrono::milliseconds socket_check{1000};        // own-socket inode check
+  std::chrono::milliseconds shutdown_grace{500};       // open calls get this long on stop/restart
+};
+
+class PluginRuntime {
+ public:
+  // All references must outlive the runtime. `metrics` may be null.
+  PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
+                RuntimeTiming timing = {});
+  ~PluginRuntime();
+  PluginRuntime(const PluginRuntime&) = delete;
+  PluginRuntime& operator=(const PluginRuntime&) = delete;
+
+  // Scans once, then starts the loop thread, which serves the socket and registers. A missing
+  // kubelet or directory is not an error: the loop keeps trying. Errors: Internal when the
+  // loop's own resources (eventfd) cannot be created.
+  [[nodiscard]] Status start();
+  // Stops the loop, stops serving and removes the socket. Bounded; idempotent.
+  void stop();
+  // Asks for a scan now (thread-safe; e.g. on SIGHUP).
+  void request_rescan();
+
+  [[nodiscard]] DeviceState& state() noexcept { return state_; }
+  [[nodiscard]] bool registered() const noexcept { return registered_.load(); }
+  // Time from noticing a kubelet restart to the next successful registration, last restart.
+  [[nodiscard]] std::optional<std::chrono::milliseconds> last_reregistration_time() const;
+
+ private:
+  void loop();
+  void scan();
+  void serve();
+  void try_register();
+  void handle_inotify();
+  void ensure_watch();
+  void kubelet_restart_seen(const char* why);
+
+  const AgentConfig& cfg_;
+  RdmaDevices& devices_;
+  AgentMetrics* metrics_;
+  RuntimeTiming timing_;
+  DeviceState state_;
+  HookRunner hooks_;
+  DevicePluginService service_;
+  PluginServer server_;
+
+  int wake_fd_ = -1;
+  int inotify_fd_ = -1;
+  int watch_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> rescan_requested_{false};
+  std::atomic<bool> registered_{false};
+
+  // Loop-thread state.
+  bool need_serve_ = true;
+  bool need_register_ = true;
+  std::chrono::steady_clock::time_point next_register_{};
+  std::chrono::milliseconds backoff_{0};
+  std::optional<std::chrono::steady_clock::time_point> restart_seen_at_;
+  // kubelet.sock (device, inode) at the last successful registration: a creation event for the
+  // socket we already registered with is not a new kubelet.
+  std::pair<uint64_t, uint64_t> registered_kubelet_{0, 0};
+  std::vector<std::string> last_notes_;
+  std::string last_serve_error_, last_register_error_, last_scan_error_;
+  bool watch_error_logged_ = false;
+
+  mutable std::mutex timing_mu_;
+  std::optional<std::chrono::milliseconds> last_reregistration_;
+};
+
+}  // namespace erdma::agent

@@ -1,0 +1,64 @@
+// The gRPC server behind the plugin socket, and the Register call to kubelet.
+//
+// A gRPC server cannot re-bind a unix socket whose file was deleted, so "recreating the socket"
+// after a kubelet restart means a new server instance serving the same service object (whose
+// state lives in DeviceState, untouched by restarts).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include <sys/types.h>
+
+#include <grpcpp/server.h>
+
+#include "agent/plugin/device_plugin_service.hpp"
+#include "common/result.hpp"
+
+namespace erdma::agent {
+
+class PluginServer {
+ public:
+  explicit PluginServer(DevicePluginService& service) : service_(service) {}
+  ~PluginServer();
+  PluginServer(const PluginServer&) = delete;
+  PluginServer& operator=(const PluginServer&) = delete;
+
+  // Serves the service on `socket_path`, replacing a stale socket file left there (never
+  // anything that is not a socket: FailedPrecondition). Stops a previous instance first.
+  // Errors: Unavailable when the directory is missing or the socket cannot be bound.
+  [[nodiscard]] Status start(const std::string& socket_path, std::chrono::milliseconds grace);
+  // Stops serving: open calls get `grace` to finish, then are cancelled. Removes the socket file
+  // if it is still the one this server created. Bounded; safe to call when not serving.
+  void stop(std::chrono::milliseconds grace);
+
+  [[nodiscard]] bool serving() const noexcept { return server_ != nullptr; }
+  // True while the socket file at the path is the one this server created (kubelet deletes it
+  // when it starts; a later file at the same path is not ours).
+  [[nodiscard]] bool socket_is_ours() const;
+
+ private:
+  DevicePluginService& service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+struct Registration {
+  std::string kubelet_socket;  // <dir>/kubelet.sock
+  std::string endpoint;        // our socket's file name, e.g. "erdma.sock"
+  std::string resource_name;   // e.g. "aliyun/erdma"
+};
+
+// Sends gRPC's own log lines into the agent's JSON log (gRPC errors as warn, the rest as debug),
+// so stderr stays one JSON object per line. Call once, before any gRPC object exists.
+void route_grpc_logs();
+
+// Calls kubelet's Registration.Register (version "v1beta1", the plugin's options). Bounded by
+// `timeout`. Errors: Unavailable when kubelet is not listening, otherwise the gRPC status
+// kubelet answered with, e.g. for a resource name it refuses.
+[[nodiscard]] Status register_with_kubelet(const Registration& reg, std::chrono::milliseconds timeout);
+
+}  // namespace erdma::agent

@@ -1,0 +1,33 @@
+// The seam PreStartContainer calls into. Kubelet calls PreStartContainer (because the plugin
+// registers with pre_start_required) before each container that was given eRDMA slots starts;
+// the SMC-R work (find the pod, configure its network namespace) plugs in here.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace erdma::agent {
+
+class PreStartHook {
+ public:
+  virtual ~PreStartHook() = default;
+  // `device_ids`: the slot IDs kubelet passed; `devices`: their distinct device names, sorted.
+  // Must return by `deadline` (kubelet gives up after 30 s; the plugin passes less). Runs on the
+  // plugin's single hook thread, one call at a time; a failure fails the container start with the
+  // Status message, so return an error only when the container must not run.
+  [[nodiscard]] virtual Status pre_start(const std::vector<std::string>& device_ids,
+                                         const std::vector<std::string>& devices,
+                                         std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// Logs the call and succeeds: the behaviour until SMC-R pod configuration exists.
+class LoggingPreStartHook final : public PreStartHook {
+ public:
+  [[nodiscard]] Status pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,
+                                 std::chrono::steady_clock::time_point deadline) override;
+};
+
+}  // namespace erdma::agent

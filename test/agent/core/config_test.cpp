@@ -1,0 +1,148 @@
+// AgentConfig::load: defaults, every key, and errors that name the key.
+#include "agent/core/config.hpp"
+
+#include <doctest/doctest.h>
+
+namespace erdma::agent {
+namespace {
+using nlohmann::json;
+}
+
+TEST_CASE("an empty or null document gives the defaults") {
+  for (const json& doc : {json::object(), json()}) {
+    auto cfg = AgentConfig::load(doc);
+    REQUIRE(cfg.ok());
+    CHECK(cfg->resource_name == "aliyun/erdma");
+    CHECK(cfg->device_plugin_dir == "/var/lib/kubelet/device-plugins");
+    CHECK(cfg->plugin_socket_path() == "/var/lib/kubelet/device-plugins/erdma.sock");
+    CHECK(cfg->kubelet_socket_path() == "/var/lib/kubelet/device-plugins/kubelet.sock");
+    CHECK(cfg->slots_per_device == 64);
+    CHECK(cfg->source == DeviceSourceKind::Verbs);
+    CHECK(cfg->drivers == std::vector<std::string>{"erdma"});
+    CHECK(cfg->static_devices.empty());
+    CHECK(cfg->rescan_seconds == 5);
+    CHECK(cfg->metrics_listen == "0.0.0.0:9467");
+  }
+}
+
+TEST_CASE("every key is read") {
+  const auto doc = json::parse(R"({
+    "resourceName": "example.com/rdma",
+    "devicePluginDir": "/run/dp/",
+    "slotsPerDevice": 8,
+    "metricsListen": "",
+    "devices": {
+      "source": "static",
+      "drivers": ["rxe", "erdma"],
+      "rescanSeconds": 2,
+      "static": [
+        {"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth0", "state": "active", "numaNode": 1},
+        {"name": "erdma_1", "uverbs": "uverbs1", "state": "DOWN"}
+      ]
+    }
+  })");
+  auto cfg = AgentConfig::load(doc);
+  REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
+  CHECK(cfg->resource_name == "example.com/rdma");
+  CHECK(cfg->device_plugin_dir == "/run/dp");
+  CHECK(cfg->plugin_socket_path() == "/run/dp/erdma.sock");
+  CHECK(cfg->slots_per_device == 8);
+  CHECK(cfg->metrics_listen.empty());
+  CHECK(cfg->source == DeviceSourceKind::Static);
+  CHECK(cfg->drivers == std::vector<std::string>{"rxe", "erdma"});
+  CHECK(cfg->rescan_seconds == 2);
+  REQUIRE(cfg->static_devices.size() == 2);
+  const auto& d0 = cfg->static_devices[0];
+  CHECK(d0.name == "erdma_0");
+  CHECK(d0.uverbs == "uverbs0");
+  CHECK(d0.netdev == "eth0");
+  CHECK(d0.numa_node == 1);
+  REQUIRE(d0.ports.size() == 1);
+  CHECK(d0.ports[0].state == PortState::Active);
+  CHECK(is_healthy(d0));
+  const auto& d1 = cfg->static_devices[1];
+  CHECK(d1.numa_node == -1);
+  CHECK(d1.ports[0].state == PortState::Down);
+  CHECK_FALSE(is_healthy(d1));
+
+  // to_json round-trips.
+  auto again = AgentConfig::load(cfg->to_json());
+  REQUIRE(again.ok());
+  CHECK(again->to_json() == cfg->to_json());
+  CHECK(again->static_devices == cfg->static_devices);
+}
+
+TEST_CASE("invalid configs are refused with the key named") {
+  struct Case {
+    const char* doc;
+    const char* prefix;  // the message must start with this
+    const char* also;    // and contain this
+  };
+  const std::vector<Case> cases = {
+      {R"([1])", "config:", "map"},
+      {R"({"resourcename": "a/b"})", "resourcename: unknown key", "resourceName"},
+      {R"({"resourceName": "erdma"})", "resourceName:", "<domain>/<name>"},
+      {R"({"resourceName": "kubernetes.io/erdma"})", "resourceName:", "kubernetes.io"},
+      {R"({"resourceName": 3})", "resourceName:", "quote it"},
+      {R"({"devicePluginDir": "relative"})", "devicePluginDir:", "absolute"},
+      {R"({"devicePluginDir": "/a/../b"})", "devicePluginDir:", ".."},
+      {R"({"devicePluginDir": "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
+       "devicePluginDir:", "107"},
+      {R"({"slotsPerDevice": 0})", "slotsPerDevice:", "between 1 and 1000"},
+      {R"({"slotsPerDevice": 1001})", "slotsPerDevice:", "1001"},
+      {R"({"slotsPerDevice": -5})", "slotsPerDevice:", "-5"},
+      {R"({"slotsPerDevice": 2.5})", "slotsPerDevice:", "integer"},
+      {R"({"slotsPerDevice": "64"})", "slotsPerDevice:", "integer"},
+      {R"({"slotsPerDevice": 18446744073709551615})", "slotsPerDevice:", "between"},
+      {R"({"metricsListen": "localhost:80"})", "metricsListen:", "localhost"},
+      {R"({"devices": []})", "devices:", "map"},
+      {R"({"devices": {"sources": "verbs"}})", "devices.sources: unknown key", "source, drivers, static"},
+      {R"({"devices": {"source": "sysfs"}})", "devices.source:", "\"sysfs\""},
+      {R"({"devices": {"drivers": []}})", "devices.drivers:", "at least one"},
+      {R"({"devices": {"drivers": "erdma"}})", "devices.drivers:", "list"},
+      {R"({"devices": {"drivers": ["erdma", "erdma"]}})", "devices.drivers[1]:", "duplicate"},
+      {R"({"devices": {"drivers": ["Mlx 5"]}})", "devices.drivers[0]:", "Mlx 5"},
+      {R"({"devices": {"rescanSeconds": 0}})", "devices.rescanSeconds:", "between 1 and 3600"},
+      {R"({"devices": {"static": [{"name": "erdma_0", "uverbs": "uverbs0"}]}})", "devices.static:", "source: static"},
+      {R"({"devices": {"source": "static", "static": {}}})", "devices.static:", "list"},
+      {R"({"devices": {"source": "static", "static": ["erdma_0"]}})", "devices.static[0]:", "map"},
+      {R"({"devices": {"source": "static", "static": [{"uverbs": "uverbs0"}]}})", "devices.static[0].name:", "missing"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma 0", "uverbs": "uverbs0"}]}})",
+       "devices.static[0].name:", "erdma 0"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma_0"}]}})", "devices.static[0].uverbs:", "missing"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma_0", "uverbs": "/dev/infiniband/uverbs0"}]}})",
+       "devices.static[0].uverbs:", "uverbs0"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma_0", "uverbs": "uverbs0", "state": "UP"}]}})",
+       "devices.static[0].state:", "ACTIVE"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma_0", "uverbs": "uverbs0", "numaNode": -2}]}})",
+       "devices.static[0].numaNode:", "-2"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth/0"}]}})",
+       "devices.static[0].netdev:", "eth/0"},
+      {R"({"devices": {"source": "static", "static": [{"name": "erdma_0", "uverbs": "uverbs0", "guid": "x"}]}})",
+       "devices.static[0].guid: unknown key", "numaNode"},
+      {R"({"devices": {"source": "static", "static": [{"name": "a", "uverbs": "uverbs0"}, {"name": "a", "uverbs": "uverbs1"}]}})",
+       "devices.static[1].name:", "duplicate"},
+      {R"({"devices": {"source": "static", "static": [{"name": "a", "uverbs": "uverbs0"}, {"name": "b", "uverbs": "uverbs0"}]}})",
+       "devices.static[1].uverbs:", "already used by a"},
+      // With 1000 slots an ID has a "-999" suffix: names may have 59 characters.
+      {R"({"slotsPerDevice": 1000, "devices": {"source": "static", "static": [{"name": "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij", "uverbs": "uverbs0"}]}})",
+       "devices.static[0].name:", "at most 59"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.doc);
+    auto cfg = AgentConfig::load(json::parse(c.doc));
+    REQUIRE_FALSE(cfg.ok());
+    CHECK(cfg.error().code == ErrorCode::InvalidArgument);
+    CHECK_MESSAGE(cfg.error().message.rfind(c.prefix, 0) == 0, cfg.error().message);
+    CHECK_MESSAGE(cfg.error().message.find(c.also) != std::string::npos, cfg.error().message);
+  }
+}
+
+TEST_CASE("null values mean the default") {
+  auto cfg = AgentConfig::load(json::parse(R"({"slotsPerDevice": null, "devices": {"source": null}})"));
+  REQUIRE(cfg.ok());
+  CHECK(cfg->slots_per_device == 64);
+  CHECK(cfg->source == DeviceSourceKind::Verbs);
+}
+
+}  // namespace erdma::agent

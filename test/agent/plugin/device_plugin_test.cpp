@@ -1,0 +1,540 @@
+// The device plugin end to end, in process: the real runtime and gRPC server, a fake device
+// source, and a fake kubelet (real Registration server + real DevicePlugin clients).
+#include "agent/plugin/plugin_runtime.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/fakes/fake_rdma_devices.hpp"
+
+namespace erdma::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::count_health;
+using testing::FakeKubelet;
+using testing::FakeRdmaDevices;
+using testing::make_device;
+using testing::TempDir;
+using testing::WatchStream;
+
+// Generous bounds: these waits end as soon as the condition holds.
+constexpr auto kWait = 10s;
+
+class RecordingHook final : public PreStartHook {
+ public:
+  Status pre_start(const std::vector<std::string>& ids, const std::vector<std::string>& devices,
+                   std::chrono::steady_clock::time_point deadline) override {
+    std::lock_guard lock(mu);
+    calls.push_back({ids, devices});
+    had_future_deadline = deadline > std::chrono::steady_clock::now();
+    if (fail) return make_error(ErrorCode::FailedPrecondition, "pod network not ready");
+    return {};
+  }
+  std::mutex mu;
+  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> calls;
+  bool had_future_deadline = false;
+  bool fail = false;
+};
+
+// Polls `pred` until it holds or `timeout` passes; returns its last value.
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = kWait) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= end) return pred();
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+RuntimeTiming fast_timing() {
+  RuntimeTiming t;
+  t.register_timeout = 2000ms;
+  t.register_backoff_min = 20ms;
+  t.register_backoff_max = 200ms;
+  t.socket_check = 200ms;
+  t.shutdown_grace = 100ms;
+  return t;
+}
+
+struct Harness {
+  TempDir dir;
+  AgentConfig cfg;
+  FakeRdmaDevices devices{{make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 1, PortState::Active, "eth1")}};
+  RecordingHook hook;
+  common::metrics::Registry registry;
+  AgentMetrics metrics{registry};
+  std::unique_ptr<PluginRuntime> runtime;
+  FakeKubelet kubelet{dir.path()};
+
+  explicit Harness(bool start_kubelet = true, std::string plugin_dir = "") {
+    cfg.device_plugin_dir = plugin_dir.empty() ? dir.path() : plugin_dir;
+    cfg.slots_per_device = 4;
+    cfg.rescan_seconds = 3600;  // tests ask for scans explicitly
+    cfg.metrics_listen = "";
+    if (start_kubelet) kubelet.start();
+    runtime = std::make_unique<PluginRuntime>(cfg, devices, hook, &metrics, fast_timing());
+    REQUIRE(runtime->start().ok());
+    if (start_kubelet) {
+      REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
+      // Kubelet has the request before the plugin has the answer.
+      REQUIRE(eventually([&] { return runtime->registered(); }));
+    }
+  }
+  ~Harness() {
+    runtime->stop();
+    kubelet.stop();
+  }
+  std::unique_ptr<v1beta1::DevicePlugin::Stub> client() const { return kubelet.plugin(kPluginSocketName); }
+};
+
+grpc::Status allocate(v1beta1::DevicePlugin::Stub& stub, const std::vector<std::vector<std::string>>& containers,
+                      v1beta1::AllocateResponse& response) {
+  v1beta1::AllocateRequest req;
+  for (const auto& ids : containers) {
+    auto* c = req.add_container_requests();
+    for (const auto& id : ids) c->add_devices_ids(id);
+  }
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kWait);
+  return stub.Allocate(&ctx, req, &response);
+}
+
+bool is_socket(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+}  // namespace
+
+TEST_CASE("registers with kubelet: version, endpoint, resource name, options") {
+  Harness h;
+  const auto req = h.kubelet.wait_for_registrations(1, kWait);
+  REQUIRE(req.has_value());
+  CHECK(req->version() == "v1beta1");
+  CHECK(req->endpoint() == "erdma.sock");
+  CHECK(req->resource_name() == "aliyun/erdma");
+  CHECK(req->has_options());
+  CHECK(req->options().pre_start_required());
+  CHECK(req->options().get_preferred_allocation_available());
+  CHECK(is_socket(h.cfg.plugin_socket_path()));
+  CHECK(h.runtime->registered());
+  CHECK(h.metrics.registrations_ok.value() == 1);
+}
+
+TEST_CASE("GetDevicePluginOptions announces PreStartContainer and GetPreferredAllocation") {
+  Harness h;
+  auto stub = h.client();
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kWait);
+  v1beta1::DevicePluginOptions opts;
+  REQUIRE(stub->GetDevicePluginOptions(&ctx, v1beta1::Empty(), &opts).ok());
+  CHECK(opts.pre_start_required());
+  CHECK(opts.get_preferred_allocation_available());
+}
+
+TEST_CASE("ListAndWatch lists every slot with health and NUMA topology") {
+  Harness h;
+  h.devices.set_devices({make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 1),
+                         make_device("erdma_2", "uverbs2", -1, PortState::Down)});
+  h.runtime->request_rescan();
+  auto stub = h.client();
+  WatchStream watch(*stub);
+  auto r = watch.until([](const auto& resp) { return resp.devices_size() == 12; }, kWait);
+  REQUIRE(r.has_value());
+  std::set<std::string> ids;
+  for (const auto& d : r->devices()) {
+    ids.insert(d.id());
+    CAPTURE(d.id());
+    if (d.id().starts_with("erdma_2-")) {
+      CHECK(d.health() == "Unhealthy");
+      CHECK_FALSE(d.has_topology());  // unknown NUMA node: no topology rather than a wrong one
+    } else {
+      CHECK(d.health() == "Healthy");
+      REQUIRE(d.topology().nodes_size() == 1);
+      CHECK(d.topology().nodes(0).id() == (d.id().starts_with("erdma_0-") ? 0 : 1));
+    }
+  }
+  CHECK(ids == std::set<std::string>{"erdma_0-0", "erdma_0-1", "erdma_0-2", "erdma_0-3", "erdma_1-0", "erdma_1-1",
+                                     "erdma_1-2", "erdma_1-3", "erdma_2-0", "erdma_2-1", "erdma_2-2", "erdma_2-3"});
+}
+
+TEST_CASE("ListAndWatch sends an update when a device turns unhealthy and again when it recovers") {
+  Harness h;
+  auto stub = h.client();
+  WatchStream watch(*stub);
+  auto first = watch.next(kWait);
+  REQUIRE(first.has_value());
+  CHECK(count_health(*first, "erdma_1", "Healthy") == 4);
+
+  REQUIRE(h.devices.set_port_state("erdma_1", PortState::Down));
+  h.runtime->request_rescan();
+  auto down = watch.until([](const auto& r) { return count_health(r, "erdma_1", "Unhealthy") == 4; }, kWait);
+  REQUIRE(down.has_value());
+  CHECK(count_health(*down, "erdma_0", "Healthy") == 4);
+
+  REQUIRE(h.devices.set_port_state("erdma_1", PortState::Active));
+  h.runtime->request_rescan();
+  auto up = watch.until([](const auto& r) { return count_health(r, "erdma_1", "Healthy") == 4; }, kWait);
+  REQUIRE(up.has_value());
+  CHECK(h.metrics.health_changes.value() >= 2);
+
+  // A scan that changes nothing sends nothing.
+  const int before = h.devices.scans();
+  h.runtime->request_rescan();
+  for (int i = 0; i < 200 && h.devices.scans() == before; ++i) std::this_thread::sleep_for(10ms);
+  CHECK(h.devices.scans() > before);
+  CHECK_FALSE(watch.next(300ms).has_value());
+}
+
+TEST_CASE("a device that disappears is withdrawn and one that appears is added") {
+  Harness h;
+  auto stub = h.client();
+  WatchStream watch(*stub);
+  REQUIRE(watch.next(kWait).has_value());
+  h.devices.set_devices({make_device("erdma_0", "uverbs0", 0)});
+  h.runtime->request_rescan();
+  REQUIRE(watch.until([](const auto& r) { return r.devices_size() == 4; }, kWait).has_value());
+  h.devices.set_devices({make_device("erdma_0", "uverbs0", 0), make_device("erdma_3", "uverbs3", 1)});
+  h.runtime->request_rescan();
+  auto r = watch.until([](const auto& resp) { return count_health(resp, "erdma_3", "Healthy") == 4; }, kWait);
+  REQUIRE(r.has_value());
+  CHECK(r->devices_size() == 8);
+}
+
+TEST_CASE("Allocate gives uverbs and rdma_cm device specs and names the devices in ERDMA_DEVICES") {
+  Harness h;
+  auto stub = h.client();
+  v1beta1::AllocateResponse resp;
+  const auto status = allocate(*stub, {{"erdma_0-1"}, {"erdma_1-2", "erdma_0-2"}}, resp);
+  REQUIRE_MESSAGE(status.ok(), status.error_message());
+  REQUIRE(resp.container_responses_size() == 2);
+
+  const auto& c0 = resp.container_responses(0);
+  CHECK(c0.envs().at("ERDMA_DEVICES") == "erdma_0");
+  REQUIRE(c0.devices_size() == 2);
+  CHECK(c0.devices(0).container_path() == "/dev/infiniband/uverbs0");
+  CHECK(c0.devices(0).host_path() == "/dev/infiniband/uverbs0");
+  CHECK(c0.devices(0).permissions() == "rw");
+  CHECK(c0.devices(1).container_path() == "/dev/infiniband/rdma_cm");
+  CHECK(c0.devices(1).host_path() == "/dev/infiniband/rdma_cm");
+  CHECK(c0.devices(1).permissions() == "rw");
+  CHECK(c0.mounts_size() == 0);
+
+  const auto& c1 = resp.container_responses(1);
+  CHECK(c1.envs().at("ERDMA_DEVICES") == "erdma_0,erdma_1");
+  REQUIRE(c1.devices_size() == 3);
+  CHECK(c1.devices(0).host_path() == "/dev/infiniband/uverbs0");
+  CHECK(c1.devices(1).host_path() == "/dev/infiniband/uverbs1");
+  CHECK(c1.devices(2).host_path() == "/dev/infiniband/rdma_cm");
+  CHECK(h.metrics.allocate_ok.value() == 1);
+  CHECK(h.metrics.slots_allocated.value() == 3);
+}
+
+TEST_CASE("Allocate leaves rdma_cm out when the host has none") {
+  Harness h;
+  h.devices.set_rdma_cm_present(false);
+  h.runtime->request_rescan();
+  auto stub = h.client();
+  v1beta1::AllocateResponse resp;
+  // The snapshot changes without a health change; poll until the scan has been applied.
+  for (int i = 0; i < 500 && h.runtime->state().snapshot()->rdma_cm_present; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE_FALSE(h.runtime->state().snapshot()->rdma_cm_present);
+  REQUIRE(allocate(*stub, {{"erdma_1-0"}}, resp).ok());
+  REQUIRE(resp.container_responses(0).devices_size() == 1);
+  CHECK(resp.container_responses(0).devices(0).host_path() == "/dev/infiniband/uverbs1");
+}
+
+TEST_CASE("Allocate refuses unknown, malformed and empty requests with a clear status") {
+  Harness h;
+  auto stub = h.client();
+  struct Case {
+    const char* name;
+    std::vector<std::vector<std::string>> containers;
+    grpc::StatusCode code;
+    const char* in_message;
+  };
+  const std::vector<Case> cases = {
+      {"unknown device", {{"erdma_9-1"}}, grpc::StatusCode::NOT_FOUND, "erdma_9-1"},
+      {"unknown among known", {{"erdma_0-1", "mlx5_0-3"}}, grpc::StatusCode::NOT_FOUND, "mlx5_0-3"},
+      {"slot beyond slotsPerDevice", {{"erdma_0-4"}}, grpc::StatusCode::INVALID_ARGUMENT, "erdma_0-4"},
+      {"not a slot ID", {{"erdma_0"}}, grpc::StatusCode::INVALID_ARGUMENT, "erdma_0"},
+      {"empty ID", {{""}}, grpc::StatusCode::INVALID_ARGUMENT, "device ID"},
+      {"duplicate", {{"erdma_0-1", "erdma_0-1"}}, grpc::StatusCode::INVALID_ARGUMENT, "duplicate"},
+      {"container without IDs", {{}}, grpc::StatusCode::INVALID_ARGUMENT, "no device IDs"},
+      {"no containers", {}, grpc::StatusCode::INVALID_ARGUMENT, "no container requests"},
+      {"second container bad", {{"erdma_0-0"}, {"erdma_7-0"}}, grpc::StatusCode::NOT_FOUND, "container request 1"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    v1beta1::AllocateResponse resp;
+    const auto status = allocate(*stub, c.containers, resp);
+    CHECK(status.error_code() == c.code);
+    CHECK_MESSAGE(status.error_message().find(c.in_message) != std::string::npos, status.error_message());
+  }
+  CHECK(h.metrics.allocate_error.value() == cases.size());
+  CHECK(h.metrics.allocate_ok.value() == 0);
+
+  // Absurd size: more IDs than the node advertises.
+  std::vector<std::string> many;
+  for (int i = 0; i < 20000; ++i) many.push_back("erdma_0-" + std::to_string(i % 4));
+  v1beta1::AllocateResponse resp;
+  const auto status = allocate(*stub, {many}, resp);
+  CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(status.error_message().find("20000") != std::string::npos);
+}
+
+TEST_CASE("GetPreferredAllocation packs onto one device and one NUMA node") {
+  Harness h;
+  h.devices.set_devices({make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0),
+                         make_device("erdma_2", "uverbs2", 1)});
+  h.runtime->request_rescan();
+  for (int i = 0; i < 500 && h.runtime->state().snapshot()->devices.size() != 3; ++i) std::this_thread::sleep_for(10ms);
+  auto stub = h.client();
+  auto ask = [&](std::vector<std::string> available, std::vector<std::string> must, int size,
+                 v1beta1::PreferredAllocationResponse& out) {
+    v1beta1::PreferredAllocationRequest req;
+    auto* c = req.add_container_requests();
+    for (auto& id : available) c->add_available_deviceids(id);
+    for (auto& id : must) c->add_must_include_deviceids(id);
+    c->set_allocation_size(size);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kWait);
+    return stub->GetPreferredAllocation(&ctx, req, &out);
+  };
+  std::vector<std::string> all;
+  for (const char* d : {"erdma_0", "erdma_1", "erdma_2"}) {
+    for (int i = 0; i < 4; ++i) all.push_back(std::string(d) + "-" + std::to_string(i));
+  }
+  {
+    v1beta1::PreferredAllocationResponse r;
+    REQUIRE(ask({"erdma_0-0", "erdma_1-0", "erdma_1-1", "erdma_2-3"}, {}, 2, r).ok());
+    REQUIRE(r.container_responses_size() == 1);
+    const auto& ids = r.container_responses(0).deviceids();
+    CHECK(std::vector<std::string>(ids.begin(), ids.end()) == std::vector<std::string>{"erdma_1-0", "erdma_1-1"});
+  }
+  {
+    v1beta1::PreferredAllocationResponse r;
+    REQUIRE(ask(all, {"erdma_2-1"}, 3, r).ok());
+    const auto& ids = r.container_responses(0).deviceids();
+    CHECK(std::vector<std::string>(ids.begin(), ids.end()) ==
+          std::vector<std::string>{"erdma_2-1", "erdma_2-0", "erdma_2-2"});
+  }
+  {
+    // 6 slots fit no single device (4 each) but NUMA node 0 (erdma_0 + erdma_1).
+    v1beta1::PreferredAllocationResponse r;
+    REQUIRE(ask(all, {}, 6, r).ok());
+    for (const auto& id : r.container_responses(0).deviceids()) {
+      CAPTURE(id);
+      CHECK_FALSE(id.starts_with("erdma_2-"));
+    }
+    CHECK(r.container_responses(0).deviceids_size() == 6);
+  }
+  {
+    v1beta1::PreferredAllocationResponse r;
+    const auto status = ask({"erdma_0-0"}, {}, 2, r);
+    CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    const auto bad = ask({"erdma_0-0", "bogus"}, {}, 1, r);
+    CHECK(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+    CHECK(bad.error_message().find("bogus") != std::string::npos);
+  }
+}
+
+TEST_CASE("PreStartContainer hands the device names to the hook and answers") {
+  Harness h;
+  auto stub = h.client();
+  auto call = [&](std::vector<std::string> ids) {
+    v1beta1::PreStartContainerRequest req;
+    for (auto& id : ids) req.add_devices_ids(id);
+    v1beta1::PreStartContainerResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + kWait);
+    return stub->PreStartContainer(&ctx, req, &resp);
+  };
+  REQUIRE(call({"erdma_1-3", "erdma_0-1", "erdma_1-0"}).ok());
+  {
+    std::lock_guard lock(h.hook.mu);
+    REQUIRE(h.hook.calls.size() == 1);
+    CHECK(h.hook.calls[0].first == std::vector<std::string>{"erdma_1-3", "erdma_0-1", "erdma_1-0"});
+    CHECK(h.hook.calls[0].second == std::vector<std::string>{"erdma_0", "erdma_1"});
+    CHECK(h.hook.had_future_deadline);
+    h.hook.fail = true;
+  }
+  const auto failed = call({"erdma_0-0"});
+  CHECK(failed.error_code() == grpc::StatusCode::FAILED_PRECONDITION);
+  CHECK(failed.error_message().find("pod network not ready") != std::string::npos);
+  CHECK(call({"nonsense"}).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(call({}).error_code() == grpc::StatusCode::INVALID_ARGUMENT);
+  CHECK(h.metrics.pre_start_ok.value() == 1);
+  CHECK(h.metrics.pre_start_error.value() == 3);
+}
+
+TEST_CASE("kubelet restart: the socket is recreated and the plugin registers again, device state kept") {
+  Harness h;
+  // Make the state distinguishable from a fresh start: erdma_1 is down.
+  REQUIRE(h.devices.set_port_state("erdma_1", PortState::Down));
+  h.runtime->request_rescan();
+  {
+    auto stub = h.client();
+    WatchStream watch(*stub);
+    REQUIRE(watch.until([](const auto& r) { return count_health(r, "erdma_1", "Unhealthy") == 4; }, kWait));
+  }
+  // Discovery fails from now on: whatever the plugin advertises after the restart is what it kept.
+  h.devices.fail_next(1000);
+
+  const auto restarted = std::chrono::steady_clock::now();
+  h.kubelet.restart();
+  const auto req = h.kubelet.wait_for_registrations(2, kWait);
+  REQUIRE(req.has_value());
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(h.kubelet.registration_time(2) - restarted);
+  std::printf("measured: re-registration %lld ms after the simulated kubelet restart (in process)\n",
+              static_cast<long long>(ms.count()));
+  CHECK(req->endpoint() == "erdma.sock");
+  CHECK(is_socket(h.cfg.plugin_socket_path()));
+  CHECK(eventually([&] { return h.runtime->registered(); }));
+  CHECK(h.metrics.kubelet_restarts.value() == 1);
+
+  auto stub = h.client();
+  WatchStream watch(*stub);
+  auto r = watch.next(kWait);
+  REQUIRE(r.has_value());
+  CHECK(r->devices_size() == 8);
+  CHECK(count_health(*r, "erdma_0", "Healthy") == 4);
+  CHECK(count_health(*r, "erdma_1", "Unhealthy") == 4);
+  v1beta1::AllocateResponse resp;
+  CHECK(allocate(*stub, {{"erdma_0-0"}}, resp).ok());
+
+  // A second restart is seen too.
+  h.kubelet.restart();
+  REQUIRE(h.kubelet.wait_for_registrations(3, kWait).has_value());
+  CHECK(eventually([&] { return h.runtime->registered(); }));
+  CHECK(h.metrics.kubelet_restarts.value() == 2);
+  // One registration per restart: late inotify events must not cause extra ones.
+  std::this_thread::sleep_for(300ms);
+  CHECK(h.kubelet.registration_count() == 3);
+}
+
+TEST_CASE("the plugin socket deleted on its own is recreated and registered again") {
+  Harness h;
+  std::filesystem::remove(h.cfg.plugin_socket_path());
+  REQUIRE(h.kubelet.wait_for_registrations(2, kWait).has_value());
+  CHECK(is_socket(h.cfg.plugin_socket_path()));
+}
+
+TEST_CASE("registration is retried until kubelet is there and accepts it") {
+  Harness h(false);
+  CHECK_FALSE(h.runtime->registered());
+  h.kubelet.fail_next_registrations(2);
+  h.kubelet.start();
+  const auto req = h.kubelet.wait_for_registrations(1, kWait);
+  REQUIRE(req.has_value());
+  CHECK(req->resource_name() == "aliyun/erdma");
+  CHECK(eventually([&] { return h.runtime->registered(); }));
+  CHECK(h.metrics.registrations_error.value() >= 2);
+}
+
+TEST_CASE("a device-plugin directory that appears later is served and registered in") {
+  TempDir parent;
+  const std::string dp = parent.path() + "/device-plugins";
+  Harness h(false, dp);
+  std::this_thread::sleep_for(300ms);
+  CHECK_FALSE(std::filesystem::exists(dp));  // the agent does not create kubelet's directory
+  std::filesystem::create_directory(dp);
+  FakeKubelet kubelet(dp);
+  kubelet.start();
+  REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
+  CHECK(is_socket(dp + "/erdma.sock"));
+  // And a kubelet restart there is noticed like anywhere else.
+  CHECK(eventually([&] { return h.runtime->registered(); }));
+  kubelet.restart();
+  REQUIRE(kubelet.wait_for_registrations(2, kWait).has_value());
+  h.runtime->stop();
+}
+
+TEST_CASE("a failing discovery keeps the previous view") {
+  Harness h;
+  h.devices.fail_next(3);
+  for (int i = 0; i < 3; ++i) {
+    const int before = h.devices.scans();
+    h.runtime->request_rescan();
+    for (int j = 0; j < 500 && h.devices.scans() == before; ++j) std::this_thread::sleep_for(10ms);
+  }
+  CHECK(h.metrics.scans_error.value() == 3);
+  const auto snap = h.runtime->state().snapshot();
+  CHECK(snap->devices.size() == 2);
+  CHECK(snap->advertisement.slots.size() == 8);
+}
+
+TEST_CASE("stop ends open streams and removes the socket") {
+  Harness h;
+  auto stub = h.client();
+  WatchStream watch(*stub);
+  REQUIRE(watch.next(kWait).has_value());
+  h.runtime->stop();
+  CHECK_FALSE(std::filesystem::exists(h.cfg.plugin_socket_path()));
+  for (int i = 0; i < 500 && !watch.ended(); ++i) std::this_thread::sleep_for(10ms);
+  CHECK(watch.ended());
+}
+
+TEST_CASE("a stale socket file is replaced, anything else in its place is refused") {
+  TempDir dir;
+  AgentConfig cfg;
+  cfg.device_plugin_dir = dir.path();
+  cfg.metrics_listen = "";
+  FakeRdmaDevices devices{{make_device("erdma_0", "uverbs0", 0)}};
+  RecordingHook hook;
+  HookRunner hooks(hook);
+  DeviceState state(cfg.slots_per_device);
+  DevicePluginService service(state, hooks, nullptr, {});
+  {
+    PluginServer stale(service);
+    REQUIRE(stale.start(cfg.plugin_socket_path(), 0ms).ok());
+    // Simulate a crash: the file stays, the server is gone without cleanup.
+    ::rename(cfg.plugin_socket_path().c_str(), (dir.path() + "/keep").c_str());
+    stale.stop(0ms);
+    ::rename((dir.path() + "/keep").c_str(), cfg.plugin_socket_path().c_str());
+  }
+  REQUIRE(is_socket(cfg.plugin_socket_path()));
+  PluginServer server(service);
+  CHECK(server.start(cfg.plugin_socket_path(), 0ms).ok());
+  CHECK(server.socket_is_ours());
+  server.stop(0ms);
+  CHECK_FALSE(std::filesystem::exists(cfg.plugin_socket_path()));
+
+  std::FILE* f = std::fopen(cfg.plugin_socket_path().c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fclose(f);
+  const auto s = server.start(cfg.plugin_socket_path(), 0ms);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == ErrorCode::FailedPrecondition);
+  CHECK(std::filesystem::is_regular_file(cfg.plugin_socket_path()));
+}
+
+TEST_CASE("Allocate round trip over the unix socket (measured, reported)") {
+  Harness h;
+  auto stub = h.client();
+  std::vector<double> us;
+  constexpr int kCalls = 2000;
+  for (int i = 0; i < kCalls; ++i) {
+    v1beta1::AllocateResponse resp;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto status = allocate(*stub, {{"erdma_" + std::to_string(i % 2) + "-" + std::to_string(i % 4)}}, resp);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    REQUIRE(status.ok());
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("measured: Allocate round trip over gRPC/unix socket, %d calls: median %.0f us, p99 %.0f us; "
+              "in the handler: mean %.1f us\n",
+              kCalls, us[us.size() / 2], us[us.size() * 99 / 100],
+              h.metrics.allocate_seconds.sum() / static_cast<double>(h.metrics.allocate_seconds.count()) * 1e6);
+  CHECK(h.metrics.allocate_ok.value() == kCalls);
+}
+
+}  // namespace erdma::agent

@@ -1,0 +1,167 @@
+// RDMA netlink replies decoded from messages built in memory with libnl.
+#include "agent/sys/rdma_netlink.hpp"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+
+#include <netlink/attr.h>
+#include <netlink/msg.h>
+#include <rdma/ib_user_ioctl_verbs.h>
+#include <rdma/rdma_netlink.h>
+
+namespace erdma::agent {
+namespace {
+
+struct MsgDeleter {
+  void operator()(nl_msg* m) const noexcept { nlmsg_free(m); }
+};
+using Msg = std::unique_ptr<nl_msg, MsgDeleter>;
+
+Msg message(int cmd) {
+  Msg m(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, cmd), 0));
+  REQUIRE(m);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("driver ids map to provider names") {
+  CHECK(rdma_driver_name(RDMA_DRIVER_ERDMA) == "erdma");
+  CHECK(rdma_driver_name(RDMA_DRIVER_RXE) == "rxe");
+  CHECK(rdma_driver_name(RDMA_DRIVER_MLX5) == "mlx5");
+  CHECK(rdma_driver_name(RDMA_DRIVER_SIW) == "siw");
+  CHECK(rdma_driver_name(RDMA_DRIVER_UNKNOWN).empty());
+  CHECK(rdma_driver_name(100000).empty());
+}
+
+TEST_CASE("device replies: index and name") {
+  auto m = message(RDMA_NLDEV_CMD_GET);
+  REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 7) == 0);
+  REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, "erdma_0") == 0);
+  REQUIRE(nla_put_u64(m.get(), RDMA_NLDEV_ATTR_NODE_GUID, 0x1234) == 0);  // other attributes are ignored
+  auto d = decode_nldev_device(nlmsg_hdr(m.get()));
+  REQUIRE_MESSAGE(d.ok(), d.error().message);
+  CHECK(d->index == 7);
+  CHECK(d->name == "erdma_0");
+}
+
+TEST_CASE("device replies without a name, or with a short index, are refused") {
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 7) == 0);
+    auto d = decode_nldev_device(nlmsg_hdr(m.get()));
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.error().message.find("device name") != std::string::npos);
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET);
+    REQUIRE(nla_put_u16(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 7) == 0);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, "erdma_0") == 0);
+    CHECK_FALSE(decode_nldev_device(nlmsg_hdr(m.get())).ok());
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 7) == 0);
+    const char raw[3] = {'a', 'b', 'c'};  // not NUL-terminated
+    REQUIRE(nla_put(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, sizeof raw, raw) == 0);
+    CHECK_FALSE(decode_nldev_device(nlmsg_hdr(m.get())).ok());
+  }
+}
+
+TEST_CASE("chardev replies: name and driver id as u32 or u64") {
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET_CHARDEV);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_CHARDEV_NAME, "uverbs0") == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, RDMA_DRIVER_ERDMA) == 0);
+    auto c = decode_nldev_chardev(nlmsg_hdr(m.get()));
+    REQUIRE(c.ok());
+    CHECK(c->name == "uverbs0");
+    CHECK(rdma_driver_name(c->driver_id) == "erdma");
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET_CHARDEV);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_CHARDEV_NAME, "uverbs3") == 0);
+    REQUIRE(nla_put_u64(m.get(), RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, RDMA_DRIVER_RXE) == 0);
+    auto c = decode_nldev_chardev(nlmsg_hdr(m.get()));
+    REQUIRE(c.ok());
+    CHECK(rdma_driver_name(c->driver_id) == "rxe");
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET_CHARDEV);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_CHARDEV_NAME, "uverbs3") == 0);
+    auto c = decode_nldev_chardev(nlmsg_hdr(m.get()));
+    REQUIRE(c.ok());
+    CHECK(c->driver_id == 0);
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET_CHARDEV);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_CHARDEV_NAME, "uverbs3") == 0);
+    REQUIRE(nla_put_u16(m.get(), RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, 19) == 0);
+    CHECK_FALSE(decode_nldev_chardev(nlmsg_hdr(m.get())).ok());
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_GET_CHARDEV);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, RDMA_DRIVER_ERDMA) == 0);
+    CHECK_FALSE(decode_nldev_chardev(nlmsg_hdr(m.get())).ok());
+  }
+}
+
+TEST_CASE("port replies: device index, port, optional netdev") {
+  {
+    auto m = message(RDMA_NLDEV_CMD_PORT_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 2) == 0);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, "erdma_0") == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_PORT_INDEX, 1) == 0);
+    REQUIRE(nla_put_u8(m.get(), RDMA_NLDEV_ATTR_PORT_STATE, 4) == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_NDEV_INDEX, 3) == 0);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_NDEV_NAME, "eth0") == 0);
+    auto p = decode_nldev_port(nlmsg_hdr(m.get()));
+    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    CHECK(p->device_index == 2);
+    CHECK(p->port == 1);
+    CHECK(p->netdev == "eth0");
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_PORT_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 2) == 0);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_PORT_INDEX, 1) == 0);
+    auto p = decode_nldev_port(nlmsg_hdr(m.get()));
+    REQUIRE(p.ok());
+    CHECK(p->netdev.empty());
+  }
+  {
+    auto m = message(RDMA_NLDEV_CMD_PORT_GET);
+    REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_DEV_INDEX, 2) == 0);
+    CHECK_FALSE(decode_nldev_port(nlmsg_hdr(m.get())).ok());
+  }
+}
+
+TEST_CASE("kernel facts win over sysfs guesses") {
+  RdmaDevice d;
+  d.name = "mlx5_0";
+  d.driver = "mlx5_core";  // the PCI driver link
+  d.netdev = "";
+  merge_kernel_info(d, KernelDevice{"mlx5_0", "mlx5", {{1, ""}, {2, "ens2f1"}}});
+  CHECK(d.driver == "mlx5");
+  CHECK(d.netdev == "ens2f1");
+  RdmaDevice r;
+  r.driver = "";
+  r.netdev = "veth0";
+  merge_kernel_info(r, KernelDevice{"rxe0", "", {}});
+  CHECK(r.driver.empty());
+  CHECK(r.netdev == "veth0");
+}
+
+TEST_CASE("the netlink query answers or says why not, without hanging") {
+  NetlinkDeviceInfo info;
+  auto r = info.devices();
+  // On a node without RDMA the kernel may lack NETLINK_RDMA (an error) or list no devices.
+  if (r.ok()) {
+    for (const auto& dev : *r) CHECK_FALSE(dev.name.empty());
+  } else {
+    CHECK(r.error().message.find("RDMA netlink") != std::string::npos);
+  }
+}
+
+}  // namespace erdma::agent

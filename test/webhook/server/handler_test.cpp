@@ -1,0 +1,184 @@
+// handle(): every status code the admission port answers, with no socket.
+#include "webhook/server/handler.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/text.hpp"
+
+namespace erdma::webhook::server {
+namespace {
+
+std::string review(const nlohmann::json& pod, const std::string& uid = "uid-1") {
+  nlohmann::json r = {{"apiVersion", "admission.k8s.io/v1"},
+                      {"kind", "AdmissionReview"},
+                      {"request",
+                       {{"uid", uid},
+                        {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+                        {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+                        {"operation", "CREATE"},
+                        {"namespace", "team-a"},
+                        {"name", pod["metadata"].value("name", "")},
+                        {"object", pod}}}};
+  return r.dump();
+}
+
+nlohmann::json smcr_pod() {
+  return {{"apiVersion", "v1"},
+          {"kind", "Pod"},
+          {"metadata",
+           {{"name", "web-0"}, {"namespace", "team-a"}, {"annotations", {{"network.alibabacloud.com/erdma-smcr", "true"}}}}},
+          {"spec", {{"containers", {{{"name", "app"}, {"image", "nginx"}}}}}}};
+}
+
+struct Fixture {
+  Config cfg = Config::defaults();
+  Reviewer reviewer;
+  HttpResponse call(std::string_view method, std::string_view target, std::string_view ct, std::string_view body,
+                    bool ready = true) {
+    return handle(HttpRequest{method, target, ct, body}, cfg, reviewer, ready);
+  }
+};
+
+TEST_CASE_FIXTURE(Fixture, "POST /mutate-pods with the apiserver's ?timeout= answers 200 with the review") {
+  const std::string body = review(smcr_pod(), "uid-42");
+  for (std::string_view target : {"/mutate-pods", "/mutate-pods?timeout=10s", "/mutate-pods?timeout=30s&x=y"}) {
+    CAPTURE(target);
+    HttpResponse r = call("POST", target, "application/json", body);
+    CHECK(r.status == 200);
+    CHECK(r.content_type == "application/json");
+    const auto doc = nlohmann::json::parse(r.body);
+    CHECK(doc["apiVersion"] == "admission.k8s.io/v1");
+    CHECK(doc["kind"] == "AdmissionReview");
+    CHECK(doc["response"]["uid"] == "uid-42");
+    CHECK(doc["response"]["allowed"] == true);
+    CHECK(doc["response"]["patchType"] == "JSONPatch");
+    const auto patch = common::base64_decode(doc["response"]["patch"].get<std::string>());
+    REQUIRE(patch.has_value());
+    CHECK(nlohmann::json::parse(*patch).is_array());
+    REQUIRE(r.admission.has_value());
+    CHECK(r.admission->outcome == Outcome::Mutated);
+    CHECK(r.admission->uid == "uid-42");
+    CHECK(r.admission->pod == "team-a/web-0");
+    CHECK(r.admission->ops > 0);
+  }
+}
+
+TEST_CASE_FIXTURE(Fixture, "content types: application/json with parameters and any case is accepted") {
+  const std::string body = review(smcr_pod());
+  for (std::string_view ct : {"application/json", "application/json; charset=utf-8", "Application/JSON",
+                              " application/json ;charset=UTF-8"}) {
+    CAPTURE(ct);
+    CHECK(call("POST", "/mutate-pods", ct, body).status == 200);
+  }
+  for (std::string_view ct : {"", "text/plain", "application/jsonx", "application/x-www-form-urlencoded",
+                              "application/yaml", "json"}) {
+    CAPTURE(ct);
+    HttpResponse r = call("POST", "/mutate-pods", ct, body);
+    CHECK(r.status == 415);
+    REQUIRE(r.admission.has_value());
+    CHECK(r.admission->outcome == Outcome::Invalid);
+  }
+}
+
+TEST_CASE_FIXTURE(Fixture, "malformed bodies answer 400 with a plain-text reason, never 5xx") {
+  const std::string good = review(smcr_pod());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"empty", ""},
+      {"truncated", good.substr(0, good.size() / 2)},
+      {"not json", "hello"},
+      {"array", "[]"},
+      {"deep", std::string(100000, '[') + std::string(100000, ']')},
+      {"invalid utf-8", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"\xff\xfe\"}}"},
+      {"no request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"},
+      {"wrong version", R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"a"}})"},
+      {"nul bytes", std::string("{\0\0}", 4)},
+  };
+  for (const auto& [name, body] : cases) {
+    CAPTURE(name);
+    HttpResponse r = call("POST", "/mutate-pods", "application/json", body);
+    CHECK(r.status == 400);
+    CHECK(r.content_type.starts_with("text/plain"));
+    CHECK(common::is_valid_utf8(r.body));
+    REQUIRE(r.admission.has_value());
+    CHECK(r.admission->outcome == Outcome::Invalid);
+    CHECK_FALSE(r.admission->error.empty());
+  }
+}
+
+TEST_CASE_FIXTURE(Fixture, "a pod the webhook cannot mutate is 200 with allowed: false") {
+  nlohmann::json pod = smcr_pod();
+  pod["spec"]["volumes"] = {{{"name", "erdma-smc-preload"}, {"emptyDir", nlohmann::json::object()}}};
+  HttpResponse r = call("POST", "/mutate-pods", "application/json", review(pod, "uid-r"));
+  CHECK(r.status == 200);
+  const auto doc = nlohmann::json::parse(r.body);
+  CHECK(doc["response"]["uid"] == "uid-r");
+  CHECK(doc["response"]["allowed"] == false);
+  REQUIRE(r.admission.has_value());
+  CHECK(r.admission->outcome == Outcome::Rejected);
+}
+
+TEST_CASE_FIXTURE(Fixture, "a pod that asks for nothing is 200, allowed, without a patch") {
+  nlohmann::json pod = smcr_pod();
+  pod["metadata"].erase("annotations");
+  HttpResponse r = call("POST", "/mutate-pods", "application/json", review(pod));
+  CHECK(r.status == 200);
+  const auto doc = nlohmann::json::parse(r.body);
+  CHECK(doc["response"]["allowed"] == true);
+  CHECK_FALSE(doc["response"].contains("patch"));
+  REQUIRE(r.admission.has_value());
+  CHECK(r.admission->outcome == Outcome::Skipped);
+}
+
+TEST_CASE_FIXTURE(Fixture, "wrong methods answer 405 with Allow") {
+  for (std::string_view m : {"GET", "PUT", "DELETE", "PATCH", "HEAD"}) {
+    CAPTURE(m);
+    HttpResponse r = call(m, "/mutate-pods?timeout=10s", "application/json", "");
+    CHECK(r.status == 405);
+    CHECK(r.allow == "POST");
+    CHECK_FALSE(r.admission.has_value());
+  }
+  for (std::string_view path : {"/healthz", "/readyz"}) {
+    CAPTURE(path);
+    HttpResponse r = call("POST", path, "application/json", "{}");
+    CHECK(r.status == 405);
+    CHECK(r.allow == "GET, HEAD");
+  }
+}
+
+TEST_CASE_FIXTURE(Fixture, "probes: healthz always 200, readyz 503 while draining") {
+  CHECK(call("GET", "/healthz", "", "").status == 200);
+  CHECK(call("HEAD", "/healthz", "", "").status == 200);
+  CHECK(call("GET", "/healthz", "", "", false).status == 200);
+  CHECK(call("GET", "/readyz", "", "").status == 200);
+  CHECK(call("GET", "/readyz?verbose", "", "").status == 200);
+  CHECK(call("GET", "/readyz", "", "", false).status == 503);
+}
+
+TEST_CASE_FIXTURE(Fixture, "unknown paths answer 404 with valid UTF-8 even for hostile targets") {
+  for (std::string_view target : {"/", "/mutate", "/mutate-pods/", "/MUTATE-PODS", "/metrics", "*",
+                                  "/\xff\xfe?x", "/mutate-pods%00"}) {
+    CAPTURE(target);
+    HttpResponse r = call("POST", target, "application/json", "{}");
+    CHECK(r.status == 404);
+    CHECK(common::is_valid_utf8(r.body));
+    CHECK_FALSE(r.admission.has_value());
+  }
+}
+
+TEST_CASE("is_json_media_type and target_path") {
+  CHECK(is_json_media_type("application/json"));
+  CHECK(is_json_media_type("application/json;charset=utf-8"));
+  CHECK_FALSE(is_json_media_type("application/json-patch+json"));
+  CHECK_FALSE(is_json_media_type(""));
+  CHECK(target_path("/mutate-pods?timeout=10s") == "/mutate-pods");
+  CHECK(target_path("/x") == "/x");
+  CHECK(target_path("?") == "");
+}
+
+}  // namespace
+}  // namespace erdma::webhook::server

@@ -1,0 +1,249 @@
+"""Shared pieces of the admission server's integration tests.
+
+Starts the real `erdma-webhook serve` on 127.0.0.1 with certificates made at test time by
+certs/erdma-certs, and talks to it as kube-apiserver does: HTTPS/1.1, SNI and hostname
+verification against erdma-webhook.erdma-system.svc, POST /mutate-pods?timeout=10s.
+
+Runs with Debian's /usr/bin/python3 (it needs python3-prometheus-client). Loopback only; every
+wait is bounded.
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import urllib.request
+
+SERVICE_NAME = "erdma-webhook.erdma-system.svc"
+SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../../..")))
+WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
+CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
+
+
+def generate_certs(directory, *extra):
+    """Runs `erdma-certs generate --dir directory` (reusing a CA already there)."""
+    subprocess.run([CERTS_TOOL, "generate", "--dir", directory, *extra], check=True, timeout=60,
+                   stderr=subprocess.DEVNULL)
+
+
+def cert_sha256(pem_path):
+    """SHA-256 of the first (leaf) certificate in a PEM file, as lower-case hex."""
+    with open(pem_path) as f:
+        text = f.read()
+    start = text.index("-----BEGIN CERTIFICATE-----")
+    end = text.index("-----END CERTIFICATE-----", start) + len("-----END CERTIFICATE-----")
+    der = ssl.PEM_cert_to_DER_cert(text[start:end])
+    import hashlib
+    return hashlib.sha256(der).hexdigest()
+
+
+def client_context(ca_file, minimum=None, maximum=None):
+    ctx = ssl.create_default_context(cafile=ca_file)
+    if minimum:
+        ctx.minimum_version = minimum
+    if maximum:
+        ctx.maximum_version = maximum
+    return ctx
+
+
+class ApiserverConnection(http.client.HTTPConnection):
+    """An HTTPS/1.1 keep-alive connection to 127.0.0.1:port that sends SNI and verifies the
+    certificate against the service name, as kube-apiserver does for service webhooks."""
+
+    def __init__(self, port, ca_file, timeout=10, context=None):
+        super().__init__("127.0.0.1", port, timeout=timeout)
+        self._ctx = context or client_context(ca_file)
+
+    def connect(self):
+        raw = socket.create_connection((self.host, self.port), self.timeout)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = self._ctx.wrap_socket(raw, server_hostname=SERVICE_NAME)
+
+    def peer_sha256(self):
+        import hashlib
+        return hashlib.sha256(self.sock.getpeercert(binary_form=True)).hexdigest()
+
+
+def pod(name="web-0", namespace="team-a", smcr=True, erdma=False, containers=1, generate_name=None):
+    meta = {"namespace": namespace}
+    if generate_name:
+        meta["generateName"] = generate_name
+    else:
+        meta["name"] = name
+    if smcr:
+        meta["annotations"] = {"network.alibabacloud.com/erdma-smcr": "true"}
+    cs = []
+    for i in range(containers):
+        c = {"name": "c%d" % i, "image": "registry.example/app:1.0",
+             "env": [{"name": "MODE", "value": "serve"}]}
+        if erdma:
+            c["resources"] = {"limits": {"aliyun/erdma": "1"}}
+        cs.append(c)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": cs}}
+
+
+def review(obj, uid="uid-1"):
+    meta = obj.get("metadata", {})
+    return json.dumps({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": meta.get("name", ""), "namespace": meta.get("namespace", "default"),
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "object": obj, "oldObject": None, "dryRun": False,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
+        }}).encode()
+
+
+def post_review(conn, body, path="/mutate-pods?timeout=10s", headers=None):
+    """POSTs body and returns (status, headers dict, body bytes)."""
+    h = {"Content-Type": "application/json", "Accept": "application/json, */*"}
+    if headers:
+        h.update(headers)
+    conn.request("POST", path, body=body, headers=h)
+    r = conn.getresponse()
+    return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+
+
+class Server:
+    """One `erdma-webhook serve` process with its own certificate directory and log file."""
+
+    def __init__(self, workdir, cert_dir=None, extra_args=(), config=None, key_type="ecdsa"):
+        self.workdir = workdir
+        self.cert_dir = cert_dir or os.path.join(workdir, "certs")
+        if not os.path.exists(os.path.join(self.cert_dir, "tls.crt")):
+            generate_certs(self.cert_dir, "--key-type", key_type)
+        self.ca = os.path.join(self.cert_dir, "ca.crt")
+        self.cert = os.path.join(self.cert_dir, "tls.crt")
+        self.key = os.path.join(self.cert_dir, "tls.key")
+        self.port_file = os.path.join(workdir, "ports.json")
+        self.log_path = os.path.join(workdir, "server.log")
+        args = [WEBHOOK, "serve", "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                "--tls-cert", self.cert, "--tls-key", self.key, "--port-file", self.port_file]
+        if config:
+            args += ["--config", config]
+        args += list(extra_args)
+        if os.path.exists(self.port_file):
+            os.unlink(self.port_file)
+        self.log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=self.log)
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.port_file):
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited with %d at start; log:\n%s" % (self.proc.returncode, self.read_log()))
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not report its ports within 15 s")
+            time.sleep(0.02)
+        with open(self.port_file) as f:
+            ports = json.load(f)
+        self.port = ports["https"]
+        self.metrics_port = ports["metrics"]
+
+    def connect(self, timeout=10, context=None):
+        return ApiserverConnection(self.port, self.ca, timeout=timeout, context=context)
+
+    def metrics_text(self):
+        with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=10) as r:
+            return r.read().decode()
+
+    def metrics(self):
+        """Parses /metrics with prometheus_client's text parser: {(name, labels tuple): value}."""
+        from prometheus_client.parser import text_string_to_metric_families
+        out = {}
+        for fam in text_string_to_metric_families(self.metrics_text()):
+            for s in fam.samples:
+                out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return out
+
+    def rss_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+        return -1
+
+    def hwm_kib(self):
+        with open("/proc/%d/status" % self.proc.pid) as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        return -1
+
+    def read_log(self):
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def log_lines(self):
+        out = []
+        for line in self.read_log().splitlines():
+            out.append(json.loads(line))  # every line must be JSON
+        return out
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def terminate(self, timeout=20):
+        """SIGTERM and wait; returns the exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self.log.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if not self.log.closed:
+            self.log.close()
+
+
+class Suite:
+    """A tiny runner: named checks, each reported, and the closing 'N passed, N failed' line."""
+
+    def __init__(self, name):
+        self.name = name
+        self.passed = 0
+        self.failed = 0
+        self.workdir = tempfile.mkdtemp(prefix="erdma-%s-" % name)
+
+    def check(self, name, fn, *args):
+        t0 = time.monotonic()
+        try:
+            fn(*args)
+        except Exception:  # a failed check is reported and the suite goes on
+            self.failed += 1
+            print("FAIL %s (%.2f s)" % (name, time.monotonic() - t0))
+            traceback.print_exc(file=sys.stdout)
+        else:
+            self.passed += 1
+            print("ok   %s (%.2f s)" % (name, time.monotonic() - t0))
+        sys.stdout.flush()
+
+    def finish(self):
+        print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
+        if self.failed == 0:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+        else:
+            print("work directory kept: %s" % self.workdir)
+        sys.exit(1 if self.failed else 0)
+
+
+def expect(cond, message):
+    if not cond:
+        raise AssertionError(message)

@@ -1,0 +1,487 @@
+// The HTTPS listener and its sessions (see listener.hpp). The only translation unit of the
+// admission server that includes Boost.Beast's HTTP and SSL headers.
+#include "webhook/server/listener.hpp"
+
+#include <atomic>
+#include <cctype>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include "common/log.hpp"
+#include "webhook/server/handler.hpp"
+
+namespace erdma::webhook::server {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+namespace log = common::log;
+using tcp = net::ip::tcp;
+
+namespace {
+
+class Session;
+
+// One Reviewer per I/O thread: it owns a simdjson parser whose buffers are reused across requests.
+Reviewer& thread_reviewer() {
+  thread_local Reviewer reviewer;
+  return reviewer;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  }
+  return true;
+}
+
+bool is_http_parse_error(const beast::error_code& ec) {
+  return &ec.category() == &http::make_error_code(http::error::bad_target).category();
+}
+
+// The one error sink for connection-level failures. Expected endings (the peer went away, a
+// timeout, our own cancellation) are not errors and are not logged.
+void fail(const beast::error_code& ec, const char* what, uint64_t conn) {
+  // A peer that closes TCP without a TLS close_notify produces stream_truncated. Every HTTP
+  // client we serve frames its messages (Content-Length or chunked), so a truncation cannot cut
+  // a message short unnoticed; the error is only noise (see Boost.Beast issue #38).
+  if (ec == ssl::error::stream_truncated || ec == net::error::operation_aborted || ec == beast::error::timeout ||
+      ec == net::error::eof || ec == net::error::connection_reset || ec == net::error::broken_pipe) {
+    return;
+  }
+  log::debug("connection error").kv("conn", conn).kv("during", what).kv("error", ec.message());
+}
+
+using HandshakeFailure = ServerMetrics::HandshakeFailure;
+
+HandshakeFailure classify_handshake_error(const beast::error_code& ec) {
+  if (ec == beast::error::timeout) return HandshakeFailure::Timeout;
+  if (ec == ssl::error::stream_truncated || ec == net::error::eof || ec == net::error::connection_reset ||
+      ec == net::error::broken_pipe || ec == net::error::operation_aborted) {
+    return HandshakeFailure::Closed;
+  }
+  if (&ec.category() == &net::error::get_ssl_category()) {
+    switch (ERR_GET_REASON(static_cast<unsigned long>(ec.value()))) {
+      case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+      case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+      case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+        return HandshakeFailure::UntrustedCertificate;
+      case SSL_R_UNSUPPORTED_PROTOCOL:
+      case SSL_R_WRONG_VERSION_NUMBER:
+      case SSL_R_VERSION_TOO_LOW:
+      case SSL_R_HTTP_REQUEST:
+      case SSL_R_NO_SHARED_CIPHER:
+        return HandshakeFailure::Protocol;
+      default:
+        break;
+    }
+  }
+  return HandshakeFailure::Other;
+}
+
+// A client refusing the serving certificate needs an operator (the caBundle in the webhook
+// configuration does not match the certificate), so it is logged at warn, but at most once per
+// 10 s: the apiserver retries every pod creation and would flood the log.
+void warn_untrusted(const beast::error_code& ec, const tcp::endpoint& peer) {
+  static std::atomic<int64_t> last{0};
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t prev = last.load();
+  if (now - prev < 10 || !last.compare_exchange_strong(prev, now)) return;
+  log::warn("a client refused the serving certificate; check that the caBundle of the webhook "
+            "configuration holds the CA that signed it")
+      .kv("peer", peer.address().to_string())
+      .kv("error", ec.message());
+}
+
+}  // namespace
+
+struct Listener::State : std::enable_shared_from_this<Listener::State> {
+  State(net::io_context& io, Current<SslContext>& t, Current<const Config>& c, ServerMetrics& m, ListenerLimits l)
+      : ioc(io), acceptor(net::make_strand(io)), retry(acceptor.get_executor()), tls(t), config(c), metrics(m),
+        limits(l) {}
+
+  net::io_context& ioc;
+  tcp::acceptor acceptor;
+  net::steady_timer retry;  // backs off after accept errors such as EMFILE
+  Current<SslContext>& tls;
+  Current<const Config>& config;
+  ServerMetrics& metrics;
+  ListenerLimits limits;
+  std::atomic<size_t> open{0};
+  std::atomic<bool> draining{false};
+  uint64_t next_id = 1;  // touched on the acceptor's strand only
+  uint16_t port = 0;
+  std::mutex sessions_mu;
+  std::unordered_map<const void*, std::weak_ptr<Session>> sessions;
+
+  void accept();
+};
+
+namespace {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket&& socket, std::shared_ptr<SslContext> ctx, std::shared_ptr<Listener::State> state, uint64_t id)
+      : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), state_(std::move(state)), id_(id) {}
+
+  ~Session() {
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      state_->sessions.erase(this);
+    }
+    state_->open.fetch_sub(1);
+    state_->metrics.connection_closed();
+  }
+
+  void start() {
+    {
+      std::lock_guard<std::mutex> lock(state_->sessions_mu);
+      state_->sessions.emplace(this, weak_from_this());
+    }
+    net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_handshake, shared_from_this()));
+  }
+
+  // From any thread: close if waiting for a request; a request in progress finishes first.
+  void drain() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->phase_ == Phase::Idle) self->lowest().cancel();
+    });
+  }
+
+ private:
+  enum class Phase { Handshake, Idle, Request, Closing };
+
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+  const ListenerLimits& limits() const { return state_->limits; }
+
+  void do_handshake() {
+    lowest().expires_after(limits().handshake_timeout);
+    stream_.async_handshake(ssl::stream_base::server,
+                            beast::bind_front_handler(&Session::on_handshake, shared_from_this()));
+  }
+
+  void on_handshake(beast::error_code ec) {
+    // Plain HTTP, TLS 1.1 and scanners end here: the connection is closed, never served.
+    if (ec) {
+      const auto why = classify_handshake_error(ec);
+      state_->metrics.handshake_failed(why);
+      if (why == HandshakeFailure::UntrustedCertificate) {
+        beast::error_code ignored;
+        warn_untrusted(ec, lowest().socket().remote_endpoint(ignored));
+      } else {
+        fail(ec, "handshake", id_);
+      }
+      return close_socket();
+    }
+    read_request(true);
+  }
+
+  // Waits for the first byte of the next request (idle time), then reads its header (header
+  // time). Pipelined requests already in the buffer skip the wait.
+  void read_request(bool first) {
+    if (state_->draining.load()) return do_close(false);
+    if (buffer_.size() == 0) {
+      phase_ = Phase::Idle;
+      lowest().expires_after(first ? limits().header_timeout : limits().idle_timeout);
+      stream_.async_read_some(buffer_.prepare(kReadChunk),
+                              beast::bind_front_handler(&Session::on_first_bytes, shared_from_this()));
+      return;
+    }
+    read_header();
+  }
+
+  void on_first_bytes(beast::error_code ec, std::size_t n) {
+    buffer_.commit(n);
+    if (ec) {
+      if (ec == net::error::operation_aborted) return do_close(false);  // draining
+      if (ec == beast::error::timeout) return;  // idle too long; the stream closed the socket
+      fail(ec, "read", id_);
+      return close_socket();
+    }
+    read_header();
+  }
+
+  void read_header() {
+    phase_ = Phase::Request;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(limits().max_header_bytes));
+    parser_->body_limit(static_cast<uint64_t>(limits().max_body_bytes));
+    lowest().expires_after(limits().header_timeout);
+    http::async_read_header(stream_, buffer_, *parser_,
+                            beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  void on_header(beast::error_code ec, std::size_t) {
+    if (ec) return on_read_error(ec, "read header");
+    if (const auto len = parser_->content_length(); len && *len > limits().max_body_bytes) {
+      return reply_error(http::status::payload_too_large, too_large_message());
+    }
+    const auto& req = parser_->get();
+    if (req.version() >= 11 && iequals(req[http::field::expect], "100-continue")) {
+      // The client waits for this before sending the body (curl does for large bodies).
+      continue_.emplace(http::status::continue_, req.version());
+      lowest().expires_after(limits().write_timeout);
+      http::async_write(stream_, *continue_, [self = shared_from_this()](beast::error_code wec, std::size_t) {
+        if (wec) {
+          fail(wec, "write 100-continue", self->id_);
+          return self->close_socket();
+        }
+        self->read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    lowest().expires_after(limits().body_timeout);
+    http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_body, shared_from_this()));
+  }
+
+  void on_body(beast::error_code ec, std::size_t) {
+    if (ec) return on_read_error(ec, "read body");
+    serve();
+  }
+
+  void on_read_error(const beast::error_code& ec, const char* during) {
+    if (ec == http::error::header_limit) {
+      return reply_error(http::status::request_header_fields_too_large,
+                         "request header larger than " + std::to_string(limits().max_header_bytes) + " bytes");
+    }
+    if (ec == http::error::body_limit) return reply_error(http::status::payload_too_large, too_large_message());
+    if (ec == beast::error::timeout) return;  // a slow client; the stream closed the socket
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message) return close_socket();
+    if (is_http_parse_error(ec)) return reply_error(http::status::bad_request, "malformed HTTP request: " + ec.message());
+    fail(ec, during, id_);
+    close_socket();
+  }
+
+  std::string too_large_message() const {
+    return "request body larger than " + std::to_string(limits().max_body_bytes) + " bytes (--max-body-bytes)";
+  }
+
+  void serve() {
+    const auto& req = parser_->get();
+    HttpRequest in;
+    in.method = req.method_string();
+    in.target = req.target();
+    in.content_type = req[http::field::content_type];
+    in.body = req.body();
+    const ConfigPtr cfg = state_->config.get();
+    const bool draining = state_->draining.load();
+    const auto t0 = std::chrono::steady_clock::now();
+    HttpResponse out = handle(in, *cfg, thread_reviewer(), !draining);
+    const auto elapsed = std::chrono::steady_clock::now() - t0;
+    if (out.admission) record(*out.admission, elapsed);
+
+    res_.emplace(static_cast<http::status>(out.status), req.version());
+    res_->set(http::field::content_type, out.content_type);
+    if (!out.allow.empty()) res_->set(http::field::allow, out.allow);
+    res_->keep_alive(req.keep_alive() && !draining);
+    if (req.method() == http::verb::head) {
+      res_->content_length(out.body.size());
+    } else {
+      res_->body() = std::move(out.body);
+      res_->prepare_payload();
+    }
+    parser_.reset();  // frees the request body before the response goes out
+    write(false);
+  }
+
+  void record(const AdmissionRecord& rec, std::chrono::steady_clock::duration elapsed) {
+    const double seconds = std::chrono::duration<double>(elapsed).count();
+    state_->metrics.record_admission(rec.outcome, rec.warnings, seconds);
+    const bool bad = rec.outcome == Outcome::Invalid;
+    if (!log::enabled(bad ? log::Level::Warn : log::Level::Info)) return;
+    std::string_view ns, name = rec.pod;
+    if (const auto slash = name.find('/'); slash != std::string_view::npos) {
+      ns = name.substr(0, slash);
+      name = name.substr(slash + 1);
+    }
+    log::Line line(bad ? log::Level::Warn : log::Level::Info, "admission");
+    line.kv("conn", id_)
+        .kv("uid", rec.uid)
+        .kv("namespace", ns)
+        .kv("pod", name)
+        .kv("outcome", bad ? std::string_view("invalid") : to_string(rec.outcome))
+        .kv("ops", static_cast<uint64_t>(rec.ops))
+        .kv("warnings", static_cast<uint64_t>(rec.warnings))
+        .kv("duration_us", static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()));
+    if (!rec.error.empty()) line.kv("error", rec.error);
+  }
+
+  // An error answer that ends the connection: the rest of the request may still be arriving, so
+  // the close discards unread input for a while instead of resetting the connection (a reset could
+  // destroy the answer before the client reads it).
+  void reply_error(http::status status, std::string message) {
+    const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
+    res_.emplace(status, version);
+    res_->set(http::field::content_type, "text/plain; charset=utf-8");
+    res_->keep_alive(false);
+    res_->body() = std::move(message) + "\n";
+    res_->prepare_payload();
+    parser_.reset();
+    log::debug("request refused").kv("conn", id_).kv("status", static_cast<unsigned>(status));
+    write(true);
+  }
+
+  void write(bool linger) {
+    lowest().expires_after(limits().write_timeout);
+    http::async_write(stream_, *res_, [self = shared_from_this(), linger](beast::error_code ec, std::size_t) {
+      if (ec) {
+        fail(ec, "write", self->id_);
+        return self->close_socket();
+      }
+      const bool keep = self->res_->keep_alive();
+      self->res_.reset();
+      if (!keep) return self->do_close(linger);
+      self->read_request(false);
+    });
+  }
+
+  // A normal close sends the TLS close_notify and waits briefly for the peer's. After an early
+  // error answer the rest of the request may still be arriving: then the write side is shut at
+  // the TCP level and unread input is discarded until the peer closes (bounded in time and
+  // bytes), because closing with unread data would send a reset that can destroy the answer
+  // before the client reads it.
+  void do_close(bool linger) {
+    phase_ = Phase::Closing;
+    if (linger) {
+      beast::error_code ignored;
+      lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+      lowest().expires_after(limits().linger_timeout);
+      return discard();
+    }
+    lowest().expires_after(limits().shutdown_timeout);
+    stream_.async_shutdown([self = shared_from_this()](beast::error_code ec) {
+      if (ec == beast::error::timeout) return;  // socket already closed by the stream
+      self->close_socket();
+    });
+  }
+
+  void discard() {
+    lowest().async_read_some(net::buffer(scratch_), [self = shared_from_this()](beast::error_code ec, std::size_t n) {
+      self->discarded_ += n;
+      if (ec || self->discarded_ > kMaxDiscard) return self->close_socket();
+      self->discard();
+    });
+  }
+
+  void close_socket() {
+    beast::error_code ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().close();
+  }
+
+  static constexpr size_t kReadChunk = 16384;
+  static constexpr size_t kMaxDiscard = 256u << 20;
+
+  std::shared_ptr<SslContext> ctx_;  // the certificate this connection started with
+  beast::ssl_stream<beast::tcp_stream> stream_;
+  std::shared_ptr<Listener::State> state_;
+  uint64_t id_;
+  Phase phase_ = Phase::Handshake;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::empty_body>> continue_;
+  std::optional<http::response<http::string_body>> res_;
+  std::array<char, 16384> scratch_{};
+  size_t discarded_ = 0;
+};
+
+}  // namespace
+
+void Listener::State::accept() {
+  acceptor.async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+    if (!self->acceptor.is_open() || self->draining.load()) return;
+    if (ec) {
+      // Out of descriptors or memory: say so and retry shortly instead of spinning.
+      log::warn("accept failed").kv("error", ec.message());
+      self->retry.expires_after(std::chrono::milliseconds(100));
+      self->retry.async_wait([self](beast::error_code) { self->accept(); });
+      return;
+    }
+    if (self->open.load() >= self->limits.max_connections) {
+      // Over the cap: close at once; queuing would let a flood hold memory and descriptors.
+      self->metrics.connection_refused();
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      beast::error_code ignored;
+      socket.set_option(tcp::no_delay(true), ignored);  // responses are single writes; do not wait for ACKs
+      self->open.fetch_add(1);
+      self->metrics.connection_opened();
+      std::make_shared<Session>(std::move(socket), self->tls.get(), self, self->next_id++)->start();
+    }
+    self->accept();
+  });
+}
+
+Listener::Listener(net::io_context& ioc, Current<SslContext>& tls, Current<const Config>& config,
+                   ServerMetrics& metrics, ListenerLimits limits)
+    : state_(std::make_shared<State>(ioc, tls, config, metrics, limits)) {}
+
+Listener::~Listener() { drain(); }
+
+Status Listener::listen(const common::ListenAddress& address) {
+  beast::error_code ec;
+  const auto ip = net::ip::make_address(address.host, ec);
+  if (ec) return make_error(ErrorCode::InvalidArgument, "listen address " + address.host + ": " + ec.message());
+  const tcp::endpoint ep(ip, address.port);
+  const std::string where = "listen " + address.host + ":" + std::to_string(address.port) + ": ";
+  auto& acc = state_->acceptor;
+  if (acc.open(ep.protocol(), ec); ec) return make_error(ErrorCode::Unavailable, where + ec.message());
+  if (acc.set_option(net::socket_base::reuse_address(true), ec); ec) {
+    return make_error(ErrorCode::Unavailable, where + ec.message());
+  }
+  if (acc.bind(ep, ec); ec) return make_error(ErrorCode::Unavailable, where + ec.message());
+  if (acc.listen(net::socket_base::max_listen_connections, ec); ec) {
+    return make_error(ErrorCode::Unavailable, where + ec.message());
+  }
+  state_->port = acc.local_endpoint(ec).port();
+  net::dispatch(acc.get_executor(), [s = state_] { s->accept(); });
+  return {};
+}
+
+uint16_t Listener::port() const noexcept { return state_->port; }
+
+void Listener::drain() {
+  if (state_->draining.exchange(true)) return;
+  net::post(state_->acceptor.get_executor(), [s = state_] {
+    beast::error_code ignored;
+    s->acceptor.close(ignored);
+    s->retry.cancel();
+  });
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard<std::mutex> lock(state_->sessions_mu);
+    live.reserve(state_->sessions.size());
+    for (auto& [key, weak] : state_->sessions) {
+      if (auto s = weak.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->drain();
+}
+
+bool Listener::draining() const noexcept { return state_->draining.load(); }
+
+size_t Listener::open_connections() const noexcept { return state_->open.load(); }
+
+}  // namespace erdma::webhook::server

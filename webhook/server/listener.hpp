@@ -1,0 +1,67 @@
+// The HTTPS/1.1 admission listener: accepts TLS connections and runs one session per connection
+// (Boost.Beast over Asio and OpenSSL), each on its own strand, calling handle() for every request.
+// Bounded everywhere: handshake, header, body and idle timeouts, header and body size caps, a cap
+// on open connections. Nothing blocks an I/O thread and no exception crosses an Asio callback.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+
+#include "common/listen_address.hpp"
+#include "common/result.hpp"
+#include "webhook/core/config.hpp"
+#include "webhook/server/current.hpp"
+#include "webhook/server/server_metrics.hpp"
+#include "webhook/server/tls_context.hpp"
+
+namespace erdma::webhook::server {
+
+struct ListenerLimits {
+  size_t max_body_bytes = 8u << 20;    // larger bodies get 413, decided from the headers when they say
+  size_t max_header_bytes = 16u << 10; // larger request headers get 431
+  size_t max_connections = 1024;       // more are closed at once (and counted)
+  // Each phase of a request is bounded well below the apiserver's default timeoutSeconds (10 s).
+  std::chrono::milliseconds handshake_timeout{5000};
+  std::chrono::milliseconds header_timeout{5000};  // from the first byte of a request to its last header
+  std::chrono::milliseconds body_timeout{8000};
+  std::chrono::milliseconds write_timeout{5000};
+  // Longer than the 90 s idle timeout of Go's HTTP transport (what kube-apiserver uses), so the
+  // client, not the server, retires an idle connection and no request races a server-side close.
+  std::chrono::milliseconds idle_timeout{120000};
+  // Closing: how long to wait for the peer's close_notify after sending ours, and how long to
+  // keep discarding a request body still arriving after an early error answer (413, 431, 400).
+  std::chrono::milliseconds shutdown_timeout{500};
+  std::chrono::milliseconds linger_timeout{10000};
+};
+
+class Listener {
+ public:
+  // `tls` and `config` are read for every new connection / request; swap them to reload.
+  Listener(boost::asio::io_context& ioc, Current<SslContext>& tls, Current<const Config>& config,
+           ServerMetrics& metrics, ListenerLimits limits);
+  ~Listener();
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+
+  // Binds and starts accepting. Errors: InvalidArgument (address), Unavailable (in use, denied).
+  [[nodiscard]] Status listen(const common::ListenAddress& address);
+  [[nodiscard]] uint16_t port() const noexcept;
+
+  // Starts a graceful drain: /readyz answers 503, the listening socket closes, connections
+  // waiting for a request are closed, requests in progress finish and get "Connection: close".
+  // Thread-safe, idempotent.
+  void drain();
+  [[nodiscard]] bool draining() const noexcept;
+  [[nodiscard]] size_t open_connections() const noexcept;
+
+  struct State;  // shared with the sessions
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace erdma::webhook::server

@@ -1,0 +1,497 @@
+// `erdma-webhook serve` (see serve_command.hpp): wires the listener, the metrics endpoint, the
+// reloader and the signal handling together.
+#include "webhook/server/serve_command.hpp"
+
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <ostream>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "common/http/metrics_server.hpp"
+#include "common/listen_address.hpp"
+#include "common/log.hpp"
+#include "common/metrics.hpp"
+#include "erdma/version.hpp"
+#include "webhook/cli/config_file.hpp"
+#include "webhook/server/listener.hpp"
+#include "webhook/server/reloader.hpp"
+#include "webhook/server/server_metrics.hpp"
+#include "webhook/server/tls_context.hpp"
+
+namespace erdma::webhook::server {
+namespace {
+
+namespace log = common::log;
+namespace net = boost::asio;
+
+constexpr int kExitOk = 0;
+constexpr int kExitStart = 1;
+constexpr int kExitUsage = 2;
+
+constexpr const char* kUsage = R"(Usage: erdma-webhook serve --tls-cert FILE --tls-key FILE [FLAGS]
+
+Serves the mutating admission webhook over HTTPS/1.1 (what kube-apiserver calls) and Prometheus
+metrics over plain HTTP. Certificate, key and config are reloaded when their files change
+(Kubernetes Secret/ConfigMap volumes included); a bad new file is refused and the last good one
+keeps serving. SIGTERM or SIGINT drains: /readyz turns 503, the listener closes, requests in
+progress finish (up to --shutdown-grace), then the process exits 0.
+
+HTTPS endpoints:   POST /mutate-pods (AdmissionReview v1/v1beta1; ?timeout= accepted)
+                   GET  /healthz, /readyz
+Metrics endpoints: GET  /metrics, /healthz, /readyz
+
+Flags:
+  --listen ADDR            HTTPS address (default 0.0.0.0:8443; port 0 picks a free port)
+  --metrics-listen ADDR    plain-HTTP metrics address (default 0.0.0.0:8080)
+  --tls-cert FILE          serving certificate, PEM, leaf first then intermediates (required)
+  --tls-key FILE           its private key, PEM, unencrypted (required)
+  --config FILE            webhook configuration, YAML or JSON (default: built-in defaults)
+  --threads N              I/O threads (default: the cores this process may run on)
+  --max-body-bytes SIZE    larger request bodies get 413 (default 8Mi; e.g. 3Mi, 1048576)
+  --max-connections N      open TLS connections above this are closed at once (default 1024)
+  --shutdown-grace DUR     how long a drain waits for requests in progress (default 10s)
+  --reload-interval DUR    periodic re-check of the watched files (default 10s); changes are
+                           normally picked up within a fraction of a second through inotify
+  --idle-timeout DUR       close a keep-alive connection after this long without a request
+                           (default 120s: longer than the 90 s after which the apiserver's Go
+                           client retires idle connections, so the client closes first)
+  --log-level LEVEL        debug, info, warn or error (default info); logs are JSON lines on stderr
+  --port-file FILE         once listening, write {"https":PORT,"metrics":PORT} to FILE
+  -h, --help               this text
+
+ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with ms, s, m or h
+(a bare number is seconds). Every flag except --config and --port-file can also be set in the
+config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
+threads, maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel);
+flags win. The server section is read at start-up only.
+
+Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
+)";
+
+struct FlagSpec {
+  const char* name;
+  bool numeric;
+};
+
+constexpr FlagSpec kFlags[] = {
+    {"--listen", false},       {"--metrics-listen", false}, {"--tls-cert", false},        {"--tls-key", false},
+    {"--config", false},       {"--threads", true},         {"--max-body-bytes", false},  {"--max-connections", true},
+    {"--shutdown-grace", false}, {"--reload-interval", false}, {"--log-level", false},    {"--port-file", false},
+    {"--idle-timeout", false},
+};
+
+Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
+                                       unsigned long long max) {
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < min || v > max) {
+    return make_error(ErrorCode::InvalidArgument, std::string(what) + ": expected a whole number from " +
+                                                      std::to_string(min) + " to " + std::to_string(max) +
+                                                      ", got \"" + std::string(text.substr(0, 64)) + "\"");
+  }
+  return v;
+}
+
+Status set_option(ServeOptions& o, std::string_view name, const std::string& value) {
+  if (name == "--listen") {
+    o.listen = value;
+  } else if (name == "--metrics-listen") {
+    o.metrics_listen = value;
+  } else if (name == "--tls-cert") {
+    o.tls_cert = value;
+  } else if (name == "--tls-key") {
+    o.tls_key = value;
+  } else if (name == "--config") {
+    o.config = value;
+  } else if (name == "--threads") {
+    auto v = parse_count(value, name, 1, 256);
+    if (!v) return std::move(v).error();
+    o.threads = static_cast<unsigned>(*v);
+  } else if (name == "--max-body-bytes") {
+    auto v = parse_bytes(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, "--max-body-bytes: " + v.error().message);
+    o.max_body_bytes = *v;
+  } else if (name == "--max-connections") {
+    auto v = parse_count(value, name, 1, 1'000'000);
+    if (!v) return std::move(v).error();
+    o.max_connections = static_cast<size_t>(*v);
+  } else if (name == "--shutdown-grace" || name == "--reload-interval" || name == "--idle-timeout") {
+    auto v = parse_duration(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
+    if (name != "--shutdown-grace" && v->count() < 100) {
+      return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
+    }
+    (name == "--shutdown-grace" ? o.shutdown_grace : name == "--idle-timeout" ? o.idle_timeout : o.reload_interval) = *v;
+  } else if (name == "--log-level") {
+    if (!log::parse_level(value)) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "--log-level: expected debug, info, warn or error, got \"" + value.substr(0, 64) + "\"");
+    }
+    o.log_level = value;
+  } else if (name == "--port-file") {
+    o.port_file = value;
+  } else {
+    return make_error(ErrorCode::InvalidArgument, "unknown flag " + std::string(name));
+  }
+  return {};
+}
+
+struct RawFlags {
+  std::vector<std::pair<std::string, std::string>> values;
+  bool help = false;
+};
+
+Result<RawFlags> collect_flags(const std::vector<std::string>& args) {
+  RawFlags f;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      f.help = true;
+      continue;
+    }
+    if (!a.starts_with("--")) return make_error(ErrorCode::InvalidArgument, "unexpected argument \"" + a + "\"");
+    std::string name = a, value;
+    bool has_value = false;
+    if (const auto eq = a.find('='); eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    bool known = false;
+    for (const auto& spec : kFlags) known = known || name == spec.name;
+    if (!known) return make_error(ErrorCode::InvalidArgument, "unknown flag " + name);
+    if (!has_value) {
+      if (i + 1 >= args.size()) return make_error(ErrorCode::InvalidArgument, "flag " + name + " needs a value");
+      value = args[++i];
+    }
+    f.values.emplace_back(name, value);
+  }
+  return f;
+}
+
+Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, const nlohmann::json* section) {
+  auto raw = collect_flags(args);
+  if (!raw) return std::move(raw).error();
+  ParsedServe out;
+  out.help = raw->help;
+  if (section != nullptr && !section->is_null()) {
+    if (auto s = apply_server_section(*section, out.options); !s) return std::move(s).error();
+  }
+  for (const auto& [name, value] : raw->values) {
+    if (auto s = set_option(out.options, name, value); !s) return std::move(s).error();
+  }
+  return out;
+}
+
+unsigned usable_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<unsigned>(n);
+  }
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? n : 1;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string iso_time(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Status write_port_file(const std::string& path, uint16_t https, uint16_t metrics) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << "{\"https\":" << https << ",\"metrics\":" << metrics << "}\n";
+    f.close();
+    if (!f) return make_error(ErrorCode::Unavailable, "--port-file " + path + ": cannot write " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return make_error(ErrorCode::Unavailable, "--port-file " + path + ": cannot rename " + tmp);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, v);
+  long long scale = 0;
+  if (unit.empty() || unit == "s") scale = 1000;
+  else if (unit == "ms") scale = 1;
+  else if (unit == "m") scale = 60'000;
+  else if (unit == "h") scale = 3'600'000;
+  if (digits == 0 || ec != std::errc() || scale == 0 || v > 1'000'000'000ULL) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "expected a duration such as 10s, 500ms or 2m, got \"" + std::string(text.substr(0, 64)) + "\"");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(v) * scale);
+}
+
+Result<size_t> parse_bytes(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string_view unit = text.substr(digits);
+  if (unit.ends_with("B") && unit.size() == 3) unit.remove_suffix(1);  // KiB, MiB, GiB
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, v);
+  unsigned shift = 64;
+  if (unit.empty()) shift = 0;
+  else if (unit == "Ki") shift = 10;
+  else if (unit == "Mi") shift = 20;
+  else if (unit == "Gi") shift = 30;
+  constexpr unsigned long long kMax = 1ULL << 32;  // 4 GiB: far beyond any admission body
+  if (digits == 0 || ec != std::errc() || shift == 64 || v == 0 || v > (kMax >> shift)) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "expected a size from 1 byte to 4Gi such as 8Mi, 512Ki or 1048576, got \"" +
+                          std::string(text.substr(0, 64)) + "\"");
+  }
+  return static_cast<size_t>(v << shift);
+}
+
+Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
+  if (!section.is_object()) return make_error(ErrorCode::InvalidArgument, "server: must be a map");
+  static const std::pair<const char*, const char*> kKeys[] = {
+      {"listen", "--listen"},           {"metricsListen", "--metrics-listen"},
+      {"tlsCert", "--tls-cert"},        {"tlsKey", "--tls-key"},
+      {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
+      {"maxConnections", "--max-connections"}, {"shutdownGrace", "--shutdown-grace"},
+      {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
+      {"idleTimeout", "--idle-timeout"},
+  };
+  for (const auto& [key, value] : section.items()) {
+    const char* flag = nullptr;
+    for (const auto& [k, f] : kKeys) {
+      if (key == k) flag = f;
+    }
+    if (flag == nullptr) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "server." + key + ": unknown key (known: listen, metricsListen, tlsCert, tlsKey, threads, "
+                                          "maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, "
+                                          "logLevel)");
+    }
+    std::string text;
+    if (value.is_string()) {
+      text = value.get<std::string>();
+    } else if (value.is_number_integer()) {
+      text = std::to_string(value.get<long long>());
+    } else {
+      return make_error(ErrorCode::InvalidArgument, "server." + key + ": must be a string or a whole number");
+    }
+    if (auto s = set_option(opts, flag, text); !s) {
+      return make_error(ErrorCode::InvalidArgument, "server." + key + ": " + s.error().message);
+    }
+  }
+  return {};
+}
+
+Result<ParsedServe> parse_serve_args(const std::vector<std::string>& args) { return parse_with_section(args, nullptr); }
+
+const char* serve_usage() noexcept { return kUsage; }
+
+int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto first = parse_serve_args(args);
+  if (!first) {
+    err << "error: " << first.error().message << " (see erdma-webhook serve --help)\n";
+    return kExitUsage;
+  }
+  if (first->help) {
+    out << kUsage;
+    return kExitOk;
+  }
+  auto doc = load_config_document(first->options.config);
+  if (!doc) {
+    err << "error: " << doc.error().message << "\n";
+    return kExitUsage;
+  }
+  auto parsed = parse_with_section(args, &doc->server);
+  if (!parsed) {
+    err << "error: " << (doc->server.is_null() ? "" : first->options.config + ": ") << parsed.error().message << "\n";
+    return kExitUsage;
+  }
+  const ServeOptions o = parsed->options;
+  std::signal(SIGPIPE, SIG_IGN);  // a peer that vanishes mid-write is an error code, not a signal
+  // Each connection is a descriptor: raise the soft limit to the hard one (often 1024 -> 1M) so
+  // --max-connections, not EMFILE, is what bounds them.
+  if (rlimit nofile{}; getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &nofile);
+  }
+  log::set_level(*log::parse_level(o.log_level));
+  if (o.tls_cert.empty() || o.tls_key.empty()) {
+    err << "error: --tls-cert and --tls-key are required (see erdma-webhook serve --help)\n";
+    return kExitUsage;
+  }
+  auto https_addr = common::parse_listen_address(o.listen);
+  auto metrics_addr = common::parse_listen_address(o.metrics_listen);
+  if (!https_addr || !metrics_addr) {
+    err << "error: " << (https_addr ? metrics_addr.error().message : https_addr.error().message) << "\n";
+    return kExitUsage;
+  }
+  const unsigned threads = o.threads > 0 ? o.threads : usable_cores();
+
+  auto creds = load_tls_credentials(o.tls_cert, o.tls_key, unix_now());
+  if (!creds) {
+    log::error("cannot start: TLS certificate refused").kv("error", creds.error().message);
+    return kExitStart;
+  }
+
+  // Everything the I/O handlers touch is declared before the io_context, so it outlives the
+  // handlers the io_context destroys last.
+  common::metrics::Registry registry;
+  ServerMetrics metrics(registry);
+  metrics.set_cert_not_after(creds->info.not_after);
+  Current<SslContext> tls(creds->context);
+  Current<const Config> config(std::make_shared<const Config>(std::move(doc->config)));
+  std::atomic<bool> draining{false};
+
+  net::io_context ioc(static_cast<int>(threads));
+  ListenerLimits limits;
+  limits.max_body_bytes = o.max_body_bytes;
+  limits.max_connections = o.max_connections;
+  limits.idle_timeout = o.idle_timeout;
+  Listener listener(ioc, tls, config, metrics, limits);
+  if (auto s = listener.listen(*https_addr); !s) {
+    log::error("cannot start").kv("error", s.error().message);
+    return kExitStart;
+  }
+  common::http::MetricsServer metrics_server(ioc, [&](std::string_view path) {
+    common::http::PlainAnswer a;
+    if (path == "/metrics") {
+      a.content_type = common::metrics::kContentType;
+      a.body = registry.expose();
+    } else if (path == "/healthz") {
+      a.body = "ok\n";
+    } else if (path == "/readyz") {
+      const bool d = draining.load();
+      a.status = d ? 503 : 200;
+      a.body = d ? "shutting down\n" : "ok\n";
+    } else {
+      a.status = 404;
+      a.body = "not found; try /metrics\n";
+    }
+    return a;
+  });
+  if (auto s = metrics_server.listen(*metrics_addr); !s) {
+    log::error("cannot start").kv("error", s.error().message);
+    return kExitStart;
+  }
+  if (!o.port_file.empty()) {
+    if (auto s = write_port_file(o.port_file, listener.port(), metrics_server.port()); !s) {
+      log::error("cannot start").kv("error", s.error().message);
+      return kExitStart;
+    }
+  }
+
+  ReloadEvents events;
+  events.cert_loaded = [&](const CertInfo& info) {
+    metrics.record_reload(true, true);
+    metrics.set_cert_not_after(info.not_after);
+    log::info("certificate reloaded")
+        .kv("subject", info.subject)
+        .kv("key_type", info.key_type)
+        .kv("sha256", info.sha256)
+        .kv("not_after", iso_time(info.not_after));
+  };
+  events.config_loaded = [&] {
+    metrics.record_reload(false, true);
+    log::info("config reloaded").kv("file", o.config);
+  };
+  events.failed = [&](bool cert, const Error& e) {
+    metrics.record_reload(cert, false);
+    log::error(cert ? "certificate reload refused; the previous certificate keeps serving"
+                    : "config reload refused; the previous config keeps serving")
+        .kv("error", e.message);
+  };
+  Reloader reloader({o.tls_cert, o.tls_key, o.config}, tls, config,
+                    [](const std::string& path) { return load_config_file(path); }, std::move(events));
+  if (auto s = reloader.start(o.reload_interval); !s) log::warn("reload watch degraded").kv("error", s.error().message);
+
+  log::info("serving")
+      .kv("version", erdma::kVersion)
+      .kv("listen", https_addr->host)
+      .kv("port", static_cast<unsigned>(listener.port()))
+      .kv("metrics_port", static_cast<unsigned>(metrics_server.port()))
+      .kv("threads", threads)
+      .kv("cert_subject", creds->info.subject)
+      .kv("cert_key_type", creds->info.key_type)
+      .kv("cert_sha256", creds->info.sha256)
+      .kv("cert_not_after", iso_time(creds->info.not_after))
+      .kv("config", o.config.empty() ? std::string("<defaults>") : o.config);
+
+  // SIGTERM/SIGINT: drain; a second signal stops at once.
+  net::signal_set signals(ioc, SIGTERM, SIGINT);
+  net::steady_timer drain_timer(ioc);
+  const auto grace = o.shutdown_grace;
+  std::chrono::steady_clock::time_point deadline;
+  std::function<void()> poll_drain = [&] {
+    const size_t open = listener.open_connections();
+    if (open == 0 || std::chrono::steady_clock::now() >= deadline) {
+      if (open == 0) {
+        log::info("drained; exiting");
+      } else {
+        log::warn("shutdown grace period over; closing remaining connections").kv("open", static_cast<uint64_t>(open));
+      }
+      metrics_server.stop();
+      ioc.stop();
+      return;
+    }
+    drain_timer.expires_after(std::chrono::milliseconds(20));
+    drain_timer.async_wait([&](boost::system::error_code ec) {
+      if (!ec) poll_drain();
+    });
+  };
+  std::function<void(boost::system::error_code, int)> on_signal = [&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    if (draining.exchange(true)) {
+      log::warn("second signal; stopping now").kv("signal", sig);
+      ioc.stop();
+      return;
+    }
+    log::info("draining")
+        .kv("signal", sig)
+        .kv("open", static_cast<uint64_t>(listener.open_connections()))
+        .kv("grace_ms", static_cast<int64_t>(grace.count()));
+    listener.drain();
+    deadline = std::chrono::steady_clock::now() + grace;
+    poll_drain();
+    signals.async_wait(on_signal);
+  };
+  signals.async_wait(on_signal);
+
+  std::vector<std::thread> pool;
+  pool.reserve(threads - 1);
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
+  ioc.run();
+  for (auto& t : pool) t.join();
+  reloader.stop();
+  return kExitOk;
+}
+
+}  // namespace erdma::webhook::server

@@ -1,0 +1,52 @@
+// Registration of the admission server's series (see server_metrics.hpp).
+#include "webhook/server/server_metrics.hpp"
+
+#include "erdma/version.hpp"
+
+namespace erdma::webhook::server {
+
+namespace m = common::metrics;
+
+ServerMetrics::ServerMetrics(m::Registry& r)
+    : duration_(r.histogram("erdma_webhook_admission_duration_seconds",
+                            "Time spent deciding one admission request (decode, mutate, encode).",
+                            m::exponential_buckets(25e-6, 2, 14))),
+      warnings_(r.counter("erdma_webhook_warnings_total", "Warnings returned to clients in admission responses.")),
+      cert_not_after_(r.gauge("erdma_webhook_tls_cert_not_after_seconds",
+                              "Expiry (Unix time) of the serving certificate in use.")),
+      open_(r.gauge("erdma_webhook_connections_open", "Open TLS connections on the admission port.")),
+      refused_(r.counter("erdma_webhook_connections_refused_total",
+                         "Connections closed at once because the connection cap was reached.")) {
+  const char* help = "Admission requests by outcome (invalid: the body was not a usable AdmissionReview).";
+  const char* names[] = {"mutated", "unchanged", "skipped", "rejected", "invalid"};
+  const Outcome order[] = {Outcome::Mutated, Outcome::Unchanged, Outcome::Skipped, Outcome::Rejected, Outcome::Invalid};
+  for (size_t i = 0; i < 5; ++i) {
+    outcomes_[static_cast<size_t>(order[i])] =
+        &r.counter("erdma_webhook_admission_requests_total", help, {{"outcome", names[i]}});
+  }
+  const char* rhelp = "Certificate and config reload attempts by kind and result.";
+  reloads_[0] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "cert"}, {"result", "success"}});
+  reloads_[1] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "cert"}, {"result", "error"}});
+  reloads_[2] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "config"}, {"result", "success"}});
+  reloads_[3] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "config"}, {"result", "error"}});
+  const char* hhelp = "TLS handshakes that failed, by reason (untrusted_certificate: the client refused the "
+                      "serving certificate, e.g. a caBundle that does not match it).";
+  const char* reasons[] = {"untrusted_certificate", "protocol", "timeout", "closed", "other"};
+  for (size_t i = 0; i < 5; ++i) {
+    handshake_failures_[i] = &r.counter("erdma_webhook_tls_handshake_failures_total", hhelp, {{"reason", reasons[i]}});
+  }
+  r.gauge("erdma_webhook_build_info", "Build information; the value is always 1.", {{"version", erdma::kVersion}})
+      .set(1);
+}
+
+void ServerMetrics::record_admission(Outcome outcome, size_t warnings, double seconds) noexcept {
+  outcomes_[static_cast<size_t>(outcome)]->inc();
+  if (warnings > 0) warnings_.inc(warnings);
+  duration_.observe(seconds);
+}
+
+void ServerMetrics::record_reload(bool cert, bool ok) noexcept {
+  reloads_[(cert ? 0u : 2u) + (ok ? 0u : 1u)]->inc();
+}
+
+}  // namespace erdma::webhook::server

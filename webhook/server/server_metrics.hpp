@@ -1,0 +1,45 @@
+// The admission server's Prometheus series, registered once at start-up; updates are lock-free.
+#pragma once
+
+#include <array>
+#include <string>
+
+#include "common/metrics.hpp"
+#include "webhook/core/admission.hpp"
+
+namespace erdma::webhook::server {
+
+class ServerMetrics {
+ public:
+  explicit ServerMetrics(common::metrics::Registry& registry);
+
+  // One admission request: its outcome (Invalid counts as outcome="invalid"), warnings and
+  // time spent in handle().
+  void record_admission(Outcome outcome, size_t warnings, double seconds) noexcept;
+  // A certificate or config reload attempt; `kind` is "cert" or "config".
+  void record_reload(bool cert, bool ok) noexcept;
+  void set_cert_not_after(int64_t unix_seconds) noexcept { cert_not_after_.set(static_cast<double>(unix_seconds)); }
+  void connection_opened() noexcept { open_.add(1); }
+  void connection_closed() noexcept { open_.add(-1); }
+  void connection_refused() noexcept { refused_.inc(); }
+
+  // Why a TLS handshake failed. untrusted_certificate: the client refused our certificate (an
+  // apiserver whose caBundle does not match it); protocol: not TLS 1.2+ / no shared suite / plain
+  // HTTP; timeout; closed: the peer went away (TCP probes, scanners); other.
+  enum class HandshakeFailure { UntrustedCertificate, Protocol, Timeout, Closed, Other };
+  void handshake_failed(HandshakeFailure why) noexcept { handshake_failures_[static_cast<size_t>(why)]->inc(); }
+
+  [[nodiscard]] double open_connections() const noexcept { return open_.value(); }
+
+ private:
+  std::array<common::metrics::Counter*, 5> outcomes_{};  // indexed by Outcome
+  common::metrics::Histogram& duration_;
+  common::metrics::Counter& warnings_;
+  common::metrics::Gauge& cert_not_after_;
+  std::array<common::metrics::Counter*, 4> reloads_{};  // cert ok, cert error, config ok, config error
+  common::metrics::Gauge& open_;
+  common::metrics::Counter& refused_;
+  std::array<common::metrics::Counter*, 5> handshake_failures_{};  // indexed by HandshakeFailure
+};
+
+}  // namespace erdma::webhook::server
