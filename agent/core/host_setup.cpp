@@ -6,6 +6,23 @@
 
 namespace erdma::agent {
 
+std::vector<SmcrPort> smcr_ports_of(const std::vector<RdmaDevice>& devices, std::vector<std::string>* notes) {
+  std::vector<SmcrPort> out;
+  for (const auto& d : devices) {
+    for (const auto& p : d.ports) {
+      if (p.number < 1 || p.number > kMaxSmcIbPort) {
+        if (notes != nullptr) {
+          notes->push_back("RDMA device " + d.name + " port " + std::to_string(p.number) +
+                           ": SMC-R uses ports 1 and 2 only; no pnet entry");
+        }
+        continue;
+      }
+      out.push_back(SmcrPort{d.name, static_cast<uint8_t>(p.number), d.netdev});
+    }
+  }
+  return out;
+}
+
 Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id, const std::vector<SmcrPort>& ports) {
   std::set<PnetEntry> out;
   for (const auto& p : ports) {
@@ -98,8 +115,8 @@ Status validate_smc_sysctl(std::string_view name, std::string_view value) {
   return {};
 }
 
-std::string sysctl_path(std::string_view name) {
-  std::string out = "/proc/sys/";
+std::string sysctl_path(std::string_view name, std::string_view proc_root) {
+  std::string out = std::string(proc_root) + "/sys/";
   for (char c : name) out += (c == '.') ? '/' : c;
   return out;
 }

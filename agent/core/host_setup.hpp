@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/core/pnet.hpp"
+#include "agent/core/rdma_device.hpp"
 #include "agent/core/ueid.hpp"
 #include "common/result.hpp"
 
@@ -20,6 +21,11 @@ struct SmcrPort {
   uint8_t port = 1;
   std::string netdev;
 };
+
+// The SMC-R ports of discovered devices: every port 1..2 of every device, with the device's
+// netdev. Ports SMC cannot address (above 2) are left out and named in `notes`.
+[[nodiscard]] std::vector<SmcrPort> smcr_ports_of(const std::vector<RdmaDevice>& devices,
+                                                  std::vector<std::string>* notes = nullptr);
 
 // The host entries for `ports`: an IB entry per port and an ETH entry per distinct netdev, all on
 // `pnet_id`, sorted and without duplicates. InvalidArgument names the port whose names or port
@@ -62,7 +68,8 @@ struct SetupPlan {
 // `net.smc.*` sysctls a pod netns gets. The name must be net.smc.<name> with <name> made of a-z,
 // 0-9 and '_'; the value 1..64 characters of letters, digits, ' ', '.', '-' and '_'.
 [[nodiscard]] Status validate_smc_sysctl(std::string_view name, std::string_view value);
-// "net.smc.wmem" -> "/proc/sys/net/smc/wmem" (name assumed valid for any net.* sysctl).
-[[nodiscard]] std::string sysctl_path(std::string_view name);
+// "net.smc.wmem" -> "/proc/sys/net/smc/wmem", or under another procfs mount such as
+// "/host/proc" (name assumed valid for any net.* sysctl).
+[[nodiscard]] std::string sysctl_path(std::string_view name, std::string_view proc_root = "/proc");
 
 }  // namespace erdma::agent

@@ -102,4 +102,27 @@ TEST_CASE("smc sysctl names and values are checked") {
   CHECK_FALSE(validate_smc_sysctl("net.smc.wmem", "1;reboot").ok());
   CHECK_FALSE(validate_smc_sysctl("net.smc.wmem", std::string(65, '1')).ok());
   CHECK(sysctl_path("net.smc.wmem") == "/proc/sys/net/smc/wmem");
+  CHECK(sysctl_path("net.smc.wmem", "/host/proc") == "/host/proc/sys/net/smc/wmem");
+}
+
+TEST_CASE("SMC-R ports of discovered devices: ports 1 and 2 with the device's netdev") {
+  RdmaDevice a;
+  a.name = "erdma_0";
+  a.netdev = "eth0";
+  a.ports = {RdmaPort{1, PortState::Active, "Ethernet", {}}};
+  RdmaDevice b;
+  b.name = "mlx5_0";
+  b.ports = {RdmaPort{1, PortState::Down, "Ethernet", {}}, RdmaPort{2, PortState::Active, "Ethernet", {}},
+             RdmaPort{3, PortState::Active, "Ethernet", {}}};
+  std::vector<std::string> notes;
+  const auto ports = smcr_ports_of({a, b}, &notes);
+  REQUIRE(ports.size() == 3);
+  CHECK(ports[0].ib_device == "erdma_0");
+  CHECK(ports[0].netdev == "eth0");
+  CHECK(ports[1].port == 1);
+  CHECK(ports[2].port == 2);
+  CHECK(ports[2].netdev.empty());
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("mlx5_0 port 3") != std::string::npos);
+  CHECK(smcr_ports_of({}).empty());
 }
