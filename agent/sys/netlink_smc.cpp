@@ -195,4 +195,20 @@ Result<std::vector<SmcSocket>> SockDiagSmcStatus::sockets() {
   return out;
 }
 
+PnetTableOpener netlink_pnet_opener() {
+  return []() -> Result<std::unique_ptr<PnetTable>> {
+    auto t = NetlinkPnetTable::open();
+    if (!t) return t.error();
+    return std::unique_ptr<PnetTable>(std::move(*t));
+  };
+}
+
+SmcInfoOpener netlink_smc_info_opener() {
+  return []() -> Result<std::unique_ptr<SmcInfo>> {
+    auto i = NetlinkSmcInfo::open();
+    if (!i) return i.error();
+    return std::unique_ptr<SmcInfo>(std::move(*i));
+  };
+}
+
 }  // namespace erdma::agent

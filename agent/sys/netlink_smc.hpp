@@ -4,6 +4,7 @@
 // open() fails with Unavailable and kNoSmcMessage when the kernel has no SMC.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "agent/sys/netlink.hpp"
@@ -58,5 +59,12 @@ class SockDiagSmcStatus final : public SmcStatus {
   explicit SockDiagSmcStatus(NetlinkChannel c) : channel_(std::move(c)) {}
   NetlinkChannel channel_;
 };
+
+// Openers: a new client in the calling thread's network namespace (the agent opens one per use,
+// possibly inside a pod's namespace; tests substitute fakes).
+using PnetTableOpener = std::function<Result<std::unique_ptr<PnetTable>>()>;
+using SmcInfoOpener = std::function<Result<std::unique_ptr<SmcInfo>>()>;
+[[nodiscard]] PnetTableOpener netlink_pnet_opener();
+[[nodiscard]] SmcInfoOpener netlink_smc_info_opener();
 
 }  // namespace erdma::agent

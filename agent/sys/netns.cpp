@@ -82,21 +82,37 @@ Status SetnsNetns::run(const NetnsRef& ns, std::function<Status()> fn, std::chro
 }
 
 Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b) {
-  struct stat sa {};
-  struct stat sb {};
-  if (::stat(a.path.c_str(), &sa) != 0) return make_error(ErrorCode::NotFound, "network namespace " + a.path + " is gone");
-  if (::stat(b.path.c_str(), &sb) != 0) return make_error(ErrorCode::NotFound, "network namespace " + b.path + " is gone");
-  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  auto id = [](const NetnsRef& r) -> Result<std::pair<dev_t, ino_t>> {
+    struct stat st {};
+    if (::stat(r.path.c_str(), &st) != 0) {
+      const int e = errno;
+      if (e == ENOENT || e == ESRCH) return make_error(ErrorCode::NotFound, "network namespace " + r.path + " is gone");
+      if (e == EACCES || e == EPERM) {
+        return make_error(ErrorCode::PermissionDenied,
+                          "network namespace " + r.path + ": permission denied (reading another process's "
+                                                          "namespace needs CAP_SYS_PTRACE)");
+      }
+      return make_error(ErrorCode::Unavailable, "network namespace " + r.path + ": " + std::strerror(e));
+    }
+    return std::make_pair(st.st_dev, st.st_ino);
+  };
+  auto ia = id(a);
+  if (!ia) return ia.error();
+  auto ib = id(b);
+  if (!ib) return ib.error();
+  return *ia == *ib;
 }
 
-Status write_sysctl(std::string_view name, std::string_view value) {
-  const std::string path = sysctl_path(name);
+Status write_sysctl(std::string_view name, std::string_view value, std::string_view proc_root) {
+  const std::string path = sysctl_path(name, proc_root);
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
     if (e == ENOENT) return make_error(ErrorCode::NotFound, "this kernel has no sysctl " + std::string(name));
-    if (e == EACCES || e == EPERM) {
-      return make_error(ErrorCode::PermissionDenied, "writing sysctl " + std::string(name) + ": permission denied");
+    if (e == EACCES || e == EPERM || e == EROFS) {
+      return make_error(ErrorCode::PermissionDenied, "writing sysctl " + std::string(name) + " (" + path + "): " +
+                                                         std::strerror(e) +
+                                                         (e == EROFS ? " (mount the host's /proc and set procRoot)" : ""));
     }
     return make_error(ErrorCode::Unavailable, "writing sysctl " + std::string(name) + ": " + std::strerror(e));
   }
@@ -118,8 +134,8 @@ Status write_sysctl(std::string_view name, std::string_view value) {
   return {};
 }
 
-Result<std::string> read_sysctl(std::string_view name) {
-  const std::string path = sysctl_path(name);
+Result<std::string> read_sysctl(std::string_view name, std::string_view proc_root) {
+  const std::string path = sysctl_path(name, proc_root);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;

@@ -44,13 +44,19 @@ class SetnsNetns final : public Netns {
                            std::chrono::steady_clock::time_point deadline) override;
 };
 
-// True when both refer to the same namespace (same nsfs inode). NotFound when either is gone.
+// True when both refer to the same namespace (same nsfs inode). NotFound when either is gone,
+// PermissionDenied when either cannot be looked at (another process's namespace needs
+// CAP_SYS_PTRACE), each naming the path.
 [[nodiscard]] Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b);
 
 // sysctls of the calling thread's network namespace (for net.*): "net.smc.wmem" is
-// /proc/sys/net/smc/wmem. NotFound when this kernel has no such sysctl; InvalidArgument when the
-// kernel refuses the value; PermissionDenied without the right capability.
-[[nodiscard]] Status write_sysctl(std::string_view name, std::string_view value);
-[[nodiscard]] Result<std::string> read_sysctl(std::string_view name);
+// <proc_root>/sys/net/smc/wmem. The netns of the thread that opens the file decides which values
+// /proc/sys/net shows, so call these from the thread that joined the namespace (Netns::run). A
+// container's own /proc/sys is usually mounted read-only; `proc_root` names another procfs mount
+// (the host's /proc mounted at /host/proc). NotFound when this kernel has no such sysctl;
+// InvalidArgument when the kernel refuses the value; PermissionDenied without the right
+// capability or on a read-only mount.
+[[nodiscard]] Status write_sysctl(std::string_view name, std::string_view value, std::string_view proc_root = "/proc");
+[[nodiscard]] Result<std::string> read_sysctl(std::string_view name, std::string_view proc_root = "/proc");
 
 }  // namespace erdma::agent
