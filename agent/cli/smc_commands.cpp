@@ -84,15 +84,15 @@ std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " "
 
 std::string smc_commands_usage() {
   return "usage:\n"
-         "  pnet list  [--netns PATH|--pid PID] [-o json]\n"
-         "  pnet add   PNETID (--eth IFNAME | --ib DEVICE [--port N]) [--netns PATH|--pid PID]\n"
-         "  pnet del   PNETID [--netns PATH|--pid PID]\n"
-         "  pnet flush [--netns PATH|--pid PID]\n"
-         "  ueid list  [-o json]\n"
-         "  ueid add   UEID\n"
-         "  ueid del   UEID\n"
-         "  smc-status [--netns PATH|--pid PID] [-a] [-o json]\n"
-         "  smc-stats  [--netns PATH|--pid PID] [-o json]\n";
+         "  erdma-agent pnet list  [--netns PATH|--pid PID] [-o json]\n"
+         "  erdma-agent pnet add   PNETID (--eth IFNAME | --ib DEVICE [--port N]) [--netns PATH|--pid PID]\n"
+         "  erdma-agent pnet del   PNETID [--netns PATH|--pid PID]\n"
+         "  erdma-agent pnet flush [--netns PATH|--pid PID]\n"
+         "  erdma-agent ueid list  [-o json]\n"
+         "  erdma-agent ueid add   UEID\n"
+         "  erdma-agent ueid del   UEID\n"
+         "  erdma-agent smc-status [--netns PATH|--pid PID] [-a] [-o json]\n"
+         "  erdma-agent smc-stats  [--netns PATH|--pid PID] [-o json]\n";
 }
 
 int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
