@@ -5,8 +5,8 @@
 set -euo pipefail
 
 packages=(
-  # toolchain
-  g++ cmake ninja-build ccache pkg-config git ca-certificates
+  # toolchain (binutils: objdump/readelf/nm inspect the preload library)
+  g++ cmake ninja-build ccache pkg-config git ca-certificates binutils
   # webhook: request path, config, CLI, tests
   libsimdjson-dev nlohmann-json3-dev libyaml-dev doctest-dev
   # webhook server
@@ -23,6 +23,8 @@ packages=(
   # agent tests: an independently written kubelet in Python (Debian's grpcio at /usr/bin/python3;
   # its messages are compiled by protoc above, its method paths written by hand)
   python3-grpcio python3-protobuf
+  # preload library portability test: a program linked against musl
+  musl-tools
   # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools
   qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
 )

@@ -5,16 +5,22 @@
  *
  * Environment: SMC_PRELOAD_MODE=auto|af_smc|ipproto_smc (default auto), SMC_DEBUG (one line per
  * decision on stderr), SMC_SNDBUF / SMC_RCVBUF (bytes, K or M suffix; applied to each TCP/SMC
- * socket created). Invalid values are reported once on stderr and ignored. */
+ * socket created). Invalid values are reported once on stderr and ignored.
+ *
+ * Portability: the library is injected into images built on any libc, so it references only
+ * functions every x86_64 glibc since 2.2.5 and musl have, each bound to the GLIBC_2.2.5 version:
+ * no pthread (its symbols moved to libc in glibc 2.34 with new versions), no glibc-only
+ * functions such as strerrorname_np, no _FORTIFY_SOURCE __*_chk calls, no stack protector.
+ * dlsym lived in libdl before glibc 2.34, so libdl.so.2 stays NEEDED (musl maps it to itself).
+ * test/agent/preload/preload_process_test.cpp checks the built object. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,10 +29,18 @@
 
 #define SMC_EXPORT __attribute__((visibility("default")))
 
+#if defined(__x86_64__) && defined(__GLIBC__)
+/* Bind dlsym to the x86_64 baseline version (libdl before glibc 2.34, a compat alias in libc
+ * after) instead of the GLIBC_2.34 default this toolchain would pick. */
+__asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
+#endif
+
 typedef int (*socket_fn)(int, int, int);
 
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static socket_fn g_real_socket; /* written once under g_once */
+/* One-time initialisation without pthread_once: 0 = not started, 1 = running, 2 = done. */
+enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2 };
+static _Atomic int g_init = INIT_NONE;
+static socket_fn g_real_socket; /* written before g_init becomes INIT_DONE (release) */
 static enum smc_preload_mode g_mode = SMC_PRELOAD_MODE_AUTO;
 static int g_debug;
 static int g_sndbuf; /* 0 = leave alone */
@@ -52,9 +66,26 @@ __attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...) {
   (void)ignored;
 }
 
+/* Names of the errnos this library can print (strerrorname_np is glibc-only, 2.32+). */
 static const char *errno_name(int err) {
-  const char *name = strerrorname_np(err);
-  return name ? name : "unknown errno";
+  switch (err) {
+    case EAFNOSUPPORT: return "EAFNOSUPPORT";
+    case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
+    case ESOCKTNOSUPPORT: return "ESOCKTNOSUPPORT";
+    case EOPNOTSUPP: return "EOPNOTSUPP";
+    case EINVAL: return "EINVAL";
+    case EACCES: return "EACCES";
+    case EPERM: return "EPERM";
+    case EMFILE: return "EMFILE";
+    case ENFILE: return "ENFILE";
+    case ENOBUFS: return "ENOBUFS";
+    case ENOMEM: return "ENOMEM";
+    case EINTR: return "EINTR";
+    case EBADF: return "EBADF";
+    case ENOPROTOOPT: return "ENOPROTOOPT";
+    case ENOTSOCK: return "ENOTSOCK";
+    default: return "another errno";
+  }
 }
 
 static int size_from_env(const char *var) {
@@ -73,11 +104,14 @@ static int syscall_socket(int domain, int type, int protocol) {
 }
 
 static void init_once(void) {
-  void *next = dlsym(RTLD_NEXT, "socket");
-  g_real_socket = syscall_socket;
   /* dlsym returns an object pointer; POSIX guarantees it converts to the function pointer. ISO C
-   * has no cast for that, so copy the representation. */
-  if (next != NULL) memcpy(&g_real_socket, &next, sizeof(g_real_socket));
+   * has no cast for that, so go through a union (no memcpy: its x86_64 glibc version is 2.14). */
+  union {
+    void *object;
+    socket_fn function;
+  } next;
+  next.object = dlsym(RTLD_NEXT, "socket");
+  g_real_socket = next.object != NULL ? next.function : syscall_socket;
   g_debug = smc_preload_debug_enabled(getenv("SMC_DEBUG"));
   const char *mode = getenv("SMC_PRELOAD_MODE");
   if (smc_preload_parse_mode(mode, &g_mode) != 0) {
@@ -92,7 +126,27 @@ static void init_once(void) {
   }
 }
 
-__attribute__((constructor)) static void smc_preload_init(void) { pthread_once(&g_once, init_once); }
+/* Returns 1 once initialisation is complete. A second thread waits for the first; a call made
+ * while this very thread initialises (nothing in init_once creates sockets, but a hooked libc
+ * function might) gives up after a bounded wait and the caller makes the plain system call. */
+static int ensure_init(void) {
+  int state = atomic_load_explicit(&g_init, memory_order_acquire);
+  if (state == INIT_DONE) return 1;
+  int expected = INIT_NONE;
+  if (atomic_compare_exchange_strong_explicit(&g_init, &expected, INIT_RUNNING, memory_order_acq_rel,
+                                              memory_order_acquire)) {
+    init_once();
+    atomic_store_explicit(&g_init, INIT_DONE, memory_order_release);
+    return 1;
+  }
+  for (int i = 0; i < 100000; ++i) {
+    if (atomic_load_explicit(&g_init, memory_order_acquire) == INIT_DONE) return 1;
+    sched_yield();
+  }
+  return 0;
+}
+
+__attribute__((constructor)) static void smc_preload_init(void) { (void)ensure_init(); }
 
 static void apply_buffers(int fd) {
   if (g_sndbuf > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &g_sndbuf, sizeof(g_sndbuf)) != 0 && g_debug) {
@@ -115,7 +169,7 @@ static const char *type_name(int type) {
 }
 
 SMC_EXPORT int socket(int domain, int type, int protocol) {
-  pthread_once(&g_once, init_once);
+  if (!ensure_init()) return syscall_socket(domain, type, protocol);
   if (!smc_preload_is_tcp_request(domain, type, protocol)) return g_real_socket(domain, type, protocol);
 
   const int saved_errno = errno;

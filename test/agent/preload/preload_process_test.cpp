@@ -6,8 +6,10 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -208,14 +210,71 @@ TEST_CASE("curl downloads from python's http.server, both preloaded") {
   CHECK(count(r.err, "smc-preload[") >= 1);
 }
 
-TEST_CASE("the library needs nothing but libc and exports only socket") {
+TEST_CASE("the library needs nothing but libc (and libdl for old glibc) and exports only socket") {
   auto dir = temp_dir();
   auto needed = run({"/usr/bin/readelf", "-d", kLib}, base_env(), dir, "readelf");
   REQUIRE(needed.exit_code == 0);
-  CHECK(count(needed.out, "(NEEDED)") == 1);
+  CHECK(count(needed.out, "(NEEDED)") == 2);
   CHECK(needed.out.find("Shared library: [libc.so.6]") != std::string::npos);
+  CHECK(needed.out.find("Shared library: [libdl.so.2]") != std::string::npos);  // dlsym before glibc 2.34
   auto syms = run({"/usr/bin/nm", "-D", "--defined-only", kLib}, base_env(), dir, "nm");
   REQUIRE(syms.exit_code == 0);
   CHECK(count(syms.out, "\n") == 1);
   CHECK(syms.out.find(" T socket") != std::string::npos);
+}
+
+// The object is injected into images built on any libc: older glibc refuses a symbol version it
+// does not have, and musl fails at start on any symbol it lacks. So every undefined symbol must
+// be a function both have since the x86_64 baseline, bound to GLIBC_2.2.5.
+TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2.2.5") {
+  const std::set<std::string> portable = {"getenv",  "__errno_location", "vsnprintf", "snprintf", "setsockopt",
+                                          "write",   "getpid",           "strcmp",    "syscall",  "sched_yield",
+                                          "dlsym",   "__cxa_finalize"};
+  // Weak references the toolchain adds to every shared object; nothing needs them to resolve.
+  const std::set<std::string> weak_ok = {"__gmon_start__", "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable",
+                                         "__cxa_finalize"};
+  auto dir = temp_dir();
+  auto r = run({"/usr/bin/objdump", "-T", kLib}, base_env(), dir, "objdump");
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(r.out);
+  std::string line;
+  size_t undefined = 0;
+  while (std::getline(lines, line)) {
+    if (line.find("*UND*") == std::string::npos) continue;
+    ++undefined;
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string x; words >> x;) w.push_back(x);
+    REQUIRE(w.size() >= 3);
+    const std::string name = w.back();
+    const std::string version = w[w.size() - 2];
+    const bool weak = line.find(" w ") != std::string::npos;
+    CAPTURE(line);
+    if (weak) {
+      CHECK(weak_ok.count(name) == 1);
+    } else {
+      CHECK_MESSAGE(portable.count(name) == 1, name << " is not on the list of portable libc functions");
+    }
+    CHECK_MESSAGE(name.find("_chk") == std::string::npos, name << ": a _FORTIFY_SOURCE call glibc-only");
+    if (version != "Base") CHECK_MESSAGE(version == "(GLIBC_2.2.5)", name << " needs " << version);
+  }
+  CHECK(undefined >= 10);  // the parse saw the table
+  auto p = run({"/usr/bin/objdump", "-p", kLib}, base_env(), dir, "objdump-p");
+  REQUIRE(p.exit_code == 0);
+  // The only version any needed library must define.
+  CHECK(count(p.out, "GLIBC_2.") == 1);
+  CHECK(p.out.find("GLIBC_2.2.5") != std::string::npos);
+}
+
+TEST_CASE("a musl program starts and works with the library preloaded") {
+  const std::string probe = MUSL_PROBE;
+  if (probe.empty()) skip_test("musl-gcc is not installed (Debian package musl-tools): no musl program to try");
+  auto dir = temp_dir();
+  auto plain = run({probe, "kinds"}, base_env(), dir, "musl-plain");
+  REQUIRE(plain.exit_code == 0);
+  auto pre = run({probe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "musl-pre");
+  CHECK(pre.exit_code == 0);
+  CHECK(pre.err.find("Error relocating") == std::string::npos);
+  CHECK(count(pre.err, "smc-preload[") >= 1);  // loaded and interposing under musl's loader
+  if (!kernel_has_smc()) CHECK(pre.out == plain.out);  // nothing the program sees changes
 }
