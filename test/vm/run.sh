@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Real-kernel proof: boots Debian's bookworm-backports kernel under qemu (TCG, no KVM needed, no
 # network: -nic none), with the host's root filesystem mounted read-only over virtio-9p, and runs
-# scenario.sh in it: SMC pnet and UEID tables through the project's netlink clients, and SMC-R over
-# Soft-RoCE between a python3 client and server that only use TCP, moved to SMC by
-# libsmc-preload.so. Prints the guest's log and dmesg, then "N passed, M failed" as its last line;
+# scenario.sh in it: erdma-agent (devices, run with a fake kubelet and runtime, pnet, ueid,
+# smc-status, smc-stats) on Soft-RoCE, and SMC-R between a python3 client and server that only use
+# TCP, moved to SMC by the libsmc-preload.so the agent installed. Prints the guest's log and dmesg,
+# then "N passed, M failed" as its last line;
 # exits non-zero on any failure. Bounded: at most VM_DEADLINE seconds (default 600) in total,
 # downloads included; qemu is killed at its deadline.
 #
@@ -41,7 +42,7 @@ echo "==> vm: build ($build)"
 if [ ! -f "$build/build.ninja" ]; then
   bounded 300 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null || summary_fail "cmake failed"
 fi
-bounded 900 cmake --build "$build" --target smc-vm-tool smc-preload agent_smc_kernel_test -- -j2 > /dev/null ||
+bounded 900 cmake --build "$build" --target erdma-agent smc-preload agent_smc_kernel_test vm-netlink-recorder -- -j2 > /dev/null ||
   summary_fail "building the VM's programs failed"
 
 echo "==> vm: kernel"
@@ -108,6 +109,7 @@ fi
 mkdir -p "$here/.cache/last-run"
 cp -f "$out"/*.log "$out"/*.txt "$here/.cache/last-run/" 2>/dev/null || true
 [ -d "$out/recorded" ] && cp -rf "$out/recorded" "$here/.cache/last-run/"
+[ -d "$out/sysfs-rxe" ] && rm -rf "$here/.cache/last-run/sysfs-rxe" && cp -rf "$out/sysfs-rxe" "$here/.cache/last-run/"
 echo "==> vm: total $((SECONDS - start)) s (logs kept in test/vm/.cache/last-run)"
 
 result=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out/scenario.log" 2>/dev/null | tail -1 || true)

@@ -23,16 +23,17 @@ echo "stage2: kernel $(uname -r), uptime $(cut -d' ' -f1 /proc/uptime) s" > "$VM
 limit=${SCENARIO_TIMEOUT:-420}
 /bin/sh "$SCENARIO" > "$VMOUT/scenario.log" 2>&1 &
 pid=$!
-i=0
-while kill -0 "$pid" 2>/dev/null && [ "$i" -lt "$limit" ]; do
+# Measured on the uptime clock: under TCG a "sleep 1" loop drifts far behind.
+uptime_s() { cut -d. -f1 /proc/uptime; }
+end=$(($(uptime_s) + limit))
+while kill -0 "$pid" 2>/dev/null && [ "$(uptime_s)" -lt "$end" ]; do
   sleep 1
-  i=$((i + 1))
 done
 if kill -0 "$pid" 2>/dev/null; then
   echo "stage2: scenario still running after $limit s; powering off anyway" >> "$VMOUT/stage2.log"
 else
   wait "$pid"
-  echo "stage2: scenario exited with $? after about $i s" >> "$VMOUT/stage2.log"
+  echo "stage2: scenario exited with $? at uptime $(uptime_s) s" >> "$VMOUT/stage2.log"
 fi
 dmesg > "$VMOUT/dmesg.log" 2>&1
 sync

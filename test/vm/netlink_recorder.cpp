@@ -1,6 +1,7 @@
-// TEMPORARY: stands in for the erdma-agent subcommands `pnet`, `ueid`, `smc-status` and `smc-stats`
-// until the erdma-agent executable exists; the VM scenario drives the SMC-R library code through
-// it. Remove it, and switch test/vm/scenario.sh to erdma-agent, once the agent dispatches these.
+// Test-data recorder for the codec tests: run in the VM (test/vm/scenario.sh) while an SMC-R
+// connection is up, it writes the kernel's raw netlink replies (SMC_PNETID dump, SMC_GEN_NETLINK
+// dumps, sock_diag for AF_SMC) as hex files that test/agent/sys/recorded_replies_test.cpp reads.
+//   vm-netlink-recorder DIR
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -10,7 +11,7 @@
 #include <linux/smc.h>
 #include <netlink/msg.h>
 
-#include "agent/cli/smc_commands.hpp"
+#include "agent/sys/netlink.hpp"
 #include "agent/sys/smc_codec.hpp"
 
 namespace {
@@ -76,18 +77,9 @@ int record(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) {
-    std::cerr << erdma::agent::smc_commands_usage();
+  if (argc != 2) {
+    std::cerr << "usage: vm-netlink-recorder DIR\n";
     return 2;
   }
-  const std::string cmd = args.front();
-  args.erase(args.begin());
-  if (cmd == "pnet") return erdma::agent::cmd_pnet(args, std::cout, std::cerr);
-  if (cmd == "ueid") return erdma::agent::cmd_ueid(args, std::cout, std::cerr);
-  if (cmd == "smc-status") return erdma::agent::cmd_smc_status(args, std::cout, std::cerr);
-  if (cmd == "smc-stats") return erdma::agent::cmd_smc_stats(args, std::cout, std::cerr);
-  if (cmd == "record" && args.size() == 1) return record(args[0]);  // test data for the codec tests
-  std::cerr << "unknown command \"" << cmd << "\"\n" << erdma::agent::smc_commands_usage();
-  return 2;
+  return record(argv[1]);
 }
