@@ -52,7 +52,8 @@ kver=$(echo "$kinfo" | sed -n 's/.*KVER=\([^ ]*\).*/\1/p')
 echo "    $kver in $kdir"
 
 echo "==> vm: initramfs"
-# Not under /tmp: the guest mounts a tmpfs there, which would hide the output share.
+# Under the checkout: the guest sees it through the 9p root (stage2.sh leaves /tmp alone when the
+# checkout is under /tmp, so a fresh clone there works too).
 mkdir -p "$here/.cache"
 work=$(mktemp -d "$here/.cache/run.XXXXXX")
 trap 'rm -rf "$work"' EXIT

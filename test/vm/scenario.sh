@@ -24,15 +24,16 @@ for arg in $(cat /proc/cmdline); do
 done
 PY=/usr/bin/python3              # Debian's python, never another one first on PATH
 AGENT=$BUILD/agent/erdma-agent
-LIBDIR=/tmp/erdma-lib            # smcr.preloadHostDir: the agent installs the library here
+T=${SCRATCH:-/tmp}               # writable scratch space (stage2.sh: a tmpfs)
+LIBDIR=$T/erdma-lib            # smcr.preloadHostDir: the agent installs the library here
 PRELOAD=$LIBDIR/libsmc-preload.so
 KTEST=$BUILD/test/agent/agent_smc_kernel_test
 RECORDER=$BUILD/test/vm/vm-netlink-recorder
 ECHO=$SRC/test/vm/smc_echo.py
 NODE=$SRC/test/vm/fake_node.py
-W=/tmp/work
-DP=/tmp/dp
-mkdir -p "$W" "$DP" /tmp/fake
+W=$T/work
+DP=$T/dp
+mkdir -p "$W" "$DP" $T/fake
 passed=0
 failed=0
 
@@ -97,16 +98,16 @@ done
 check "erdma-agent pnet list, ueid list, smc-stats and smc-status say in one line that the kernel has no SMC" [ "$nosmc_ok" = 1 ]
 
 # --- modules --------------------------------------------------------------------------------------
-cat > /tmp/modprobe <<EOS
+cat > $T/modprobe <<EOS
 #!/bin/sh
 exec /sbin/modprobe -d "$KDIR" -S "$KVER" "\$@"
 EOS
-chmod +x /tmp/modprobe
-echo /tmp/modprobe > /proc/sys/kernel/modprobe
+chmod +x $T/modprobe
+echo $T/modprobe > /proc/sys/kernel/modprobe
 mods_ok=1
 # crc32_generic first: rdma_rxe asks the crypto API for crc32 by name (see kernel-vm-findings).
 for m in crc32_generic smc smc_diag rdma_rxe ib_uverbs rdma_ucm veth; do
-  /tmp/modprobe "$m" || { mods_ok=0; log "modprobe $m failed"; }
+  $T/modprobe "$m" || { mods_ok=0; log "modprobe $m failed"; }
 done
 check "kernel modules loaded" [ "$mods_ok" = 1 ]
 
@@ -172,11 +173,11 @@ EOP
 sed "s/^/    capture| /" "$W/capture.out"
 
 # --- erdma-agent devices: what discovery sees ------------------------------------------------------
-cat > /tmp/devices.yaml <<EOF
+cat > $T/devices.yaml <<EOF
 devices: {source: verbs, drivers: [rxe]}
 EOF
-run devices 60 "$AGENT" devices --config /tmp/devices.yaml || true
-run devicesjson 60 "$AGENT" devices --config /tmp/devices.yaml -o json > /dev/null || true
+run devices 60 "$AGENT" devices --config $T/devices.yaml || true
+run devicesjson 60 "$AGENT" devices --config $T/devices.yaml -o json > /dev/null || true
 check "erdma-agent devices lists rxe0 and rxe1 with uverbs nodes, ACTIVE ports, netdevs veth0/veth1 and RoCE v2 GIDs" \
   "$PY" -c '
 import json, os, sys
@@ -209,16 +210,16 @@ ip -n pod1 link set eth0 up
 ip -n pod1 route add default via 10.99.1.1
 ip netns add pod2
 ip -n pod2 link set lo up
-echo '{"pods": []}' > /tmp/fake/state.json
+echo '{"pods": []}' > $T/fake/state.json
 
 # --- erdma-agent run beside a fake kubelet and runtime --------------------------------------------
-cat > /tmp/agent.yaml <<EOF
+cat > $T/agent.yaml <<EOF
 devicePluginDir: $DP
 slotsPerDevice: 4
 metricsListen: 127.0.0.1:9467
 devices: {source: verbs, drivers: [rxe], rescanSeconds: 5}
-podResourcesSocket: /tmp/fake/podres.sock
-criSocket: /tmp/fake/cri.sock
+podResourcesSocket: $T/fake/podres.sock
+criSocket: $T/fake/cri.sock
 procRoot: /proc
 smcr:
   pnetId: ERDMA
@@ -228,12 +229,12 @@ smcr:
   preloadHostDir: $LIBDIR
   statsSeconds: 3
 EOF
-timeout -s KILL 400 "$PY" "$NODE" serve --dp "$DP" --podres /tmp/fake/podres.sock --cri /tmp/fake/cri.sock \
-  --state /tmp/fake/state.json --seconds 380 > "$W/fake_node.log" 2>&1 &
+timeout -s KILL 400 "$PY" "$NODE" serve --dp "$DP" --podres $T/fake/podres.sock --cri $T/fake/cri.sock \
+  --state $T/fake/state.json --seconds 380 > "$W/fake_node.log" 2>&1 &
 node_pid=$!
 wait_for_file "$W/fake_node.log" 60 || log "fake_node did not start"
 start_agent() {  # LOGFILE
-  timeout -s KILL 400 "$AGENT" run --config /tmp/agent.yaml > "$1" 2>&1 &
+  timeout -s KILL 400 "$AGENT" run --config $T/agent.yaml > "$1" 2>&1 &
   agent_pid=$!
 }
 stop_agent() {
@@ -268,7 +269,7 @@ fi
 
 # The pod path: three pods appear (as kubelet and the runtime would report them), then kubelet
 # calls PreStartContainer for each one's device IDs.
-cat > /tmp/fake/state.json <<EOF
+cat > $T/fake/state.json <<EOF
 {"pods": [
   {"namespace": "team", "name": "web-0", "ids": ["rxe1-1"], "netns": "/run/netns/pod1",
    "annotations": {"network.alibabacloud.com/erdma-smcr": "true"}},

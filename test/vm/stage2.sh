@@ -13,8 +13,17 @@ for arg in $(cat /proc/cmdline); do
 done
 export VMOUT SCENARIO KDIR KVER
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-for d in /run /tmp /var/tmp /root /var/run /var/lib/dhcp; do mount -t tmpfs tmpfs "$d" 2>/dev/null; done
-mkdir -p /run/netns /var/run/netns
+for d in /run /var/tmp /root /var/run /var/lib/dhcp; do mount -t tmpfs tmpfs "$d" 2>/dev/null; done
+# A tmpfs over /tmp would hide a checkout (and the output share) that lives under /tmp, such as a
+# fresh clone in /tmp; then /tmp stays the host's read-only view and scratch space is on /run.
+case "$VMOUT:$SCENARIO" in
+  /tmp/* | *:/tmp/*) ;;
+  *) mount -t tmpfs tmpfs /tmp 2>/dev/null ;;
+esac
+SCRATCH=/run/scratch
+TMPDIR=$SCRATCH
+export SCRATCH TMPDIR
+mkdir -p /run/netns /var/run/netns "$SCRATCH"
 mount -t tmpfs tmpfs /var/log 2>/dev/null
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmout "$VMOUT" || echo "stage2: cannot mount $VMOUT"
 echo "stage2: kernel $(uname -r), uptime $(cut -d' ' -f1 /proc/uptime) s" > "$VMOUT/stage2.log"
