@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "agent/cli/commands.hpp"
+#include "agent/cli/smc_commands.hpp"
 #include "erdma/version.hpp"
 
 namespace {
@@ -13,16 +14,22 @@ namespace {
 constexpr const char* kUsage = R"(Usage: erdma-agent COMMAND [FLAGS]
 
 Node agent that makes Alibaba Cloud eRDMA devices available to Kubernetes pods: a kubelet device
-plugin advertising aliyun/erdma, with health from the RDMA port state.
+plugin advertising aliyun/erdma, with health from the RDMA port state, and SMC-R for pods annotated
+network.alibabacloud.com/erdma-smcr: "true" (pnet entries and UEID on the node, each SMC-R pod's
+network namespace configured before its containers start).
 
 Commands:
-  run       run the agent: erdma-agent run [--config FILE] [--log-level debug|info|warn|error]
-  devices   show what device discovery sees: erdma-agent devices [-o table|json] [--config FILE]
-  config    print the effective configuration: erdma-agent config [--config FILE]
-  version   print the version
+  run         run the agent: erdma-agent run [--config FILE] [--log-level debug|info|warn|error]
+  devices     show what device discovery sees: erdma-agent devices [-o table|json] [--config FILE]
+  config      print the effective configuration: erdma-agent config [--config FILE]
+  pnet        SMC-R pnet table: pnet list|add|del|flush [--netns PATH|--pid PID]
+  ueid        SMC-Rv2 UEID table: ueid list|add|del
+  smc-status  SMC sockets like smcss: smc-status [--netns PATH|--pid PID] [-a] [-o json]
+  smc-stats   SMC connection and fallback counters: smc-stats [--netns PATH|--pid PID] [-o json]
+  version     print the version
 
-Exit status: 0 ok; 1 the agent failed (run) or no RDMA device was found (devices); 2 bad flags or
-an invalid config file.
+Exit status: 0 ok; 1 the agent failed (run), no RDMA device was found (devices) or the kernel
+call failed (e.g. no SMC); 2 bad flags or an invalid config file.
 )";
 
 }  // namespace
@@ -41,6 +48,10 @@ int main(int argc, char** argv) {
     if (cmd == "run") return run_agent(args, std::cerr);
     if (cmd == "devices") return run_devices(args, std::cout, std::cerr);
     if (cmd == "config") return run_config(args, std::cout, std::cerr);
+    if (cmd == "pnet") return cmd_pnet(args, std::cout, std::cerr);
+    if (cmd == "ueid") return cmd_ueid(args, std::cout, std::cerr);
+    if (cmd == "smc-status") return cmd_smc_status(args, std::cout, std::cerr);
+    if (cmd == "smc-stats") return cmd_smc_stats(args, std::cout, std::cerr);
     if (cmd == "version" || cmd == "--version") {
       std::cout << "erdma-agent " << erdma::kVersion << "\n";
       return kExitOk;

@@ -32,16 +32,24 @@ function(erdma_settings target)
   target_include_directories(${target} PRIVATE "${PROJECT_BINARY_DIR}/generated")
 endfunction()
 
-# erdma_test(<name> SOURCES ... LIBS ... [LABELS ...]): one doctest executable, discovered by ctest.
+# erdma_test(<name> SOURCES ... LIBS ... [LABELS ...] [SKIP_RETURN_CODE n]): one doctest executable,
+# discovered by ctest. A test that cannot run here (no SMC, no root) exits with SKIP_RETURN_CODE
+# after printing why, and ctest reports it as skipped.
 function(erdma_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "SKIP_RETURN_CODE" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} doctest::doctest erdma_test_main)
   erdma_settings(${name})
   target_compile_definitions(${name} PRIVATE ERDMA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   set(props "")
   if(ARG_LABELS)
-    set(props PROPERTIES LABELS "${ARG_LABELS}")
+    list(APPEND props LABELS "${ARG_LABELS}")
+  endif()
+  if(ARG_SKIP_RETURN_CODE)
+    list(APPEND props SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
+  endif()
+  if(props)
+    list(PREPEND props PROPERTIES)
   endif()
   doctest_discover_tests(${name} TEST_PREFIX "${name}: " ${props})
 endfunction()

@@ -12,15 +12,16 @@ set -euo pipefail
 
 # Compiling the programs.
 build_packages=(
-  # toolchain
-  g++ cmake ninja-build ccache pkg-config git ca-certificates
+  # toolchain (binutils: objdump/readelf/nm inspect the preload library)
+  g++ cmake ninja-build ccache pkg-config git ca-certificates binutils
   # webhook: request path, config, CLI
   libsimdjson-dev nlohmann-json3-dev libyaml-dev
   # webhook server
   libboost1.81-dev libssl-dev openssl
-  # agent: kubelet device plugin (gRPC), RDMA discovery (libibverbs, RDMA netlink via libnl)
+  # agent: kubelet device plugin (gRPC), RDMA discovery (libibverbs, RDMA netlink via libnl),
+  # SMC-R (SMC_PNETID / SMC_GEN_NETLINK / sock_diag over libnl-genl)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libibverbs-dev libnl-3-dev libnl-route-3-dev
+  libibverbs-dev libnl-3-dev libnl-route-3-dev libnl-genl-3-dev
 )
 
 # Testing and the demo, on top of the build.
@@ -36,6 +37,10 @@ test_packages=(
   rdma-core ibverbs-providers python3-grpcio python3-protobuf
   # sanitizer and fuzz builds (test/fuzz/run.sh): clang, libFuzzer, the sanitizer runtimes
   clang-14 libfuzzer-14-dev libclang-rt-14-dev
+  # netns tests use ip; the preload library's portability test runs a program linked with musl
+  iproute2 musl-tools
+  # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools
+  qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
 )
 # kubectl renders the manifests in the tests. Debian's is kubernetes-client (kubectl 1.20); a
 # kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with it, so Debian's
@@ -52,7 +57,7 @@ runtime_webhook_packages=(
 runtime_agent_packages=(
   libc6 libgcc-s1 libstdc++6 libssl3 libyaml-0-2 zlib1g
   libgrpc++1.51 libgrpc29 libprotobuf32 libabsl20220623 libc-ares2 libre2-9
-  libibverbs1 libnl-3-200 libnl-route-3-200
+  libibverbs1 libnl-3-200 libnl-route-3-200 libnl-genl-3-200
   # libibverbs loads its device drivers (erdma among them) from here at run time
   ibverbs-providers
 )

@@ -22,6 +22,9 @@ stage() {
 stage "install packages" scripts/install-deps.sh
 stage "build" scripts/build.sh build -DWERROR=ON
 stage "unit and integration tests" timeout 1500 ctest --test-dir build --output-on-failure -j2 --timeout 600
+# Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
+# Soft-RoCE through the preload library. Bounded inside (600 s, kernel download included) and here.
+stage "VM test (SMC-R over Soft-RoCE, real kernel)" timeout 660 test/vm/run.sh build
 
 # The sanitizer tree doubles as the fuzz tree. -O0 with line tables only keeps its build short;
 # fuzz runs here are brief checks, longer campaigns use test/fuzz/run.sh's optimized default.

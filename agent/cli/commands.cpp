@@ -16,6 +16,14 @@
 #include "agent/core/plugin_model.hpp"
 #include "agent/plugin/agent_metrics.hpp"
 #include "agent/plugin/plugin_runtime.hpp"
+#include "agent/plugin/smc_stats.hpp"
+#include "agent/plugin/smcr_host_setup.hpp"
+#include "agent/plugin/smcr_pod_setup.hpp"
+#include "agent/plugin/smcr_service.hpp"
+#include "agent/sys/netlink_smc.hpp"
+#include "agent/sys/netns.hpp"
+#include "agent/sys/pod_netns.hpp"
+#include "agent/sys/pod_sources.hpp"
 #include "agent/sys/rdma_netlink.hpp"
 #include "agent/sys/static_rdma_devices.hpp"
 #include "agent/sys/verbs_rdma_devices.hpp"
@@ -242,8 +250,41 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   common::metrics::Registry registry;
   AgentMetrics metrics(registry);
   auto source = make_device_source(*cfg);
-  LoggingPreStartHook hook;
-  PluginRuntime runtime(*cfg, *source, hook, &metrics);
+
+  // SMC-R: pod setup is the PreStartContainer hook; host setup, resync and statistics run on
+  // their own thread. smcr.enabled: false leaves the kernel alone (the hook only logs).
+  const auto call_timeout = std::chrono::milliseconds(cfg->smcr.call_timeout_ms);
+  SetnsNetns netns;
+  std::unique_ptr<PodResourcesSource> pod_resources;
+  std::unique_ptr<SandboxSource> sandboxes;
+  std::unique_ptr<PodNetnsConfigurator> configurator;
+  std::unique_ptr<SmcrPodSetup> pod_setup;
+  std::unique_ptr<SmcrHostSetup> host_setup;
+  std::unique_ptr<SmcStatsCollector> stats;
+  std::unique_ptr<PreStartHook> logging_hook;
+  PreStartHook* hook = nullptr;
+  if (cfg->smcr.enabled) {
+    pod_resources = std::make_unique<GrpcPodResources>(cfg->pod_resources_socket, call_timeout);
+    sandboxes = std::make_unique<GrpcCriSandboxes>(cfg->cri_socket, call_timeout);
+    configurator = std::make_unique<KernelPodNetns>(netns, netlink_pnet_opener());
+    pod_setup = std::make_unique<SmcrPodSetup>(*cfg, *pod_resources, *sandboxes, *configurator, &metrics);
+    host_setup = std::make_unique<SmcrHostSetup>(cfg->smcr, netlink_pnet_opener(), netlink_smc_info_opener());
+    stats = std::make_unique<SmcStatsCollector>(metrics, netns, netlink_smc_info_opener());
+    hook = pod_setup.get();
+    log::info("SMC-R enabled")
+        .kv("pnet_id", cfg->smcr.pnet_id)
+        .kv("ueid", cfg->smcr.ueid.empty() ? "(not managed)" : cfg->smcr.ueid)
+        .kv("pod_resources", cfg->pod_resources_socket)
+        .kv("cri", cfg->cri_socket)
+        .kv("proc_root", cfg->proc_root);
+    (void)install_preload(cfg->smcr, &metrics);  // logged and counted; pods fall back to TCP without it
+  } else {
+    logging_hook = std::make_unique<LoggingPreStartHook>();
+    hook = logging_hook.get();
+    log::info("SMC-R disabled (smcr.enabled: false): no host or pod setup, no preload install");
+  }
+  PluginRuntime runtime(*cfg, *source, *hook, &metrics);
+  std::unique_ptr<SmcrService> smcr;
 
   boost::asio::io_context ioc;
   auto work = boost::asio::make_work_guard(ioc);
@@ -281,6 +322,11 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
     log::error("device plugin failed to start").kv("error", s.error().message);
     rc = kExitFailure;
   } else {
+    if (cfg->smcr.enabled) {
+      // After the first scan (runtime.start() scans before returning): host setup sees devices.
+      smcr = std::make_unique<SmcrService>(*cfg, runtime.state(), *host_setup, pod_setup.get(), stats.get(), &metrics);
+      smcr->start();
+    }
     for (;;) {
       timespec timeout{1, 0};  // bounded wait: the loop stays responsive and never blocks forever
       const int sig = sigtimedwait(&signals, nullptr, &timeout);
@@ -294,6 +340,7 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
       }
     }
   }
+  if (smcr) smcr->stop();
   runtime.stop();
   if (metrics_server) metrics_server->stop();
   work.reset();

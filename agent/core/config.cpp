@@ -5,7 +5,10 @@
 #include <initializer_list>
 #include <set>
 
+#include "agent/core/host_setup.hpp"
 #include "agent/core/plugin_model.hpp"
+#include "agent/core/pnet.hpp"
+#include "agent/core/ueid.hpp"
 #include "common/json_types.hpp"
 #include "common/listen_address.hpp"
 #include "common/text.hpp"
@@ -219,13 +222,113 @@ Result<std::vector<RdmaDevice>> load_static(const json& devices, const std::stri
   return out;
 }
 
+Result<bool> get_bool(const json& obj, const char* key, const std::string& path, bool fallback) {
+  const json* v = get(obj, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) {
+    return config_error(path, "expected true or false, got " + std::string(common::json_type_name(*v)) +
+                                  (v->is_string() ? " (write it without quotes)" : ""));
+  }
+  return v->get<bool>();
+}
+
+// An absolute path to a unix socket (fits sockaddr_un).
+Result<std::string> get_socket_path(const json& obj, const char* key, std::string fallback) {
+  auto p = get_string(obj, key, key, std::move(fallback));
+  if (!p) return std::move(p).error();
+  if (auto s = check_dir(*p, key); !s) return std::move(s).error();
+  if (p->size() > kMaxUnixPathLen) {
+    return config_error(key, "too long for a unix socket path (at most " + std::to_string(kMaxUnixPathLen) +
+                                 " bytes)");
+  }
+  return p;
+}
+
+Status load_smcr(const json& doc, SmcrConfig& out) {
+  const json* smcr = get(doc, "smcr");
+  if (smcr == nullptr) return {};
+  if (!smcr->is_object()) return type_error(*smcr, "smcr", "a map");
+  if (auto s = check_keys(*smcr, "smcr",
+                          {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource", "preloadHostDir",
+                           "callTimeoutMs", "statsSeconds"});
+      !s) {
+    return s;
+  }
+  auto enabled = get_bool(*smcr, "enabled", "smcr.enabled", out.enabled);
+  if (!enabled) return std::move(enabled).error();
+  out.enabled = *enabled;
+
+  auto pnet = get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id);
+  if (!pnet) return std::move(pnet).error();
+  auto id = PnetId::parse(*pnet);
+  if (!id) return config_error("smcr.pnetId", id.error().message);
+  out.pnet_id = id->str();
+
+  auto ueid = get_string(*smcr, "ueid", "smcr.ueid", out.ueid);
+  if (!ueid) return std::move(ueid).error();
+  if (!ueid->empty()) {
+    auto u = Ueid::parse(*ueid);
+    if (!u) return config_error("smcr.ueid", u.error().message + " (\"\" leaves the UEID table alone)");
+    out.ueid = u->str();
+  } else {
+    out.ueid.clear();
+  }
+
+  if (const json* sysctls = get(*smcr, "sysctls")) {
+    if (!sysctls->is_object()) return type_error(*sysctls, "smcr.sysctls", "a map of net.smc.* names to values");
+    out.sysctls.clear();
+    for (const auto& [name, value] : sysctls->items()) {
+      const std::string p = "smcr.sysctls." + name;
+      std::string text;
+      if (value.is_string()) {
+        text = value.get<std::string>();
+      } else if (value.is_number_integer()) {
+        text = value.dump();
+      } else {
+        return type_error(value, p, "a string or an integer");
+      }
+      if (auto v = validate_smc_sysctl(name, text); !v) return config_error(p, v.error().message);
+      out.sysctls[name] = text;
+    }
+  }
+
+  auto ifname = get_string(*smcr, "podInterface", "smcr.podInterface", out.pod_interface);
+  if (!ifname) return std::move(ifname).error();
+  if (auto v = validate_ifname(*ifname); !v) return config_error("smcr.podInterface", v.error().message);
+  out.pod_interface = *ifname;
+
+  auto source = get_string(*smcr, "preloadSource", "smcr.preloadSource", out.preload_source);
+  if (!source) return std::move(source).error();
+  if (!source->empty()) {
+    if (auto s = check_dir(*source, "smcr.preloadSource"); !s) return s;
+  }
+  out.preload_source = *source;
+
+  auto dir = get_string(*smcr, "preloadHostDir", "smcr.preloadHostDir", out.preload_host_dir);
+  if (!dir) return std::move(dir).error();
+  if (auto s = check_dir(*dir, "smcr.preloadHostDir"); !s) return s;
+  while (dir->size() > 1 && dir->back() == '/') dir->pop_back();
+  out.preload_host_dir = *dir;
+
+  auto timeout = get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000);
+  if (!timeout) return std::move(timeout).error();
+  out.call_timeout_ms = static_cast<unsigned>(*timeout);
+
+  auto stats = get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600);
+  if (!stats) return std::move(stats).error();
+  out.stats_seconds = static_cast<unsigned>(*stats);
+  return {};
+}
+
 }  // namespace
 
 Result<AgentConfig> AgentConfig::load(const json& doc) {
   AgentConfig cfg;
   if (doc.is_null()) return cfg;
   if (!doc.is_object()) return type_error(doc, "config", "a map at the top level");
-  if (auto s = check_keys(doc, "", {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen"});
+  if (auto s = check_keys(doc, "",
+                          {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr",
+                           "podResourcesSocket", "criSocket", "procRoot"});
       !s) {
     return std::move(s).error();
   }
@@ -287,6 +390,19 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
     if (!rescan) return std::move(rescan).error();
     cfg.rescan_seconds = static_cast<unsigned>(*rescan);
   }
+
+  if (auto s = load_smcr(doc, cfg.smcr); !s) return std::move(s).error();
+  auto podres = get_socket_path(doc, "podResourcesSocket", cfg.pod_resources_socket);
+  if (!podres) return std::move(podres).error();
+  cfg.pod_resources_socket = *podres;
+  auto cri = get_socket_path(doc, "criSocket", cfg.cri_socket);
+  if (!cri) return std::move(cri).error();
+  cfg.cri_socket = *cri;
+  auto proc = get_string(doc, "procRoot", "procRoot", cfg.proc_root);
+  if (!proc) return std::move(proc).error();
+  if (auto s = check_dir(*proc, "procRoot"); !s) return std::move(s).error();
+  while (proc->size() > 1 && proc->back() == '/') proc->pop_back();
+  cfg.proc_root = *proc;
   return cfg;
 }
 
@@ -307,7 +423,20 @@ json AgentConfig::to_json() const {
                 {"drivers", drivers},
                 {"static", statics},
                 {"rescanSeconds", rescan_seconds}}},
-              {"metricsListen", metrics_listen}};
+              {"metricsListen", metrics_listen},
+              {"smcr",
+               {{"enabled", smcr.enabled},
+                {"pnetId", smcr.pnet_id},
+                {"ueid", smcr.ueid},
+                {"sysctls", smcr.sysctls},
+                {"podInterface", smcr.pod_interface},
+                {"preloadSource", smcr.preload_source},
+                {"preloadHostDir", smcr.preload_host_dir},
+                {"callTimeoutMs", smcr.call_timeout_ms},
+                {"statsSeconds", smcr.stats_seconds}}},
+              {"podResourcesSocket", pod_resources_socket},
+              {"criSocket", cri_socket},
+              {"procRoot", proc_root}};
 }
 
 std::string AgentConfig::plugin_socket_path() const {

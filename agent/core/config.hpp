@@ -1,8 +1,11 @@
 // erdma-agent configuration: the device plugin's resource, where kubelet's sockets live, how many
-// shareable slots each device offers, where devices come from, where metrics are served.
+// shareable slots each device offers, where devices come from, where metrics are served, and
+// SMC-R: the host's pnet entries and UEID, what each SMC-R pod's network namespace gets, where the
+// preload library goes, and the kubelet / container runtime / procfs paths pod setup uses.
 // Loaded once from a YAML/JSON document and validated; a running agent never sees an invalid one.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +26,19 @@ inline constexpr unsigned kMaxSlotsPerDevice = 1000;
 
 enum class DeviceSourceKind { Verbs, Static };
 
+// smcr.*: SMC-R on the node and in SMC-R pods. Values are validated as the kernel validates them.
+struct SmcrConfig {
+  bool enabled = true;               // false: no host setup, no pod setup, no preload install
+  std::string pnet_id = "ERDMA";     // PNETID for every eRDMA port and netdev (upper-cased)
+  std::string ueid = "ERDMA-CONTROLLER";  // SMC-Rv2 UEID, the same on every node; "" = leave the table alone
+  std::map<std::string, std::string> sysctls;  // net.smc.* written in each SMC-R pod's netns
+  std::string pod_interface = "eth0";          // the pod-side interface that gets `-> pnetId`
+  std::string preload_source = "/usr/lib/erdma-controller/libsmc-preload.so";  // "" = do not install
+  std::string preload_host_dir = "/var/lib/erdma-controller/lib";
+  unsigned call_timeout_ms = 5000;   // each PodResources / CRI call (always inside PreStart's budget)
+  unsigned stats_seconds = 30;       // how often the kernel's SMC statistics are read for metrics
+};
+
 struct AgentConfig {
   std::string resource_name = "aliyun/erdma";
   std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
@@ -32,6 +48,10 @@ struct AgentConfig {
   std::vector<RdmaDevice> static_devices;     // static source: the devices, as configured
   unsigned rescan_seconds = 5;                // periodic re-discovery (health changes are seen this fast)
   std::string metrics_listen = "0.0.0.0:9467";  // "" = no metrics endpoint
+  SmcrConfig smcr;
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::string cri_socket = "/run/containerd/containerd.sock";  // containerd's CRI endpoint
+  std::string proc_root = "/proc";  // the host's procfs (a DaemonSet mounts it at e.g. /host/proc)
 
   // Builds a config from a parsed YAML/JSON document; every key is optional (missing or null keys
   // take the defaults above). Unknown keys, wrong types and invalid values are InvalidArgument

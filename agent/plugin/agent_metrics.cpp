@@ -9,10 +9,17 @@ constexpr const char* kAllocate = "Allocate calls from kubelet, by result";
 constexpr const char* kRegistrations = "Register calls to kubelet, by result";
 constexpr const char* kScans = "Device discovery scans, by result";
 constexpr const char* kPreStart = "PreStartContainer calls, by result";
+constexpr const char* kPodSetups = "SMC-R pod network namespace setups (PreStartContainer and resync), by result";
+constexpr const char* kHostSetups = "SMC-R host setups (pnet entries and UEID), by result";
+constexpr const char* kPreload = "Installations of libsmc-preload.so into the host directory, by result";
+constexpr const char* kConnections =
+    "SMC-R connections the kernel counted (handshake successes), by scope, side and SMC-R version";
+constexpr const char* kFallbacks = "SMC connections that fell back to TCP as the kernel counted them, by reason";
 }  // namespace
 
 AgentMetrics::AgentMetrics(common::metrics::Registry& r)
-    : devices_healthy(r.gauge("erdma_agent_devices", kDevices, {{"health", "healthy"}})),
+    : registry(r),
+      devices_healthy(r.gauge("erdma_agent_devices", kDevices, {{"health", "healthy"}})),
       devices_unhealthy(r.gauge("erdma_agent_devices", kDevices, {{"health", "unhealthy"}})),
       slots_advertised(r.gauge("erdma_agent_slots_advertised", "Slots advertised to kubelet (all devices)")),
       slots_allocated(r.counter("erdma_agent_slots_allocated_total", "Slots handed to containers by Allocate")),
@@ -29,6 +36,49 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
       health_changes(r.counter("erdma_agent_health_changes_total", "Changes of the advertised device list or health")),
       watch_streams(r.gauge("erdma_agent_list_and_watch_streams", "Open ListAndWatch streams")),
       pre_start_ok(r.counter("erdma_agent_pre_start_total", kPreStart, {{"result", "ok"}})),
-      pre_start_error(r.counter("erdma_agent_pre_start_total", kPreStart, {{"result", "error"}})) {}
+      pre_start_error(r.counter("erdma_agent_pre_start_total", kPreStart, {{"result", "error"}})),
+      pod_setup_seconds(r.histogram("erdma_agent_smcr_pod_setup_duration_seconds",
+                                    "Time from PreStartContainer to a configured pod network namespace",
+                                    common::metrics::exponential_buckets(0.0005, 2, 16))),
+      host_setups_ok(r.counter("erdma_agent_smcr_host_setups_total", kHostSetups, {{"result", "ok"}})),
+      host_setups_error(r.counter("erdma_agent_smcr_host_setups_total", kHostSetups, {{"result", "error"}})),
+      host_setup_ops(r.counter("erdma_agent_smcr_host_setup_ops_total",
+                               "Changes the host setup made (pnet entries added or rebuilt, UEIDs added)")),
+      preload_installed(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "installed"}})),
+      preload_unchanged(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "unchanged"}})),
+      preload_error(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "error"}})),
+      smcr_pods(r.gauge("erdma_agent_smcr_pods", "SMC-R pod network namespaces configured by the agent and still there")) {
+  for (auto result : kAllPodSetupResults) {
+    pod_setups[static_cast<size_t>(result)] =
+        &r.counter("erdma_agent_smcr_pod_setups_total", kPodSetups, {{"result", std::string(to_string(result))}});
+  }
+  for (const char* scope : {"host", "pods"}) {
+    for (const char* side : {"client", "server"}) {
+      for (const char* version : {"v1", "v2"}) (void)smcr_connections(scope, side, version);
+    }
+  }
+}
+
+common::metrics::Gauge& AgentMetrics::smcr_connections(const std::string& scope, const std::string& side,
+                                                       const std::string& version) {
+  return registry.gauge("erdma_agent_smcr_connections", kConnections,
+                        {{"scope", scope}, {"side", side}, {"version", version}});
+}
+
+common::metrics::Gauge& AgentMetrics::smc_fallbacks(const std::string& scope, const std::string& side,
+                                                    const std::string& reason) {
+  std::lock_guard lock(fallback_mu_);
+  auto key = std::make_tuple(scope, side, reason);
+  auto it = fallbacks_.find(key);
+  if (it != fallbacks_.end()) return *it->second;
+  auto& g = registry.gauge("erdma_agent_smc_fallbacks", kFallbacks, {{"scope", scope}, {"side", side}, {"reason", reason}});
+  fallbacks_.emplace(key, &g);
+  return g;
+}
+
+std::map<std::tuple<std::string, std::string, std::string>, common::metrics::Gauge*> AgentMetrics::fallback_series() {
+  std::lock_guard lock(fallback_mu_);
+  return fallbacks_;
+}
 
 }  // namespace erdma::agent

@@ -2,12 +2,21 @@
 // interface: dashboards and alerts use them).
 #pragma once
 
+#include <array>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+#include "agent/core/pod_setup.hpp"
 #include "common/metrics.hpp"
 
 namespace erdma::agent {
 
 struct AgentMetrics {
   explicit AgentMetrics(common::metrics::Registry& registry);
+
+  common::metrics::Registry& registry;
 
   common::metrics::Gauge& devices_healthy;      // erdma_agent_devices{health="healthy"}
   common::metrics::Gauge& devices_unhealthy;    // erdma_agent_devices{health="unhealthy"}
@@ -25,6 +34,36 @@ struct AgentMetrics {
   common::metrics::Gauge& watch_streams;        // erdma_agent_list_and_watch_streams
   common::metrics::Counter& pre_start_ok;       // erdma_agent_pre_start_total{result="ok"}
   common::metrics::Counter& pre_start_error;
+
+  // SMC-R.
+  // erdma_agent_smcr_pod_setups_total{result}, indexed by PodSetupResult.
+  std::array<common::metrics::Counter*, std::size(kAllPodSetupResults)> pod_setups{};
+  common::metrics::Histogram& pod_setup_seconds;  // erdma_agent_smcr_pod_setup_duration_seconds (configured only)
+  common::metrics::Counter& host_setups_ok;       // erdma_agent_smcr_host_setups_total{result="ok"}
+  common::metrics::Counter& host_setups_error;    // ... {result="error"} (incl. conflicts)
+  common::metrics::Counter& host_setup_ops;       // erdma_agent_smcr_host_setup_ops_total
+  common::metrics::Counter& preload_installed;    // erdma_agent_preload_installs_total{result="installed"}
+  common::metrics::Counter& preload_unchanged;    // ... {result="unchanged"}
+  common::metrics::Counter& preload_error;        // ... {result="error"}
+  common::metrics::Gauge& smcr_pods;              // erdma_agent_smcr_pods (configured pod netns alive)
+
+  [[nodiscard]] common::metrics::Counter& pod_setup(PodSetupResult r) { return *pod_setups[static_cast<size_t>(r)]; }
+
+  // The kernel's SMC-R counters (SMC_GEN_NETLINK, per network namespace), summed over a scope:
+  // "host" (the node's netns) or "pods" (every SMC-R pod netns the agent configured and that still
+  // exists). Gauges, because pods come and go and take their counters with them.
+  // erdma_agent_smcr_connections{scope, side="client"|"server", version="v1"|"v2"}
+  [[nodiscard]] common::metrics::Gauge& smcr_connections(const std::string& scope, const std::string& side,
+                                                         const std::string& version);
+  // erdma_agent_smc_fallbacks{scope, side, reason="NOSMCRDEV"|...}
+  [[nodiscard]] common::metrics::Gauge& smc_fallbacks(const std::string& scope, const std::string& side,
+                                                      const std::string& reason);
+  // Every fallback series created so far (to reset the ones a new reading no longer has).
+  [[nodiscard]] std::map<std::tuple<std::string, std::string, std::string>, common::metrics::Gauge*> fallback_series();
+
+ private:
+  std::mutex fallback_mu_;
+  std::map<std::tuple<std::string, std::string, std::string>, common::metrics::Gauge*> fallbacks_;
 };
 
 }  // namespace erdma::agent

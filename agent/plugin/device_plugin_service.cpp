@@ -169,7 +169,7 @@ void HookRunner::loop() {
       }
     }
     if (std::chrono::steady_clock::now() >= job.deadline) {
-      job.done(make_error(ErrorCode::DeadlineExceeded, "PreStartContainer waited too long for its turn"));
+      job.done(hook_.missed_turn(job.ids));
       continue;
     }
     job.done(hook_.pre_start(job.ids, job.devices, job.deadline));

@@ -21,6 +21,13 @@ class PreStartHook {
   [[nodiscard]] virtual Status pre_start(const std::vector<std::string>& device_ids,
                                          const std::vector<std::string>& devices,
                                          std::chrono::steady_clock::time_point deadline) = 0;
+  // Called instead of pre_start() when the call's deadline passed while it waited for its turn
+  // (earlier calls took the time). The answer goes to kubelet as for pre_start(); by default the
+  // container start fails. A hook whose work is optional answers success.
+  [[nodiscard]] virtual Status missed_turn(const std::vector<std::string>& device_ids) {
+    (void)device_ids;
+    return make_error(ErrorCode::DeadlineExceeded, "PreStartContainer waited too long for its turn");
+  }
 };
 
 // Logs the call and succeeds: the behaviour until SMC-R pod configuration exists.

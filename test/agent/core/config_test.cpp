@@ -22,7 +22,63 @@ TEST_CASE("an empty or null document gives the defaults") {
     CHECK(cfg->static_devices.empty());
     CHECK(cfg->rescan_seconds == 5);
     CHECK(cfg->metrics_listen == "0.0.0.0:9467");
+    CHECK(cfg->smcr.enabled);
+    CHECK(cfg->smcr.pnet_id == "ERDMA");
+    CHECK(cfg->smcr.ueid == "ERDMA-CONTROLLER");
+    CHECK(cfg->smcr.sysctls.empty());
+    CHECK(cfg->smcr.pod_interface == "eth0");
+    CHECK(cfg->smcr.preload_source == "/usr/lib/erdma-controller/libsmc-preload.so");
+    CHECK(cfg->smcr.preload_host_dir == "/var/lib/erdma-controller/lib");
+    CHECK(cfg->smcr.call_timeout_ms == 5000);
+    CHECK(cfg->smcr.stats_seconds == 30);
+    CHECK(cfg->pod_resources_socket == "/var/lib/kubelet/pod-resources/kubelet.sock");
+    CHECK(cfg->cri_socket == "/run/containerd/containerd.sock");
+    CHECK(cfg->proc_root == "/proc");
   }
+}
+
+TEST_CASE("the SMC-R keys are read and normalised") {
+  const auto doc = json::parse(R"({
+    "smcr": {
+      "enabled": false,
+      "pnetId": " erdma1 ",
+      "ueid": "CLUSTER-7.PROD",
+      "sysctls": {"net.smc.wmem": 262144, "net.smc.autocorking_size": "0"},
+      "podInterface": "net1",
+      "preloadSource": "/opt/erdma/libsmc-preload.so",
+      "preloadHostDir": "/var/lib/erdma/lib/",
+      "callTimeoutMs": 800,
+      "statsSeconds": 5
+    },
+    "podResourcesSocket": "/host/var/lib/kubelet/pod-resources/kubelet.sock",
+    "criSocket": "/run/k3s/containerd/containerd.sock",
+    "procRoot": "/host/proc/"
+  })");
+  auto cfg = AgentConfig::load(doc);
+  REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
+  CHECK_FALSE(cfg->smcr.enabled);
+  CHECK(cfg->smcr.pnet_id == "ERDMA1");
+  CHECK(cfg->smcr.ueid == "CLUSTER-7.PROD");
+  CHECK(cfg->smcr.sysctls == std::map<std::string, std::string>{{"net.smc.autocorking_size", "0"},
+                                                                 {"net.smc.wmem", "262144"}});
+  CHECK(cfg->smcr.pod_interface == "net1");
+  CHECK(cfg->smcr.preload_source == "/opt/erdma/libsmc-preload.so");
+  CHECK(cfg->smcr.preload_host_dir == "/var/lib/erdma/lib");
+  CHECK(cfg->smcr.call_timeout_ms == 800);
+  CHECK(cfg->smcr.stats_seconds == 5);
+  CHECK(cfg->pod_resources_socket == "/host/var/lib/kubelet/pod-resources/kubelet.sock");
+  CHECK(cfg->cri_socket == "/run/k3s/containerd/containerd.sock");
+  CHECK(cfg->proc_root == "/host/proc");
+
+  auto again = AgentConfig::load(cfg->to_json());
+  REQUIRE(again.ok());
+  CHECK(again->to_json() == cfg->to_json());
+
+  // "" leaves the UEID table alone; "" as preloadSource skips the install.
+  auto off = AgentConfig::load(json::parse(R"({"smcr": {"ueid": "", "preloadSource": ""}})"));
+  REQUIRE(off.ok());
+  CHECK(off->smcr.ueid.empty());
+  CHECK(off->smcr.preload_source.empty());
 }
 
 TEST_CASE("every key is read") {
@@ -125,11 +181,36 @@ TEST_CASE("invalid configs are refused with the key named") {
       {R"({"devices": {"source": "static", "static": [{"name": "a", "uverbs": "uverbs0"}, {"name": "b", "uverbs": "uverbs0"}]}})",
        "devices.static[1].uverbs:", "already used by a"},
       // With 1000 slots an ID has a "-999" suffix: names may have 59 characters.
+      {R"({"smcr": true})", "smcr:", "map"},
+      {R"({"smcr": {"pnetid": "X"}})", "smcr.pnetid: unknown key", "pnetId"},
+      {R"({"smcr": {"enabled": "false"}})", "smcr.enabled:", "without quotes"},
+      {R"({"smcr": {"pnetId": "ERDMA-1"}})", "smcr.pnetId:", "letters"},
+      {R"({"smcr": {"pnetId": "ABCDEFGHIJKLMNOPQ"}})", "smcr.pnetId:", "16"},
+      {R"({"smcr": {"pnetId": ""}})", "smcr.pnetId:", "empty"},
+      {R"({"smcr": {"ueid": "erdma"}})", "smcr.ueid:", "lower-case"},
+      {R"({"smcr": {"ueid": "ABCDEFGHIJABCDEFGHIJABCDEFGHIJABC"}})", "smcr.ueid:", "32"},
+      {R"({"smcr": {"ueid": "-ERDMA"}})", "smcr.ueid:", "start"},
+      {R"({"smcr": {"ueid": "ERDMA_1"}})", "smcr.ueid:", "only A-Z"},
+      {R"({"smcr": {"sysctls": ["net.smc.wmem=1"]}})", "smcr.sysctls:", "map"},
+      {R"({"smcr": {"sysctls": {"net.ipv4.ip_forward": "1"}}})", "smcr.sysctls.net.ipv4.ip_forward:", "net.smc"},
+      {R"({"smcr": {"sysctls": {"net.smc.wmem": 1.5}}})", "smcr.sysctls.net.smc.wmem:", "integer"},
+      {R"({"smcr": {"sysctls": {"net.smc.wmem": "1;reboot"}}})", "smcr.sysctls.net.smc.wmem:", "value"},
+      {R"({"smcr": {"sysctls": {"net.smc.../x": "1"}}})", "smcr.sysctls.net.smc.../x:", "a-z"},
+      {R"({"smcr": {"podInterface": "eth 0"}})", "smcr.podInterface:", "eth 0"},
+      {R"({"smcr": {"preloadHostDir": "lib"}})", "smcr.preloadHostDir:", "absolute"},
+      {R"({"smcr": {"preloadSource": "/a/../etc/shadow"}})", "smcr.preloadSource:", ".."},
+      {R"({"smcr": {"callTimeoutMs": 20001}})", "smcr.callTimeoutMs:", "between 50 and 20000"},
+      {R"({"smcr": {"statsSeconds": 0}})", "smcr.statsSeconds:", "between 1 and 3600"},
+      {R"({"criSocket": "containerd.sock"})", "criSocket:", "absolute"},
+      {R"({"podResourcesSocket": "/bbbbbbbbbbaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
+       "podResourcesSocket:", "unix socket"},
+      {R"({"procRoot": 1})", "procRoot:", "string"},
       {R"({"slotsPerDevice": 1000, "devices": {"source": "static", "static": [{"name": "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij", "uverbs": "uverbs0"}]}})",
        "devices.static[0].name:", "at most 59"},
   };
   for (const auto& c : cases) {
-    CAPTURE(c.doc);
+    const std::string doc = c.doc;
+    CAPTURE(doc);
     auto cfg = AgentConfig::load(json::parse(c.doc));
     REQUIRE_FALSE(cfg.ok());
     CHECK(cfg.error().code == ErrorCode::InvalidArgument);

@@ -116,7 +116,9 @@ def main():
         port = free_port()
         config = os.path.join(work, "agent.json")
         with open(config, "w") as f:
+            # smcr off: this test is about the device plugin and must not touch the host's SMC tables.
             json.dump({"devicePluginDir": dp, "slotsPerDevice": 4, "metricsListen": "127.0.0.1:%d" % port,
+                       "smcr": {"enabled": False},
                        "devices": {"source": "static", "static": [
                            {"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth0", "numaNode": 0},
                            {"name": "erdma_1", "uverbs": "uverbs1", "netdev": "eth1", "numaNode": 1,

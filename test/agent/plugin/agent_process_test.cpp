@@ -11,7 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "agent/sys/netlink_smc.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/agent/skip.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -76,6 +82,49 @@ long rss_kib(pid_t pid) {
   return -1;
 }
 
+// A TCP port that was free a moment ago (the agent binds it right after).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// GET http://127.0.0.1:port/path (HTTP/1.0, bounded by a receive timeout); "" on failure.
+std::string http_get(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// The value of one series in a Prometheus text exposition, -1 when absent.
+double series(const std::string& text, const std::string& name_and_labels) {
+  const auto at = text.find("\n" + name_and_labels + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + name_and_labels.size() + 2));
+}
+
 }  // namespace
 
 TEST_CASE("erdma-agent run: registers, serves, re-registers after a kubelet restart, exits 0 on SIGTERM") {
@@ -86,6 +135,7 @@ TEST_CASE("erdma-agent run: registers, serves, re-registers after a kubelet rest
     out << "devicePluginDir: " << dir.path() << "\n"
         << "slotsPerDevice: 8\n"
         << "metricsListen: 127.0.0.1:0\n"
+        << "smcr: {enabled: false}  # device plugin only: never touch this host's SMC tables\n"
         << "devices:\n"
         << "  source: static\n"
         << "  static:\n"
@@ -154,6 +204,91 @@ TEST_CASE("erdma-agent run: an invalid config is refused with exit status 2") {
   CHECK(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 2);
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/erdma.sock"));
+}
+
+
+TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves and containers start") {
+  if (NetlinkPnetTable::open().ok()) {
+    // Where the kernel has SMC this would change the host's pnet table; the VM test covers it.
+    testing::skip_test("this kernel has SMC: the agent would change the host's SMC tables");
+  }
+  TempDir dir;
+  testing::FakePodResourcesServer podres(dir.path() + "/podres.sock");
+  testing::FakeCriServer cri(dir.path() + "/cri.sock");
+  std::filesystem::create_directories(dir.path() + "/proc/1/ns");
+  std::filesystem::create_symlink("/proc/self/ns/net", dir.path() + "/proc/1/ns/net");
+  const std::string pod_netns = dir.path() + "/pod-netns";  // not a namespace: entering it fails
+  std::ofstream(pod_netns) << "";
+  podres.add("team", "web-0", "app", "aliyun/erdma", {"erdma_0-3"});
+  testing::FakeSandbox sb;
+  sb.id = "sb-web-0";
+  sb.ns = "team";
+  sb.name = "web-0";
+  sb.annotations["network.alibabacloud.com/erdma-smcr"] = "true";
+  sb.netns_path = pod_netns;
+  cri.add(sb);
+
+  const int port = free_port();
+  const std::string config = dir.path() + "/agent.yaml";
+  {
+    std::ofstream out(config);
+    out << "devicePluginDir: " << dir.path() << "\n"
+        << "slotsPerDevice: 4\n"
+        << "metricsListen: 127.0.0.1:" << port << "\n"
+        << "podResourcesSocket: " << dir.path() << "/podres.sock\n"
+        << "criSocket: " << dir.path() << "/cri.sock\n"
+        << "procRoot: " << dir.path() << "/proc\n"
+        << "smcr:\n"
+        << "  preloadSource: " << SMC_PRELOAD_SO << "\n"
+        << "  preloadHostDir: " << dir.path() << "/lib\n"
+        << "devices:\n"
+        << "  source: static\n"
+        << "  static:\n"
+        << "  - {name: erdma_0, uverbs: uverbs0, netdev: eth0}\n";
+  }
+  FakeKubelet kubelet(dir.path());
+  kubelet.start();
+  Child agent(ERDMA_AGENT_BIN, {"run", "--config", config});
+  auto req = kubelet.wait_for_registrations(1, kWait);
+  REQUIRE(req.has_value());
+
+  auto stub = kubelet.plugin(req->endpoint());
+  v1beta1::PreStartContainerRequest pre;
+  pre.add_devices_ids("erdma_0-3");
+  v1beta1::PreStartContainerResponse pre_resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 30s);  // kubelet's budget
+  const auto status = stub->PreStartContainer(&ctx, pre, &pre_resp);
+  CHECK_MESSAGE(status.ok(), status.error_message());  // the container starts; SMC falls back to TCP
+  CHECK(podres.calls() == 1);
+  CHECK(cri.status_calls() >= 1);
+
+  // The pod setup failed (the "netns" is a plain file) and is counted twice: once for the
+  // resync at start, once for PreStartContainer. The host setup fails (no SMC) and is counted;
+  // the library was installed.
+  std::string metrics;
+  const auto end = std::chrono::steady_clock::now() + kWait;
+  while (std::chrono::steady_clock::now() < end) {
+    metrics = http_get(port, "/metrics");
+    if (series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1 &&
+        series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") >= 2) {
+      break;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") == 2);
+  CHECK(series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"configured\"}") == 0);
+  CHECK(series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1);
+  CHECK(series(metrics, "erdma_agent_preload_installs_total{result=\"installed\"}") == 1);
+  CHECK(series(metrics, "erdma_agent_pre_start_total{result=\"ok\"}") == 1);
+  CHECK(std::filesystem::file_size(dir.path() + "/lib/libsmc-preload.so") ==
+        std::filesystem::file_size(SMC_PRELOAD_SO));
+
+  REQUIRE(::kill(agent.pid(), SIGTERM) == 0);
+  const int st = agent.wait_exit(kWait);
+  REQUIRE(st != -1);
+  CHECK(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
 }
 
 }  // namespace erdma::agent

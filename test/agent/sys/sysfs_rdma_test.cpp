@@ -127,6 +127,40 @@ TEST_CASE("recorded tree: a Soft-RoCE device has no bus driver but names its net
   CHECK(r->device.ports[0].gids.size() == 2);
 }
 
+TEST_CASE("captured tree: Soft-RoCE rxe0 and rxe1 from the VM test") {
+  // Recorded by test/vm/scenario.sh from Debian's 6.12 kernel: rxe0 on veth0 (10.99.0.1) and rxe1
+  // on veth1 (10.99.0.2), each with a link-local and an IPv4-mapped RoCE v2 GID.
+  sysfs::SysfsRdmaReader reader(tree("rxe-vm"));
+  const auto uverbs = reader.uverbs_by_device();
+  struct Want {
+    const char* name;
+    const char* uverbs;
+    const char* netdev;
+    const char* ipv4_gid;
+  };
+  for (const auto& w : {Want{"rxe0", "uverbs0", "veth0", "0000:0000:0000:0000:0000:ffff:0a63:0001"},
+                        Want{"rxe1", "uverbs1", "veth1", "0000:0000:0000:0000:0000:ffff:0a63:0002"}}) {
+    CAPTURE(w.name);
+    auto r = reader.read_device(w.name, uverbs);
+    REQUIRE(r.ok());
+    const RdmaDevice& d = r->device;
+    CHECK(d.uverbs == w.uverbs);
+    CHECK(d.netdev == w.netdev);
+    CHECK(d.numa_node == -1);
+    REQUIRE(d.ports.size() == 1);
+    CHECK(d.ports[0].state == PortState::Active);
+    CHECK(d.ports[0].link_layer == "Ethernet");
+    REQUIRE(d.ports[0].gids.size() == 2);
+    CHECK(d.ports[0].gids[0].address.rfind("fe80:", 0) == 0);
+    CHECK(d.ports[0].gids[1].address == w.ipv4_gid);
+    for (const auto& g : d.ports[0].gids) {
+      CHECK(g.type == GidType::RoceV2);
+      CHECK(g.netdev == w.netdev);
+    }
+    CHECK(is_healthy(d));
+  }
+}
+
 TEST_CASE("recorded tree: malformed contents become notes, never a lost device") {
   sysfs::SysfsRdmaReader reader(tree("malformed-node"));
   const auto uverbs = reader.uverbs_by_device();

@@ -1,0 +1,352 @@
+// SMC-R admin subcommands (see smc_commands.hpp): argument parsing, then the kernel clients, then
+// text or JSON output. Kernel work runs inside the requested netns on its own thread.
+#include "agent/cli/smc_commands.hpp"
+
+#include <cstdio>
+#include <iomanip>
+#include <optional>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "agent/sys/netlink_smc.hpp"
+#include "agent/sys/netns.hpp"
+
+namespace erdma::agent {
+namespace {
+
+struct Common {
+  std::optional<NetnsRef> netns;
+  bool json = false;
+  bool all = false;
+  std::vector<std::string> rest;
+};
+
+// Parses --netns PATH, --pid PID, -o json|text, -a; everything else is positional or a flag the
+// command checks itself.
+Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all) {
+  Common c;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](const char* what) -> Result<std::string> {
+      if (i + 1 >= args.size()) return make_error(ErrorCode::InvalidArgument, a + " needs " + what);
+      return args[++i];
+    };
+    if (a == "--netns") {
+      auto v = value("a path");
+      if (!v) return v.error();
+      if (c.netns) return make_error(ErrorCode::InvalidArgument, "give --netns or --pid once");
+      c.netns = NetnsRef::of_path(*v);
+    } else if (a == "--pid") {
+      auto v = value("a process id");
+      if (!v) return v.error();
+      if (c.netns) return make_error(ErrorCode::InvalidArgument, "give --netns or --pid once");
+      char* end = nullptr;
+      long pid = std::strtol(v->c_str(), &end, 10);
+      if (v->empty() || *end != '\0' || pid <= 0 || pid > 4194304) {
+        return make_error(ErrorCode::InvalidArgument, "--pid: \"" + *v + "\" is not a process id");
+      }
+      c.netns = NetnsRef::of_pid(static_cast<pid_t>(pid));
+    } else if (a == "-o" || a == "--output") {
+      auto v = value("json or text");
+      if (!v) return v.error();
+      if (*v != "json" && *v != "text") return make_error(ErrorCode::InvalidArgument, "-o: expected json or text, got \"" + *v + "\"");
+      c.json = *v == "json";
+    } else if (allow_all && (a == "-a" || a == "--all")) {
+      c.all = true;
+    } else {
+      c.rest.push_back(a);
+    }
+  }
+  return c;
+}
+
+// Runs `fn` here or inside the namespace (bounded).
+Status in_netns(const Common& c, std::function<Status()> fn) {
+  if (!c.netns) return fn();
+  SetnsNetns runner;
+  return runner.run(*c.netns, std::move(fn), std::chrono::steady_clock::now() + std::chrono::seconds(30));
+}
+
+int fail(std::ostream& err, const Error& e) {
+  err << "error: " << e.message << "\n";
+  return 1;
+}
+
+int usage(std::ostream& err, const std::string& msg) {
+  err << "error: " << msg << "\n" << smc_commands_usage();
+  return 2;
+}
+
+std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
+
+}  // namespace
+
+std::string smc_commands_usage() {
+  return "usage:\n"
+         "  erdma-agent pnet list  [--netns PATH|--pid PID] [-o json]\n"
+         "  erdma-agent pnet add   PNETID (--eth IFNAME | --ib DEVICE [--port N]) [--netns PATH|--pid PID]\n"
+         "  erdma-agent pnet del   PNETID [--netns PATH|--pid PID]\n"
+         "  erdma-agent pnet flush [--netns PATH|--pid PID]\n"
+         "  erdma-agent ueid list  [-o json]\n"
+         "  erdma-agent ueid add   UEID\n"
+         "  erdma-agent ueid del   UEID\n"
+         "  erdma-agent smc-status [--netns PATH|--pid PID] [-a] [-o json]\n"
+         "  erdma-agent smc-stats  [--netns PATH|--pid PID] [-o json]\n";
+}
+
+int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto c = parse_common(args, false);
+  if (!c) return usage(err, c.error().message);
+  if (c->rest.empty()) return usage(err, "pnet: expected list, add, del or flush");
+  const std::string verb = c->rest[0];
+  std::vector<std::string> pos(c->rest.begin() + 1, c->rest.end());
+  std::ostringstream text;
+
+  if (verb == "list") {
+    if (!pos.empty()) return usage(err, "pnet list: unexpected argument \"" + pos[0] + "\"");
+    std::vector<PnetEntry> entries;
+    auto st = in_netns(*c, [&]() -> Status {
+      auto t = NetlinkPnetTable::open();
+      if (!t) return t.error();
+      auto l = (*t)->list();
+      if (!l) return l.error();
+      entries = std::move(*l);
+      return {};
+    });
+    if (!st) return fail(err, st.error());
+    if (c->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& e : entries) {
+        nlohmann::json o{{"pnetId", e.pnet_id.str()}, {"type", e.kind == PnetEntryKind::Eth ? "eth" : "ib"},
+                         {"device", e.device}};
+        if (e.kind == PnetEntryKind::Ib) o["port"] = e.port;
+        j.push_back(o);
+      }
+      out << j.dump(2) << "\n";
+      return 0;
+    }
+    out << pad("PNETID", 18) << pad("TYPE", 6) << pad("DEVICE", 20) << "PORT\n";
+    for (const auto& e : entries) {
+      out << pad(e.pnet_id.str(), 18) << pad(e.kind == PnetEntryKind::Eth ? "eth" : "ib", 6) << pad(e.device, 20)
+          << (e.kind == PnetEntryKind::Ib ? std::to_string(e.port) : "-") << "\n";
+    }
+    return 0;
+  }
+
+  if (verb == "add") {
+    std::optional<std::string> id, eth, ib;
+    unsigned port = 1;
+    for (size_t i = 0; i < pos.size(); ++i) {
+      if ((pos[i] == "--eth" || pos[i] == "--ib" || pos[i] == "--port") && i + 1 >= pos.size()) {
+        return usage(err, "pnet add: " + pos[i] + " needs a value");
+      }
+      if (pos[i] == "--eth") {
+        eth = pos[++i];
+      } else if (pos[i] == "--ib") {
+        ib = pos[++i];
+      } else if (pos[i] == "--port") {
+        const std::string& p = pos[++i];
+        if (p != "1" && p != "2") return usage(err, "pnet add: --port must be 1 or 2, got \"" + p + "\"");
+        port = static_cast<unsigned>(p[0] - '0');
+      } else if (!id) {
+        id = pos[i];
+      } else {
+        return usage(err, "pnet add: unexpected argument \"" + pos[i] + "\"");
+      }
+    }
+    if (!id) return usage(err, "pnet add: missing PNETID");
+    if (eth.has_value() == ib.has_value()) return usage(err, "pnet add: give exactly one of --eth IFNAME or --ib DEVICE");
+    auto entry = eth ? PnetEntry::eth(*id, *eth) : PnetEntry::ib(*id, *ib, port);
+    if (!entry) return usage(err, entry.error().message);
+    Change change = Change::Changed;
+    auto st = in_netns(*c, [&]() -> Status {
+      auto t = NetlinkPnetTable::open();
+      if (!t) return t.error();
+      auto r = (*t)->add(*entry);
+      if (!r) return r.error();
+      change = *r;
+      return {};
+    });
+    if (!st) return fail(err, st.error());
+    out << (change == Change::Changed ? "added " : "already present: ") << entry->to_string() << "\n";
+    return 0;
+  }
+
+  if (verb == "del") {
+    if (pos.size() != 1) return usage(err, "pnet del: expected one PNETID");
+    auto id = PnetId::parse(pos[0]);
+    if (!id) return usage(err, id.error().message);
+    Change change = Change::Changed;
+    auto st = in_netns(*c, [&]() -> Status {
+      auto t = NetlinkPnetTable::open();
+      if (!t) return t.error();
+      auto r = (*t)->remove(*id);
+      if (!r) return r.error();
+      change = *r;
+      return {};
+    });
+    if (!st) return fail(err, st.error());
+    out << (change == Change::Changed ? "deleted entries of " : "not present: ") << id->str() << "\n";
+    return 0;
+  }
+
+  if (verb == "flush") {
+    if (!pos.empty()) return usage(err, "pnet flush: unexpected argument \"" + pos[0] + "\"");
+    auto st = in_netns(*c, []() -> Status {
+      auto t = NetlinkPnetTable::open();
+      if (!t) return t.error();
+      return (*t)->flush();
+    });
+    if (!st) return fail(err, st.error());
+    out << "flushed\n";
+    return 0;
+  }
+  return usage(err, "pnet: unknown verb \"" + verb + "\"");
+}
+
+int cmd_ueid(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto c = parse_common(args, false);
+  if (!c) return usage(err, c.error().message);
+  if (c->netns) return usage(err, "ueid: the UEID table is global; --netns and --pid do not apply");
+  if (c->rest.empty()) return usage(err, "ueid: expected list, add or del");
+  const std::string verb = c->rest[0];
+  auto info = NetlinkSmcInfo::open();
+  if (verb == "list") {
+    if (c->rest.size() != 1) return usage(err, "ueid list: unexpected argument");
+    if (!info) return fail(err, info.error());
+    auto l = (*info)->ueids();
+    if (!l) return fail(err, l.error());
+    if (c->json) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& u : *l) j.push_back(u.str());
+      out << j.dump(2) << "\n";
+    } else {
+      for (const auto& u : *l) out << u.str() << "\n";
+    }
+    return 0;
+  }
+  if (verb == "add" || verb == "del") {
+    if (c->rest.size() != 2) return usage(err, "ueid " + verb + ": expected one UEID");
+    auto u = Ueid::parse(c->rest[1]);
+    if (!u) return usage(err, u.error().message);
+    if (!info) return fail(err, info.error());
+    auto r = verb == "add" ? (*info)->add_ueid(*u) : (*info)->remove_ueid(*u);
+    if (!r) return fail(err, r.error());
+    if (verb == "add") out << (*r == Change::Changed ? "added UEID " : "already present: UEID ") << u->str() << "\n";
+    if (verb == "del") out << (*r == Change::Changed ? "deleted UEID " : "not present: UEID ") << u->str() << "\n";
+    return 0;
+  }
+  return usage(err, "ueid: unknown verb \"" + verb + "\"");
+}
+
+int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto c = parse_common(args, true);
+  if (!c) return usage(err, c.error().message);
+  if (!c->rest.empty()) return usage(err, "smc-status: unexpected argument \"" + c->rest[0] + "\"");
+  std::vector<SmcSocket> socks;
+  auto st = in_netns(*c, [&]() -> Status {
+    auto s = SockDiagSmcStatus::open();
+    if (!s) return s.error();
+    auto l = (*s)->sockets();
+    if (!l) return l.error();
+    socks = std::move(*l);
+    return {};
+  });
+  if (!st) return fail(err, st.error());
+  // A listening socket has not fallen back and reads as SMCR: only -a shows them.
+  std::vector<SmcSocket> shown;
+  for (auto& s : socks) {
+    if (c->all || s.state != 10) shown.push_back(std::move(s));
+  }
+  if (c->json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& s : shown) {
+      nlohmann::json o{{"state", smc_state_name(s.state)}, {"mode", smc_mode_name(s.mode)}, {"local", s.local},
+                       {"peer", s.peer}, {"inode", s.inode}, {"uid", s.uid}};
+      if (s.fallback_reason) {
+        o["fallbackReason"] = fallback_reason_name(*s.fallback_reason);
+        o["fallbackCode"] = hex32(*s.fallback_reason);
+        o["peerDiagnosis"] = hex32(s.peer_diagnosis.value_or(0));
+      }
+      if (s.mode == SmcMode::Smcr && !s.ib_device.empty()) {
+        o["ibDevice"] = s.ib_device;
+        o["ibPort"] = s.ib_port;
+        o["gid"] = s.gid;
+        o["peerGid"] = s.peer_gid;
+        if (s.role) o["role"] = *s.role == 0 ? "client" : "server";
+      }
+      j.push_back(o);
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << pad("STATE", 17) << pad("MODE", 6) << pad("LOCAL", 26) << pad("PEER", 26) << "DETAIL\n";
+  for (const auto& s : shown) {
+    std::string detail;
+    if (s.mode == SmcMode::Tcp && s.fallback_reason) {
+      detail = std::string(fallback_reason_name(*s.fallback_reason)) + " (" + hex32(*s.fallback_reason) + "): " +
+               std::string(fallback_reason_text(*s.fallback_reason));
+    } else if (s.mode == SmcMode::Smcr && !s.ib_device.empty()) {
+      detail = s.ib_device + "/" + std::to_string(s.ib_port) + (s.role ? (*s.role == 0 ? " client" : " server") : "");
+    }
+    out << pad(std::string(smc_state_name(s.state)), 17) << pad(std::string(smc_mode_name(s.mode)), 6)
+        << pad(s.local, 26) << pad(s.peer, 26) << detail << "\n";
+  }
+  return 0;
+}
+
+int cmd_smc_stats(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  auto c = parse_common(args, false);
+  if (!c) return usage(err, c.error().message);
+  if (!c->rest.empty()) return usage(err, "smc-stats: unexpected argument \"" + c->rest[0] + "\"");
+  SmcStats stats;
+  FallbackStats fb;
+  auto st = in_netns(*c, [&]() -> Status {
+    auto info = NetlinkSmcInfo::open();
+    if (!info) return info.error();
+    auto s = (*info)->stats();
+    if (!s) return s.error();
+    stats = *s;
+    auto f = (*info)->fallback_stats();
+    if (!f) return f.error();
+    fb = std::move(*f);
+    return {};
+  });
+  if (!st) return fail(err, st.error());
+  auto tech = [](const SmcTechStats& t) {
+    return nlohmann::json{{"clientV1Success", t.client_v1_success}, {"clientV2Success", t.client_v2_success},
+                          {"serverV1Success", t.server_v1_success}, {"serverV2Success", t.server_v2_success},
+                          {"rxBytes", t.rx_bytes}, {"txBytes", t.tx_bytes}};
+  };
+  if (c->json) {
+    nlohmann::json reasons = nlohmann::json::array();
+    for (const auto& r : fb.reasons) {
+      reasons.push_back({{"side", r.server ? "server" : "client"}, {"reason", fallback_reason_name(r.code)},
+                         {"code", hex32(r.code)}, {"count", r.count}});
+    }
+    nlohmann::json j{{"smcr", tech(stats.smcr)},
+                     {"smcd", tech(stats.smcd)},
+                     {"handshakeErrors", {{"client", stats.client_handshake_errors}, {"server", stats.server_handshake_errors}}},
+                     {"fallbacks", {{"client", fb.client_total}, {"server", fb.server_total}, {"reasons", reasons}}}};
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  auto line = [&](const char* name, const SmcTechStats& t) {
+    out << name << "  connections: client v1 " << t.client_v1_success << ", v2 " << t.client_v2_success
+        << "; server v1 " << t.server_v1_success << ", v2 " << t.server_v2_success << "; bytes rx " << t.rx_bytes
+        << ", tx " << t.tx_bytes << "\n";
+  };
+  line("SMC-R", stats.smcr);
+  line("SMC-D", stats.smcd);
+  out << "handshake errors: client " << stats.client_handshake_errors << ", server " << stats.server_handshake_errors
+      << "\n";
+  out << "fallbacks to TCP: client " << fb.client_total << ", server " << fb.server_total << "\n";
+  for (const auto& r : fb.reasons) {
+    out << "  " << pad(r.server ? "server" : "client", 7) << pad(std::string(fallback_reason_name(r.code)), 12)
+        << pad(hex32(r.code), 11) << r.count << "  " << fallback_reason_text(r.code) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace erdma::agent

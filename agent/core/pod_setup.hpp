@@ -1,0 +1,113 @@
+// Pure decisions of SMC-R pod setup: which pod owns the device IDs kubelet passed to
+// PreStartContainer (from a PodResources List answer), which of the runtime's sandboxes is that
+// pod's, whether the pod asks for SMC-R, and where its network namespace is (from the runtime's
+// verbose sandbox info). The shell fetches the answers, these functions decide, the shell acts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.hpp"
+
+namespace erdma::agent {
+
+// The pod annotation that asks for SMC-R; only the exact value "true" enables it.
+inline constexpr const char* kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";
+
+// Limits on what the agent accepts from kubelet and the runtime (far above real values).
+inline constexpr size_t kMaxPods = 10000;
+inline constexpr size_t kMaxSandboxInfoBytes = 4u << 20;
+
+// What PodResources List says about one pod: for each container, the device IDs per resource.
+struct PodDevices {
+  std::string namespace_;
+  std::string name;
+  struct Container {
+    std::string name;
+    std::map<std::string, std::vector<std::string>> devices;  // resource name -> device IDs
+  };
+  std::vector<Container> containers;
+};
+
+struct PodRef {
+  std::string namespace_;
+  std::string name;
+  std::string container;
+  friend bool operator==(const PodRef&, const PodRef&) = default;
+};
+
+// "ns/name".
+[[nodiscard]] std::string to_string(const PodRef& pod);
+
+// The container (and its pod) to which kubelet allocated every one of `device_ids` of `resource`.
+// Errors: InvalidArgument when `device_ids` is empty; NotFound when no container holds them all
+// (the pod may be gone, or kubelet's answer is stale); FailedPrecondition when several do (an
+// inconsistent answer: device IDs are allocated to one container at a time).
+[[nodiscard]] Result<PodRef> find_pod_for_devices(const std::vector<PodDevices>& pods, const std::string& resource,
+                                                  const std::vector<std::string>& device_ids);
+
+// One sandbox as the runtime lists it.
+enum class SandboxState { Ready, NotReady };
+struct SandboxSummary {
+  std::string id;
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+  uint32_t attempt = 0;
+  SandboxState state = SandboxState::NotReady;
+  int64_t created_at = 0;  // ns since the epoch
+  std::map<std::string, std::string> annotations;
+};
+
+// The ready sandbox of `namespace_/name`; the newest one when a restart left several. NotFound
+// when there is none (the pod is being deleted, or not started).
+[[nodiscard]] Result<SandboxSummary> choose_sandbox(const std::vector<SandboxSummary>& sandboxes,
+                                                    const std::string& namespace_, const std::string& name);
+
+// True only for the exact annotation value "true".
+[[nodiscard]] bool wants_smcr(const std::map<std::string, std::string>& annotations);
+
+// Where a sandbox's network namespace is, from PodSandboxStatus (verbose).
+struct SandboxNetns {
+  bool host_network = false;        // the sandbox uses the node's network namespace
+  std::optional<std::string> path;  // the netns file (a bind mount such as /var/run/netns/cni-...)
+  std::optional<uint32_t> pid;      // the sandbox's process, for <procRoot>/<pid>/ns/net
+  bool closed = false;              // the runtime says the netns is already torn down
+};
+
+// Reads the runtime's verbose info map. containerd (and CRI-O) put one JSON document under
+// "info" holding "pid", "netNamespaceClosed" and the OCI "runtimeSpec", whose linux.namespaces
+// entry of type "network" carries the path. `host_network_mode` is the CRI status's
+// linux.namespaces.options.network == NODE. Unknown fields are ignored; malformed JSON, a
+// document over kMaxSandboxInfoBytes, a relative or NUL-containing path or a pid outside
+// 1..4194304 are InvalidArgument errors. A document without path and pid is not an error here
+// (the caller decides).
+[[nodiscard]] Result<SandboxNetns> parse_sandbox_netns(const std::map<std::string, std::string>& info,
+                                                       bool host_network_mode);
+
+// How one pod setup ended (the `result` label of erdma_agent_smcr_pod_setups_total).
+enum class PodSetupResult {
+  Configured,     // pnet entry (and sysctls) in place
+  NotRequested,   // the pod does not ask for SMC-R
+  HostNetwork,    // the pod uses the node's netns: nothing to do, the host setup covers it
+  HostNetnsRefused,  // the runtime names the host's netns for a pod-network sandbox: never touched
+  PodNotFound,    // PodResources does not know the devices (yet, or any more)
+  SandboxGone,    // no ready sandbox, or its netns vanished meanwhile
+  Timeout,        // the budget ran out (a hung runtime or kernel)
+  Failed,         // anything else; logged with the reason
+};
+inline constexpr PodSetupResult kAllPodSetupResults[] = {
+    PodSetupResult::Configured,       PodSetupResult::NotRequested, PodSetupResult::HostNetwork,
+    PodSetupResult::HostNetnsRefused, PodSetupResult::PodNotFound,  PodSetupResult::SandboxGone,
+    PodSetupResult::Timeout,          PodSetupResult::Failed};
+[[nodiscard]] std::string_view to_string(PodSetupResult r) noexcept;
+
+// The result a failed step maps to: NotFound -> SandboxGone (a vanished netns or sandbox),
+// DeadlineExceeded -> Timeout, everything else -> Failed.
+[[nodiscard]] PodSetupResult result_of(const Error& e) noexcept;
+
+}  // namespace erdma::agent

@@ -1,0 +1,57 @@
+// SMC-R host setup (see smcr_host_setup.hpp).
+#include "agent/plugin/smcr_host_setup.hpp"
+
+namespace erdma::agent {
+
+SmcrHostSetup::SmcrHostSetup(const SmcrConfig& cfg, PnetTableOpener open_table, SmcInfoOpener open_info)
+    : cfg_(cfg), open_table_(std::move(open_table)), open_info_(std::move(open_info)) {}
+
+Result<HostSetupReport> SmcrHostSetup::reconcile(const std::vector<RdmaDevice>& devices) {
+  HostSetupReport report;
+  auto pnet_id = PnetId::parse(cfg_.pnet_id);
+  if (!pnet_id) return pnet_id.error();  // validated at config load; kept for safety
+  auto desired = host_pnet_entries(*pnet_id, smcr_ports_of(devices, &report.notes));
+  if (!desired) return desired.error();
+  std::optional<Ueid> ueid;
+  if (!cfg_.ueid.empty()) {
+    auto u = Ueid::parse(cfg_.ueid);
+    if (!u) return u.error();
+    ueid = *u;
+  }
+
+  auto table = open_table_();
+  if (!table) return table.error();
+  auto actual = (*table)->list();
+  if (!actual) return make_error(actual.error().code, "reading the pnet table: " + actual.error().message);
+  std::unique_ptr<SmcInfo> info;
+  std::vector<Ueid> actual_ueids;
+  if (ueid) {
+    auto i = open_info_();
+    if (!i) return i.error();
+    info = std::move(*i);
+    auto l = info->ueids();
+    if (!l) return make_error(l.error().code, "reading the UEID table: " + l.error().message);
+    actual_ueids = std::move(*l);
+  }
+
+  const auto plan = plan_host_setup(*desired, *actual, ueid, actual_ueids);
+  report.conflicts = plan.conflicts;
+  for (const auto& op : plan.ops) {
+    Status s;
+    if (const auto* r = std::get_if<RemovePnetId>(&op)) {
+      auto c = (*table)->remove(r->id);
+      if (!c) s = c.error();
+    } else if (const auto* a = std::get_if<AddEntry>(&op)) {
+      auto c = (*table)->add(a->entry);
+      if (!c) s = c.error();
+    } else if (const auto* u = std::get_if<AddUeid>(&op)) {
+      auto c = info->add_ueid(u->ueid);
+      if (!c) s = c.error();
+    }
+    if (!s) return make_error(s.error().code, describe(op) + ": " + s.error().message);
+    report.applied.push_back(describe(op));
+  }
+  return report;
+}
+
+}  // namespace erdma::agent

@@ -1,0 +1,184 @@
+// Netlink channel over libnl with bounded waits (poll on a non-blocking socket) and raw kernel
+// errno capture (our own error callback, so EEXIST and ENOENT stay distinguishable).
+#include "agent/sys/netlink.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+
+#include <linux/genetlink.h>
+#include <netlink/genl/genl.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+
+namespace erdma::agent {
+
+void NlSockDeleter::operator()(nl_sock* s) const noexcept { nl_socket_free(s); }
+void NlMsgDeleter::operator()(nl_msg* m) const noexcept { nlmsg_free(m); }
+
+namespace {
+
+struct CbDeleter {
+  void operator()(nl_cb* cb) const noexcept { nl_cb_put(cb); }
+};
+
+struct Exchange {
+  const std::function<Status(const nlmsghdr*)>* on_message = nullptr;
+  bool done = false;
+  int kernel_errno = 0;
+  std::optional<Error> failure;
+};
+
+int on_valid(nl_msg* msg, void* arg) {
+  auto* ex = static_cast<Exchange*>(arg);
+  if (ex->failure) return NL_STOP;
+  Status st = (*ex->on_message)(nlmsg_hdr(msg));
+  if (!st) {
+    ex->failure = st.error();
+    ex->done = true;
+    return NL_STOP;
+  }
+  return NL_OK;
+}
+
+int on_finish(nl_msg* msg, void* arg) {
+  auto* ex = static_cast<Exchange*>(arg);
+  // A dump that fails part-way reports the negative errno as NLMSG_DONE's payload.
+  const nlmsghdr* h = nlmsg_hdr(msg);
+  if (h->nlmsg_len >= NLMSG_HDRLEN + sizeof(int)) {
+    int err = 0;
+    std::memcpy(&err, nlmsg_data(h), sizeof(err));
+    if (err < 0) ex->kernel_errno = -err;
+  }
+  ex->done = true;
+  return NL_STOP;
+}
+
+int on_ack(nl_msg*, void* arg) {
+  static_cast<Exchange*>(arg)->done = true;
+  return NL_STOP;
+}
+
+int on_error(sockaddr_nl*, nlmsgerr* e, void* arg) {
+  auto* ex = static_cast<Exchange*>(arg);
+  ex->kernel_errno = e->error < 0 ? -e->error : e->error;
+  ex->done = true;
+  return NL_STOP;
+}
+
+}  // namespace
+
+Result<NetlinkChannel> NetlinkChannel::open(int protocol, std::chrono::milliseconds timeout) {
+  NlSockPtr sock(nl_socket_alloc());
+  if (!sock) return make_error(ErrorCode::ResourceExhausted, "netlink: cannot allocate a socket");
+  nl_socket_disable_auto_ack(sock.get());
+  int rc = nl_connect(sock.get(), protocol);
+  if (rc < 0) {
+    return make_error(ErrorCode::Unavailable, std::string("netlink: cannot open socket: ") + nl_geterror(rc));
+  }
+  rc = nl_socket_set_nonblocking(sock.get());
+  if (rc < 0) return make_error(ErrorCode::Internal, std::string("netlink: ") + nl_geterror(rc));
+  return NetlinkChannel(std::move(sock), timeout);
+}
+
+Result<int> NetlinkChannel::transact(nl_msg* msg, const std::function<Status(const nlmsghdr*)>& on_message) {
+  std::unique_ptr<nl_cb, CbDeleter> cb(nl_cb_alloc(NL_CB_DEFAULT));
+  if (!cb) return make_error(ErrorCode::ResourceExhausted, "netlink: cannot allocate callbacks");
+  Exchange ex;
+  ex.on_message = &on_message;
+  nl_cb_set(cb.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &ex);
+  nl_cb_set(cb.get(), NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &ex);
+  nl_cb_set(cb.get(), NL_CB_ACK, NL_CB_CUSTOM, on_ack, &ex);
+  nl_cb_err(cb.get(), NL_CB_CUSTOM, on_error, &ex);
+
+  int rc = nl_send_auto(sock_.get(), msg);
+  if (rc < 0) return make_error(ErrorCode::Unavailable, std::string("netlink: send failed: ") + nl_geterror(rc));
+
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while (!ex.done) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return make_error(ErrorCode::DeadlineExceeded,
+                        "netlink: no complete answer from the kernel within " + std::to_string(timeout_.count()) + " ms");
+    }
+    pollfd p{nl_socket_get_fd(sock_.get()), POLLIN, 0};
+    int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return make_error(ErrorCode::Internal, std::string("netlink: poll: ") + std::strerror(errno));
+    }
+    if (n == 0) continue;  // the deadline check above reports it
+    rc = nl_recvmsgs(sock_.get(), cb.get());
+    if (rc < 0 && !ex.done) {
+      if (rc == -NLE_AGAIN) continue;
+      if (rc == -NLE_DUMP_INTR) {
+        return make_error(ErrorCode::Unavailable, "netlink: the dump was interrupted by a concurrent change; retry");
+      }
+      return make_error(ErrorCode::Internal, std::string("netlink: receive failed: ") + nl_geterror(rc));
+    }
+  }
+  if (ex.failure) return std::move(*ex.failure);
+  return ex.kernel_errno;
+}
+
+Result<GenlClient> GenlClient::open(const std::string& family, const std::string& missing_message,
+                                    std::chrono::milliseconds timeout) {
+  auto ch = NetlinkChannel::open(NETLINK_GENERIC, timeout);
+  if (!ch) return ch.error();
+  // Resolve through nlctrl ourselves, on the bounded channel (genl_ctrl_resolve would block). The
+  // ACK flag makes the kernel end the exchange after its reply; without it a found family would
+  // leave us waiting for an end that never comes.
+  NlMsgPtr msg(nlmsg_alloc());
+  if (!msg) return make_error(ErrorCode::ResourceExhausted, "netlink: cannot allocate a message");
+  if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, GENL_ID_CTRL, 0, NLM_F_REQUEST | NLM_F_ACK, CTRL_CMD_GETFAMILY, 1) ||
+      nla_put_string(msg.get(), CTRL_ATTR_FAMILY_NAME, family.c_str()) < 0) {
+    return make_error(ErrorCode::Internal, "netlink: cannot build the family request");
+  }
+  std::optional<uint16_t> id;
+  auto rc = ch->transact(msg.get(), [&](const nlmsghdr* h) -> Status {
+    nlattr* tb[CTRL_ATTR_MAX + 1] = {};
+    nla_policy policy[CTRL_ATTR_MAX + 1] = {};
+    policy[CTRL_ATTR_FAMILY_ID].type = NLA_U16;
+    policy[CTRL_ATTR_FAMILY_NAME].type = NLA_STRING;
+    if (genlmsg_parse(const_cast<nlmsghdr*>(h), 0, tb, CTRL_ATTR_MAX, policy) < 0 || !tb[CTRL_ATTR_FAMILY_ID]) {
+      return make_error(ErrorCode::Internal, "nlctrl: malformed answer for family " + family);
+    }
+    id = nla_get_u16(tb[CTRL_ATTR_FAMILY_ID]);
+    return {};
+  });
+  if (!rc) return rc.error();
+  if (*rc == ENOENT) return make_error(ErrorCode::Unavailable, missing_message);
+  if (*rc != 0) return kernel_error(*rc, "resolving generic netlink family " + family);
+  if (!id) return make_error(ErrorCode::Internal, "nlctrl: no answer for family " + family);
+  return GenlClient(std::move(*ch), *id);
+}
+
+Result<NlMsgPtr> GenlClient::message(uint8_t cmd, int flags) const {
+  NlMsgPtr msg(nlmsg_alloc());
+  if (!msg) return make_error(ErrorCode::ResourceExhausted, "netlink: cannot allocate a message");
+  if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, family_id_, 0, flags | NLM_F_REQUEST, cmd, 1)) {
+    return make_error(ErrorCode::Internal, "netlink: cannot build a request header");
+  }
+  return msg;
+}
+
+Error kernel_error(int err, const std::string& what) {
+  switch (err) {
+    case EPERM:
+    case EACCES:
+      return make_error(ErrorCode::PermissionDenied,
+                        what + ": permission denied; needs CAP_NET_ADMIN in the initial user namespace");
+    case EINVAL:
+      return make_error(ErrorCode::InvalidArgument, what + ": the kernel refused the request as invalid (EINVAL)");
+    case ERANGE:
+      return make_error(ErrorCode::ResourceExhausted, what + ": a kernel table is full (ERANGE)");
+    case EOPNOTSUPP:
+      return make_error(ErrorCode::Unavailable, what + ": not supported by this kernel (EOPNOTSUPP)");
+    case ETIMEDOUT:
+      return make_error(ErrorCode::DeadlineExceeded, what + ": timed out in the kernel");
+    default:
+      return make_error(ErrorCode::Internal, what + ": " + std::strerror(err));
+  }
+}
+
+}  // namespace erdma::agent

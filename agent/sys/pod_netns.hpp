@@ -1,0 +1,58 @@
+// What an SMC-R pod's network namespace gets: an ETH pnet entry for the pod's interface and the
+// configured net.smc.* sysctls (plus net.smc.tcp2smc=1 on kernels that have it). The work runs on
+// a thread that joined the namespace, so the netlink socket and the /proc/sys/net files it opens
+// belong to the pod.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/core/pnet.hpp"
+#include "agent/sys/netlink_smc.hpp"
+#include "agent/sys/netns.hpp"
+
+namespace erdma::agent {
+
+// net.smc.tcp2smc: on kernels that have it (Alibaba Cloud Linux), every TCP socket of the
+// namespace becomes SMC, even in statically linked programs the preload library cannot reach.
+inline constexpr const char* kTcp2SmcSysctl = "net.smc.tcp2smc";
+
+struct PodNetnsPlan {
+  PnetEntry entry;                              // e.g. ERDMA eth eth0
+  std::map<std::string, std::string> sysctls;  // validated net.smc.* names and values
+  bool tcp2smc = true;                          // also set net.smc.tcp2smc=1 where it exists
+  std::string proc_root = "/proc";
+};
+
+struct PodNetnsReport {
+  Change pnet = Change::Unchanged;
+  std::vector<std::string> sysctls_set;  // "net.smc.wmem=262144", in order
+};
+
+class PodNetnsConfigurator {
+ public:
+  virtual ~PodNetnsConfigurator() = default;
+  // Applies `plan` inside `ns`. Idempotent. Errors: those of Netns::run (NotFound when the
+  // namespace vanished, DeadlineExceeded), of the pnet table (Unavailable without SMC), and for
+  // sysctls the first failure after trying them all (the message lists every failure).
+  [[nodiscard]] virtual Result<PodNetnsReport> configure(const NetnsRef& ns, const PodNetnsPlan& plan,
+                                                         std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// The kernel implementation: Netns::run + the pnet table + sysctl files under plan.proc_root.
+class KernelPodNetns final : public PodNetnsConfigurator {
+ public:
+  // `netns` must outlive this object.
+  KernelPodNetns(Netns& netns, PnetTableOpener open_table);
+  [[nodiscard]] Result<PodNetnsReport> configure(const NetnsRef& ns, const PodNetnsPlan& plan,
+                                                 std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  Netns& netns_;
+  PnetTableOpener open_table_;
+};
+
+}  // namespace erdma::agent

@@ -1,0 +1,74 @@
+// Where pod setup learns about pods: kubelet's PodResources API (which container holds which
+// device IDs) and the container runtime's CRI (sandboxes, their annotations and network
+// namespaces). Interfaces for the pure flow and its tests; gRPC clients over unix sockets for the
+// agent. Every call takes a deadline and never blocks past it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/core/pod_setup.hpp"
+#include "common/result.hpp"
+
+namespace erdma::agent {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+// Largest answer accepted from kubelet or the runtime (a node with hundreds of pods answers with
+// well under 1 MiB).
+inline constexpr int kMaxAnswerBytes = 16 << 20;
+
+class PodResourcesSource {
+ public:
+  virtual ~PodResourcesSource() = default;
+  // Every pod kubelet knows with its containers' devices. Errors: Unavailable (kubelet not
+  // reachable), DeadlineExceeded, ResourceExhausted (answer too large or more than kMaxPods pods).
+  [[nodiscard]] virtual Result<std::vector<PodDevices>> list(Deadline deadline) = 0;
+};
+
+struct SandboxStatusInfo {
+  SandboxSummary summary;  // id, pod, state, annotations (from the status, not a list)
+  SandboxNetns netns;
+};
+
+class SandboxSource {
+ public:
+  virtual ~SandboxSource() = default;
+  // The runtime's ready sandboxes. Errors as for PodResourcesSource::list.
+  [[nodiscard]] virtual Result<std::vector<SandboxSummary>> list_ready(Deadline deadline) = 0;
+  // One sandbox's status with the runtime's verbose info. NotFound when the runtime no longer
+  // knows the sandbox; InvalidArgument when the answer is malformed (no status, bad info JSON).
+  [[nodiscard]] virtual Result<SandboxStatusInfo> status(const std::string& sandbox_id, Deadline deadline) = 0;
+};
+
+// gRPC client of kubelet's PodResources v1 List on `socket_path`. Each call gets the earlier of
+// `deadline` and now + `call_timeout`. Thread-safe.
+class GrpcPodResources final : public PodResourcesSource {
+ public:
+  GrpcPodResources(std::string socket_path, std::chrono::milliseconds call_timeout);
+  ~GrpcPodResources() override;
+  [[nodiscard]] Result<std::vector<PodDevices>> list(Deadline deadline) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// gRPC client of the CRI RuntimeService (ListPodSandbox, PodSandboxStatus) on `socket_path`.
+class GrpcCriSandboxes final : public SandboxSource {
+ public:
+  GrpcCriSandboxes(std::string socket_path, std::chrono::milliseconds call_timeout);
+  ~GrpcCriSandboxes() override;
+  [[nodiscard]] Result<std::vector<SandboxSummary>> list_ready(Deadline deadline) override;
+  [[nodiscard]] Result<SandboxStatusInfo> status(const std::string& sandbox_id, Deadline deadline) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace erdma::agent

@@ -1,0 +1,176 @@
+// Pod setup decisions: which pod owns device IDs, which sandbox is the pod's, the SMC-R
+// annotation, and reading the runtime's verbose sandbox info.
+#include "agent/core/pod_setup.hpp"
+
+#include <doctest/doctest.h>
+
+namespace erdma::agent {
+namespace {
+
+PodDevices pod(std::string ns, std::string name, std::vector<PodDevices::Container> containers) {
+  return PodDevices{std::move(ns), std::move(name), std::move(containers)};
+}
+
+PodDevices::Container container(std::string name, std::map<std::string, std::vector<std::string>> devices) {
+  return PodDevices::Container{std::move(name), std::move(devices)};
+}
+
+SandboxSummary sandbox(std::string id, std::string ns, std::string name, int64_t created, bool ready = true,
+                       uint32_t attempt = 0) {
+  SandboxSummary s;
+  s.id = std::move(id);
+  s.pod_namespace = std::move(ns);
+  s.pod_name = std::move(name);
+  s.created_at = created;
+  s.attempt = attempt;
+  s.state = ready ? SandboxState::Ready : SandboxState::NotReady;
+  return s;
+}
+
+std::map<std::string, std::string> info(std::string json) { return {{"info", std::move(json)}}; }
+
+}  // namespace
+
+TEST_CASE("the pod is the one whose container holds every device ID") {
+  const std::vector<PodDevices> pods = {
+      pod("a", "web", {container("c", {{"aliyun/erdma", {"erdma_0-0"}}})}),
+      pod("b", "train", {container("init", {{"aliyun/erdma", {"erdma_0-1"}}}),
+                         container("main", {{"aliyun/erdma", {"erdma_0-2", "erdma_1-0"}}, {"nvidia.com/gpu", {"GPU-1"}}})}),
+  };
+  auto r = find_pod_for_devices(pods, "aliyun/erdma", {"erdma_1-0", "erdma_0-2"});
+  REQUIRE(r.ok());
+  CHECK(*r == PodRef{"b", "train", "main"});
+  CHECK(to_string(*r) == "b/train");
+  CHECK(find_pod_for_devices(pods, "aliyun/erdma", {"erdma_0-1"})->container == "init");
+  // A subset of one container's devices is enough (kubelet passes that container's IDs).
+  CHECK(find_pod_for_devices(pods, "aliyun/erdma", {"erdma_1-0"})->name == "train");
+
+  struct Case {
+    const char* name;
+    std::vector<std::string> ids;
+    std::string resource;
+    ErrorCode code;
+  };
+  const std::vector<Case> cases = {
+      {"no IDs", {}, "aliyun/erdma", ErrorCode::InvalidArgument},
+      {"unknown ID", {"erdma_9-9"}, "aliyun/erdma", ErrorCode::NotFound},
+      {"IDs spread over two containers", {"erdma_0-0", "erdma_0-2"}, "aliyun/erdma", ErrorCode::NotFound},
+      {"another resource's IDs", {"GPU-1"}, "aliyun/erdma", ErrorCode::NotFound},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto e = find_pod_for_devices(pods, c.resource, c.ids);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().code == c.code);
+  }
+  const std::vector<PodDevices> twice = {pod("a", "x", {container("c", {{"r/x", {"d-0"}}})}),
+                                         pod("a", "y", {container("c", {{"r/x", {"d-0"}}})})};
+  CHECK(find_pod_for_devices(twice, "r/x", {"d-0"}).error().code == ErrorCode::FailedPrecondition);
+  CHECK(find_pod_for_devices({}, "r/x", {"d-0"}).error().code == ErrorCode::NotFound);
+}
+
+TEST_CASE("the newest ready sandbox of the pod is chosen") {
+  const std::vector<SandboxSummary> list = {
+      sandbox("old", "ns", "web", 100),          sandbox("new", "ns", "web", 200),
+      sandbox("dead", "ns", "web", 300, false),  sandbox("other-ns", "ns2", "web", 400),
+      sandbox("same-time", "ns", "db", 50, true, 1), sandbox("same-time-0", "ns", "db", 50, true, 0),
+  };
+  CHECK(choose_sandbox(list, "ns", "web")->id == "new");
+  CHECK(choose_sandbox(list, "ns2", "web")->id == "other-ns");
+  CHECK(choose_sandbox(list, "ns", "db")->id == "same-time");
+  auto none = choose_sandbox(list, "ns", "gone");
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == ErrorCode::NotFound);
+  CHECK(none.error().message.find("ns/gone") != std::string::npos);
+  CHECK(choose_sandbox({sandbox("dead", "ns", "web", 300, false)}, "ns", "web").error().code == ErrorCode::NotFound);
+}
+
+TEST_CASE("only the exact annotation value true asks for SMC-R") {
+  CHECK(wants_smcr({{kSmcrAnnotation, "true"}}));
+  for (const char* v : {"True", "TRUE", "yes", "1", "true ", " true", "", "false"}) {
+    CAPTURE(v);
+    CHECK_FALSE(wants_smcr({{kSmcrAnnotation, v}}));
+  }
+  CHECK_FALSE(wants_smcr({}));
+  CHECK_FALSE(wants_smcr({{"network.alibabacloud.com/erdma-smcr-x", "true"}}));
+}
+
+TEST_CASE("the netns is read from containerd's verbose sandbox info") {
+  const std::string containerd = R"({
+    "pid": 4242, "processStatus": "running", "netNamespaceClosed": false,
+    "runtimeSpec": {"ociVersion": "1.1.0", "linux": {"namespaces": [
+      {"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"},
+      {"type": "network", "path": "/var/run/netns/cni-1234"}]}},
+    "config": {"metadata": {"name": "web"}}, "someFutureField": [1, 2, 3]})";
+  auto n = parse_sandbox_netns(info(containerd), false);
+  REQUIRE(n.ok());
+  CHECK_FALSE(n->host_network);
+  CHECK(n->path == std::optional<std::string>("/var/run/netns/cni-1234"));
+  CHECK(n->pid == std::optional<uint32_t>(4242));
+  CHECK_FALSE(n->closed);
+
+  SUBCASE("no info (not verbose, or another runtime)") {
+    auto e = parse_sandbox_netns({}, false);
+    REQUIRE(e.ok());
+    CHECK_FALSE(e->path.has_value());
+    CHECK_FALSE(e->pid.has_value());
+  }
+  SUBCASE("the CRI status says NODE") { CHECK(parse_sandbox_netns(info(containerd), true)->host_network); }
+  SUBCASE("an OCI spec without a network namespace shares the host's") {
+    auto h = parse_sandbox_netns(info(R"({"pid": 1, "runtimeSpec": {"linux": {"namespaces": [{"type": "pid"}]}}})"), false);
+    REQUIRE(h.ok());
+    CHECK(h->host_network);
+  }
+  SUBCASE("a network namespace without a path, pid 0, closed") {
+    auto c = parse_sandbox_netns(
+        info(R"({"pid": 0, "netNamespaceClosed": true, "runtimeSpec": {"linux": {"namespaces": [{"type": "network"}]}}})"),
+        false);
+    REQUIRE(c.ok());
+    CHECK_FALSE(c->path.has_value());
+    CHECK_FALSE(c->pid.has_value());
+    CHECK(c->closed);
+    CHECK_FALSE(c->host_network);
+  }
+  SUBCASE("malformed documents") {
+    struct Case {
+      const char* doc;
+      const char* says;
+    };
+    const std::vector<Case> bad = {
+        {"not json", "not a JSON object"},
+        {"[1,2]", "not a JSON object"},
+        {R"({"pid": -1})", "not a process id"},
+        {R"({"pid": "12"})", "not a process id"},
+        {R"({"pid": 4194305})", "not a process id"},
+        {R"({"runtimeSpec": {"linux": {"namespaces": [{"type": "network", "path": "netns/x"}]}}})", "absolute"},
+    };
+    for (const auto& c : bad) {
+      CAPTURE(c.doc);
+      auto e = parse_sandbox_netns(info(c.doc), false);
+      REQUIRE_FALSE(e.ok());
+      CHECK(e.error().code == ErrorCode::InvalidArgument);
+      CHECK(e.error().message.find(c.says) != std::string::npos);
+    }
+    // Odd but harmless shapes are ignored rather than refused.
+    auto odd = parse_sandbox_netns(info(R"({"runtimeSpec": {"linux": {"namespaces": {"type": "network"}}}, "pid": null})"), false);
+    REQUIRE(odd.ok());
+    CHECK_FALSE(odd->pid.has_value());
+  }
+  SUBCASE("an oversized document") {
+    auto e = parse_sandbox_netns(info(std::string(kMaxSandboxInfoBytes + 1, ' ')), false);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error().message.find("bytes") != std::string::npos);
+  }
+}
+
+TEST_CASE("pod setup results have stable metric label values") {
+  std::vector<std::string> names;
+  for (auto r : kAllPodSetupResults) names.emplace_back(to_string(r));
+  CHECK(names == std::vector<std::string>{"configured", "not_requested", "host_network", "host_netns_refused",
+                                          "pod_not_found", "sandbox_gone", "timeout", "failed"});
+  CHECK(result_of(make_error(ErrorCode::NotFound, "")) == PodSetupResult::SandboxGone);
+  CHECK(result_of(make_error(ErrorCode::DeadlineExceeded, "")) == PodSetupResult::Timeout);
+  CHECK(result_of(make_error(ErrorCode::Unavailable, "")) == PodSetupResult::Failed);
+}
+
+}  // namespace erdma::agent

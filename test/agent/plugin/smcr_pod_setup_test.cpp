@@ -1,0 +1,589 @@
+// SMC-R pod setup end to end, in process: kubelet's PreStartContainer call through the real device
+// plugin (gRPC), the real PodResources and CRI clients against fake servers (gRPC on unix
+// sockets), the real pod netns configurator with an in-memory namespace runner and pnet tables,
+// sysctls written to a stand-in procfs directory.
+#include "agent/plugin/smcr_pod_setup.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <doctest/doctest.h>
+
+#include "agent/plugin/plugin_runtime.hpp"
+#include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/fakes/fake_rdma_devices.hpp"
+#include "test/fakes/fake_smc.hpp"
+
+namespace erdma::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::Behaviour;
+using testing::FakeCriServer;
+using testing::FakeKubelet;
+using testing::FakePnetTable;
+using testing::FakePodResourcesServer;
+using testing::FakeRdmaDevices;
+using testing::FakeSandbox;
+using testing::make_device;
+using testing::TempDir;
+
+constexpr auto kWait = 10s;
+const std::string kTrue = "true";
+
+// Runs the work inline on the calling thread and remembers the namespace it stands for, so the
+// pnet opener can hand out that namespace's table (the kernel's tables are per netns too).
+thread_local std::string current_netns;
+
+class PathNetns final : public Netns {
+ public:
+  Status run(const NetnsRef& ns, std::function<Status()> fn, std::chrono::steady_clock::time_point) override {
+    {
+      std::lock_guard lock(mu);
+      if (std::find(gone.begin(), gone.end(), ns.path) != gone.end()) {
+        return make_error(ErrorCode::NotFound, "network namespace " + ns.path + " is gone");
+      }
+      entered.push_back(ns.path);
+    }
+    current_netns = ns.path;
+    auto s = fn();
+    current_netns.clear();
+    return s;
+  }
+  std::vector<std::string> entered_copy() {
+    std::lock_guard lock(mu);
+    return entered;
+  }
+  std::mutex mu;
+  std::vector<std::string> entered;
+  std::vector<std::string> gone;
+};
+
+// One fake pnet table per namespace path.
+struct Tables {
+  std::mutex mu;
+  std::map<std::string, FakePnetTable> by_netns;
+  bool no_smc = false;
+
+  std::vector<PnetEntry> entries(const std::string& netns) {
+    std::lock_guard lock(mu);
+    return by_netns.count(netns) ? by_netns[netns].entries : std::vector<PnetEntry>{};
+  }
+};
+
+class BorrowedTable final : public PnetTable {
+ public:
+  BorrowedTable(Tables& t, std::string ns) : t_(t), ns_(std::move(ns)) {}
+  Result<std::vector<PnetEntry>> list() override {
+    std::lock_guard lock(t_.mu);
+    return t_.by_netns[ns_].list();
+  }
+  Result<Change> add(const PnetEntry& e) override {
+    std::lock_guard lock(t_.mu);
+    return t_.by_netns.try_emplace(ns_, false).first->second.add(e);
+  }
+  Result<Change> remove(const PnetId& id) override {
+    std::lock_guard lock(t_.mu);
+    return t_.by_netns[ns_].remove(id);
+  }
+  Status flush() override {
+    std::lock_guard lock(t_.mu);
+    return t_.by_netns[ns_].flush();
+  }
+
+ private:
+  Tables& t_;
+  std::string ns_;
+};
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+uint64_t setups(AgentMetrics& m, PodSetupResult r) { return m.pod_setup(r).value(); }
+
+struct PodHarness {
+  TempDir dir;
+  TempDir proc;  // stands in for the host's /proc: 1/ns/net and sys/net/smc/*
+  AgentConfig cfg;
+  FakePodResourcesServer podres{dir.path() + "/podres.sock"};
+  FakeCriServer cri{dir.path() + "/cri.sock"};
+  PathNetns netns;
+  Tables tables;
+  KernelPodNetns configurator{netns, [this]() -> Result<std::unique_ptr<PnetTable>> {
+                                if (tables.no_smc) return make_error(ErrorCode::Unavailable, kNoSmcMessage);
+                                return std::unique_ptr<PnetTable>(new BorrowedTable(tables, current_netns));
+                              }};
+  common::metrics::Registry registry;
+  AgentMetrics metrics{registry};
+  std::unique_ptr<GrpcPodResources> podres_client;
+  std::unique_ptr<GrpcCriSandboxes> cri_client;
+  std::unique_ptr<SmcrPodSetup> hook;
+  FakeRdmaDevices devices{{make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0)}};
+  FakeKubelet kubelet{dir.path()};
+  std::unique_ptr<PluginRuntime> runtime;
+
+  explicit PodHarness(unsigned call_timeout_ms = 5000) {
+    fs::create_directories(proc.path() + "/1/ns");
+    fs::create_symlink("/proc/self/ns/net", proc.path() + "/1/ns/net");
+    write_text(proc.path() + "/sys/net/smc/wmem", "65536");
+    write_text(proc.path() + "/sys/net/smc/tcp2smc", "0");
+    fs::create_directories(dir.path() + "/netns");
+    cfg.device_plugin_dir = dir.path();
+    cfg.slots_per_device = 4;
+    cfg.rescan_seconds = 3600;
+    cfg.metrics_listen = "";
+    cfg.pod_resources_socket = podres.socket();
+    cfg.cri_socket = dir.path() + "/cri.sock";
+    cfg.proc_root = proc.path();
+    cfg.smcr.sysctls = {{"net.smc.wmem", "262144"}};
+    cfg.smcr.call_timeout_ms = call_timeout_ms;
+    podres_client = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, std::chrono::milliseconds(call_timeout_ms));
+    cri_client = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, std::chrono::milliseconds(call_timeout_ms));
+    hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics);
+    kubelet.start();
+    RuntimeTiming t;
+    t.register_backoff_min = 20ms;
+    t.register_backoff_max = 200ms;
+    t.shutdown_grace = 100ms;
+    runtime = std::make_unique<PluginRuntime>(cfg, devices, *hook, &metrics, t);
+    REQUIRE(runtime->start().ok());
+    REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
+  }
+  ~PodHarness() {
+    runtime->stop();
+    kubelet.stop();
+  }
+
+  // A pod netns file (a plain file: the in-memory runner never joins it).
+  std::string netns_file(const std::string& name) {
+    const std::string p = dir.path() + "/netns/" + name;
+    write_text(p, "");
+    return p;
+  }
+
+  // A pod with SMC-R annotation `value` (none when empty), its devices and a ready sandbox.
+  std::string add_pod(const std::string& ns, const std::string& name, const std::vector<std::string>& ids,
+                      const std::string& value = kTrue, bool host_network = false) {
+    podres.add(ns, name, "app", "aliyun/erdma", ids);
+    FakeSandbox s;
+    s.id = "sb-" + name;
+    s.ns = ns;
+    s.name = name;
+    if (!value.empty()) s.annotations[kSmcrAnnotation] = value;
+    s.annotations["kubernetes.io/config.seen"] = "2026-01-01T00:00:00Z";
+    s.host_network = host_network;
+    if (!host_network) s.netns_path = netns_file(name);
+    s.pid = 0;
+    cri.add(s);
+    return host_network ? std::string() : *s.netns_path;
+  }
+
+  grpc::Status prestart(const std::vector<std::string>& ids, std::chrono::milliseconds client_deadline = 30s) {
+    auto stub = kubelet.plugin(kPluginSocketName);
+    v1beta1::PreStartContainerRequest req;
+    for (const auto& id : ids) req.add_devices_ids(id);
+    v1beta1::PreStartContainerResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + client_deadline);  // kubelet: 30 s
+    return stub->PreStartContainer(&ctx, req, &resp);
+  }
+};
+
+const PnetEntry kEth0 = PnetEntry::eth("ERDMA", "eth0").value();
+
+}  // namespace
+
+TEST_CASE("PreStartContainer configures the netns of the pod that owns the device IDs") {
+  PodHarness h;
+  const auto a = h.add_pod("team-a", "web-0", {"erdma_0-0"});
+  const auto b = h.add_pod("team-b", "trainer-0", {"erdma_0-1", "erdma_1-2"});
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto status = h.prestart({"erdma_1-2", "erdma_0-1"});
+  const auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_MESSAGE(status.ok(), status.error_message());
+  CHECK(h.tables.entries(b) == std::vector<PnetEntry>{kEth0});
+  CHECK(h.tables.entries(a).empty());
+  CHECK(h.netns.entered_copy() == std::vector<std::string>{b});
+  CHECK(read_text(h.proc.path() + "/sys/net/smc/wmem") == "262144");
+  CHECK(read_text(h.proc.path() + "/sys/net/smc/tcp2smc") == "1");
+  CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
+  CHECK(h.metrics.pod_setup_seconds.count() == 1);
+  CHECK(h.metrics.pre_start_ok.value() == 1);
+  const auto tracked = h.hook->tracked();
+  REQUIRE(tracked.size() == 1);
+  CHECK(tracked[0].pod == "team-b/trainer-0");
+  CHECK(tracked[0].netns.path == b);
+  // The runtime was asked for ready sandboxes only.
+  const auto filter = h.cri.last_list_request();
+  CHECK(filter.filter().state().state() == runtime::v1::SANDBOX_READY);
+
+  // Idempotent: a second container of the same pod finds the entry in place.
+  REQUIRE(h.prestart({"erdma_0-1"}).ok());
+  CHECK(h.tables.entries(b) == std::vector<PnetEntry>{kEth0});
+  CHECK(setups(h.metrics, PodSetupResult::Configured) == 2);
+
+  // Not an assertion (timings vary by machine): the latency the closing note reports.
+  MESSAGE("PreStartContainer -> configured, through gRPC and the fake runtime: "
+          << std::chrono::duration_cast<std::chrono::microseconds>(took).count() << " us (hook: "
+          << h.metrics.pod_setup_seconds.sum() * 1e6 / static_cast<double>(h.metrics.pod_setup_seconds.count())
+          << " us on average)");
+}
+
+TEST_CASE("PreStartContainer latency over 50 pods, for the performance notes") {
+  PodHarness h;
+  std::vector<double> us;
+  for (int i = 0; i < 50; ++i) {
+    const std::string id = "erdma_" + std::to_string(i % 2) + "-" + std::to_string(i % 4);
+    h.podres.set_response({});
+    h.add_pod("bench", "pod-" + std::to_string(i), {id});
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(h.prestart({id}).ok());
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    h.cri.remove("sb-pod-" + std::to_string(i));
+  }
+  CHECK(setups(h.metrics, PodSetupResult::Configured) == 50);
+  std::sort(us.begin(), us.end());
+  MESSAGE("PreStartContainer -> configured over 50 calls (us): median " << us[25] << ", p90 " << us[45] << ", max "
+                                                                        << us.back());
+}
+
+TEST_CASE("the SMC-R annotation must be exactly true") {
+  PodHarness h;
+  int n = 0;
+  for (const std::string value : {"True", "yes", "1", " true", ""}) {
+    CAPTURE(value);
+    const std::string id = "erdma_" + std::to_string(n / 4) + "-" + std::to_string(n % 4);
+    h.add_pod("ns", "pod" + std::to_string(n++), {id}, value);
+    REQUIRE(h.prestart({id}).ok());
+  }
+  CHECK(setups(h.metrics, PodSetupResult::NotRequested) == 5);
+  CHECK(h.netns.entered_copy().empty());
+  CHECK(read_text(h.proc.path() + "/sys/net/smc/wmem") == "65536");
+}
+
+TEST_CASE("the host's network namespace is never changed for a pod") {
+  PodHarness h;
+  // A hostNetwork pod: the runtime says NODE.
+  h.add_pod("ns", "host-pod", {"erdma_0-0"}, kTrue, true);
+  REQUIRE(h.prestart({"erdma_0-0"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::HostNetwork) == 1);
+
+  // A sandbox that claims its own netns but names the host's (same nsfs inode as procRoot/1/ns/net).
+  h.podres.add("ns", "liar", "app", "aliyun/erdma", {"erdma_0-1"});
+  FakeSandbox s;
+  s.id = "sb-liar";
+  s.ns = "ns";
+  s.name = "liar";
+  s.annotations[kSmcrAnnotation] = kTrue;
+  s.netns_path = "/proc/self/ns/net";
+  h.cri.add(s);
+  REQUIRE(h.prestart({"erdma_0-1"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::HostNetnsRefused) == 1);
+
+  // An OCI spec without a network namespace shares the host's.
+  h.podres.add("ns", "no-netns", "app", "aliyun/erdma", {"erdma_0-2"});
+  s.id = "sb-no-netns";
+  s.name = "no-netns";
+  s.raw_info = testing::containerd_info_json(std::nullopt, 77, true);
+  h.cri.add(s);
+  REQUIRE(h.prestart({"erdma_0-2"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::HostNetwork) == 2);
+
+  CHECK(h.netns.entered_copy().empty());
+  CHECK(h.hook->tracked().empty());
+}
+
+TEST_CASE("a vanished pod or sandbox is tolerated") {
+  PodHarness h;
+  // Listed as ready, but gone when its status is asked for.
+  h.add_pod("ns", "a", {"erdma_0-0"});
+  h.cri.hide_status("sb-a");
+  REQUIRE(h.prestart({"erdma_0-0"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 1);
+
+  // Its netns file removed and no pid to fall back to.
+  const auto path = h.add_pod("ns", "b", {"erdma_0-1"});
+  fs::remove(path);
+  REQUIRE(h.prestart({"erdma_0-1"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 2);
+
+  // The namespace goes away while the agent enters it.
+  const auto c = h.add_pod("ns", "c", {"erdma_0-2"});
+  h.netns.gone.push_back(c);
+  REQUIRE(h.prestart({"erdma_0-2"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 3);
+
+  // No ready sandbox at all.
+  h.podres.add("ns", "d", "app", "aliyun/erdma", {"erdma_0-3"});
+  REQUIRE(h.prestart({"erdma_0-3"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 4);
+
+  // Kubelet does not (or no longer) list the devices.
+  REQUIRE(h.prestart({"erdma_1-3"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::PodNotFound) == 1);
+
+  CHECK(h.metrics.pre_start_ok.value() == 5);
+  CHECK(h.metrics.pre_start_error.value() == 0);
+  CHECK(h.hook->tracked().empty());
+}
+
+TEST_CASE("the sandbox process's netns under procRoot is used when the netns path is not visible") {
+  PodHarness h;
+  h.podres.add("ns", "p", "app", "aliyun/erdma", {"erdma_1-0"});
+  FakeSandbox s;
+  s.id = "sb-p";
+  s.ns = "ns";
+  s.name = "p";
+  s.annotations[kSmcrAnnotation] = kTrue;
+  s.netns_path = "/var/run/netns/cni-not-mounted-here";
+  s.pid = 4242;
+  h.cri.add(s);
+  const std::string pid_ns = h.proc.path() + "/4242/ns/net";
+  write_text(pid_ns, "");
+  REQUIRE(h.prestart({"erdma_1-0"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
+  CHECK(h.tables.entries(pid_ns) == std::vector<PnetEntry>{kEth0});
+}
+
+TEST_CASE("PreStartContainer answers within kubelet's budget when the runtime hangs") {
+  SUBCASE("each call to the runtime is bounded by smcr.callTimeoutMs") {
+    PodHarness h(300);
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    h.cri.set_list_behaviour(Behaviour{true, std::nullopt});
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto st = h.prestart({"erdma_0-0"});  // kubelet's own deadline: 30 s
+    CHECK_MESSAGE(st.ok(), st.error_message());
+    CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
+    MESSAGE("hung ListPodSandbox, callTimeoutMs 300: answered after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " ms");
+
+    h.cri.set_list_behaviour({});
+    h.cri.set_status_behaviour(Behaviour{true, std::nullopt});
+    CHECK(h.prestart({"erdma_0-0"}).ok());
+    CHECK(setups(h.metrics, PodSetupResult::Timeout) == 2);
+
+    h.cri.set_status_behaviour({});
+    h.podres.set_behaviour(Behaviour{true, std::nullopt});
+    CHECK(h.prestart({"erdma_0-0"}).ok());
+    CHECK(setups(h.metrics, PodSetupResult::Timeout) == 3);
+    CHECK(h.netns.entered_copy().empty());
+  }
+  SUBCASE("the whole setup stays inside the deadline kubelet sent, whatever the call timeout") {
+    PodHarness h(20000);
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    h.cri.set_status_behaviour(Behaviour{true, std::nullopt});
+    const auto t0 = std::chrono::steady_clock::now();
+    // A kubelet deadline shorter than the call timeout: the answer must still arrive in time
+    // (a late one would be DEADLINE_EXCEEDED here).
+    const auto st = h.prestart({"erdma_0-0"}, 3s);
+    CHECK_MESSAGE(st.ok(), st.error_message());
+    CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
+    MESSAGE("hung PodSandboxStatus, kubelet deadline 3 s: answered after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
+            << " ms");
+  }
+}
+
+TEST_CASE("an unreachable or misbehaving kubelet or runtime fails the setup, never the container") {
+  PodHarness h;
+  h.add_pod("ns", "a", {"erdma_0-0"});
+
+  h.cri.set_list_behaviour(Behaviour{false, grpc::StatusCode::UNAVAILABLE});
+  CHECK(h.prestart({"erdma_0-0"}).ok());
+  h.cri.set_list_behaviour(Behaviour{false, grpc::StatusCode::UNIMPLEMENTED});
+  CHECK(h.prestart({"erdma_0-0"}).ok());
+  h.cri.set_list_behaviour({});
+  h.podres.set_behaviour(Behaviour{false, grpc::StatusCode::PERMISSION_DENIED});
+  CHECK(h.prestart({"erdma_0-0"}).ok());
+  h.podres.set_behaviour({});
+  CHECK(setups(h.metrics, PodSetupResult::Failed) == 3);
+
+  // No PodResources socket at all.
+  {
+    GrpcPodResources missing(h.dir.path() + "/no-such.sock", 1s);
+    SmcrPodSetup hook(h.cfg, missing, *h.cri_client, h.configurator, nullptr);
+    const auto out = hook.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+    CHECK(out.result == PodSetupResult::Failed);
+    CHECK(out.message.find("no-such.sock") != std::string::npos);
+  }
+  // A kernel without SMC.
+  h.tables.no_smc = true;
+  auto out = h.hook->set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(out.result == PodSetupResult::Failed);
+  CHECK(out.message == kNoSmcMessage);
+  h.tables.no_smc = false;
+  CHECK(h.metrics.pre_start_error.value() == 0);
+}
+
+TEST_CASE("malformed answers from kubelet and the runtime are refused with a reason") {
+  PodHarness h;
+  auto run = [&](const std::vector<std::string>& ids) {
+    return h.hook->set_up(ids, std::chrono::steady_clock::now() + 5s);
+  };
+
+  SUBCASE("a pod without a name") {
+    h.podres.add("ns", "", "app", "aliyun/erdma", {"erdma_0-0"});
+    const auto o = run({"erdma_0-0"});
+    CHECK(o.result == PodSetupResult::Failed);
+    CHECK(o.message.find("without namespace or name") != std::string::npos);
+  }
+  SUBCASE("the same devices listed for two containers") {
+    h.podres.add("ns", "a", "app", "aliyun/erdma", {"erdma_0-0"});
+    h.podres.add("ns", "b", "app", "aliyun/erdma", {"erdma_0-0"});
+    const auto o = run({"erdma_0-0"});
+    CHECK(o.result == PodSetupResult::Failed);
+    CHECK(o.message.find("more than one container") != std::string::npos);
+  }
+  SUBCASE("devices of another resource do not count") {
+    h.podres.add("ns", "a", "app", "example.com/gpu", {"erdma_0-0"});
+    CHECK(run({"erdma_0-0"}).result == PodSetupResult::PodNotFound);
+  }
+  SUBCASE("sandbox info that is not JSON") {
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    FakeSandbox s;
+    s.id = "sb-a";
+    s.ns = "ns";
+    s.name = "a";
+    s.annotations[kSmcrAnnotation] = kTrue;
+    s.raw_info = "{\"pid\": 12, \"runtimeSpec\": ";
+    h.cri.add(s);
+    const auto o = run({"erdma_0-0"});
+    CHECK(o.result == PodSetupResult::Failed);
+    CHECK(o.message.find("not a JSON object") != std::string::npos);
+  }
+  SUBCASE("sandbox info without netns path or pid") {
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    FakeSandbox s;
+    s.id = "sb-a";
+    s.ns = "ns";
+    s.name = "a";
+    s.annotations[kSmcrAnnotation] = kTrue;
+    s.raw_info = "{}";
+    h.cri.add(s);
+    const auto o = run({"erdma_0-0"});
+    CHECK(o.result == PodSetupResult::Failed);
+    CHECK(o.message.find("neither a netns path nor a pid") != std::string::npos);
+  }
+  SUBCASE("a relative netns path and an absurd pid") {
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    FakeSandbox s;
+    s.id = "sb-a";
+    s.ns = "ns";
+    s.name = "a";
+    s.annotations[kSmcrAnnotation] = kTrue;
+    s.raw_info = testing::containerd_info_json("run/netns/x", std::nullopt, false);
+    h.cri.add(s);
+    CHECK(run({"erdma_0-0"}).message.find("not an absolute path") != std::string::npos);
+    s.raw_info = R"({"pid": 99999999999})";
+    h.cri.add(s);
+    CHECK(run({"erdma_0-0"}).message.find("not a process id") != std::string::npos);
+  }
+  SUBCASE("an answer larger than the agent accepts") {
+    v1::ListPodResourcesResponse big;
+    auto* pod = big.add_pod_resources();
+    pod->set_namespace_("ns");
+    pod->set_name(std::string(static_cast<size_t>(kMaxAnswerBytes) + 1024, 'x'));
+    h.podres.set_response(big);
+    const auto o = run({"erdma_0-0"});
+    CHECK(o.result == PodSetupResult::Failed);
+    CHECK(o.message.find("larger than") != std::string::npos);
+  }
+  SUBCASE("more pods than the agent accepts") {
+    v1::ListPodResourcesResponse many;
+    for (size_t i = 0; i <= kMaxPods; ++i) many.add_pod_resources()->set_name("p");
+    h.podres.set_response(many);
+    const auto o = run({"erdma_0-0"});
+    CHECK(o.result == PodSetupResult::Failed);
+    CHECK(o.message.find("more than the 10000 accepted") != std::string::npos);
+  }
+  CHECK(h.netns.entered_copy().empty());
+}
+
+TEST_CASE("sysctls the kernel lacks are reported and the pnet entry stays") {
+  PodHarness h;
+  fs::remove(h.proc.path() + "/sys/net/smc/tcp2smc");  // most kernels have no tcp2smc: not an error
+  auto cfg = h.cfg;
+  cfg.smcr.sysctls = {{"net.smc.wmem", "131072"}, {"net.smc.no_such_knob", "1"}};
+  SmcrPodSetup hook(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics);
+  const auto ns = h.add_pod("ns", "a", {"erdma_0-0"});
+  const auto o = hook.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(o.result == PodSetupResult::Failed);
+  CHECK(o.message.find("net.smc.no_such_knob") != std::string::npos);
+  CHECK(h.tables.entries(ns) == std::vector<PnetEntry>{kEth0});
+  CHECK(read_text(h.proc.path() + "/sys/net/smc/wmem") == "131072");
+  CHECK_FALSE(fs::exists(h.proc.path() + "/sys/net/smc/tcp2smc"));
+
+  // Without the unknown knob the same pod is configured, still without tcp2smc.
+  cfg.smcr.sysctls = {{"net.smc.wmem", "131072"}};
+  SmcrPodSetup good(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics);
+  const auto o2 = good.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(o2.result == PodSetupResult::Configured);
+  CHECK(o2.message.find("already present") != std::string::npos);
+  CHECK_FALSE(fs::exists(h.proc.path() + "/sys/net/smc/tcp2smc"));
+}
+
+TEST_CASE("a procRoot without the host's netns stops the setup before any namespace is entered") {
+  PodHarness h;
+  h.add_pod("ns", "a", {"erdma_0-0"});
+  fs::remove(h.proc.path() + "/1/ns/net");
+  const auto o = h.hook->set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(o.result == PodSetupResult::Failed);
+  CHECK(o.message.find("cannot compare with the host's netns") != std::string::npos);
+  CHECK(o.message.find("procRoot") != std::string::npos);
+  CHECK(h.netns.entered_copy().empty());
+}
+
+TEST_CASE("a PreStartContainer whose deadline passed in the queue still lets the container start") {
+  PodHarness h;
+  CHECK(h.hook->missed_turn({"erdma_0-0"}).ok());
+  CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
+}
+
+TEST_CASE("resync configures every ready SMC-R sandbox") {
+  PodHarness h;
+  const auto a = h.add_pod("ns", "a", {"erdma_0-0"});
+  const auto b = h.add_pod("ns", "b", {"erdma_0-1"}, "false");
+  h.add_pod("ns", "c", {"erdma_0-2"}, kTrue, true);
+  FakeSandbox stopped;
+  stopped.id = "sb-old";
+  stopped.ns = "ns";
+  stopped.name = "old";
+  stopped.ready = false;
+  stopped.annotations[kSmcrAnnotation] = kTrue;
+  stopped.netns_path = h.netns_file("old");
+  h.cri.add(stopped);
+  const auto d = h.add_pod("ns", "d", {"erdma_1-0"});
+  h.cri.hide_status("sb-d");
+
+  auto r = h.hook->resync(std::chrono::steady_clock::now() + 10s);
+  REQUIRE(r.ok());
+  CHECK(r->sandboxes == 4);  // ready ones only
+  CHECK(r->smcr == 3);
+  CHECK(r->configured == 1);
+  CHECK(r->failed == 0);
+  CHECK(h.tables.entries(a) == std::vector<PnetEntry>{kEth0});
+  CHECK(h.tables.entries(b).empty());
+  CHECK(h.netns.entered_copy() == std::vector<std::string>{a});
+  REQUIRE(h.hook->tracked().size() == 1);
+  h.hook->forget("sb-a");
+  CHECK(h.hook->tracked().empty());
+
+  h.cri.set_list_behaviour(Behaviour{false, grpc::StatusCode::UNAVAILABLE});
+  CHECK_FALSE(h.hook->resync(std::chrono::steady_clock::now() + 10s).ok());
+}
+
+}  // namespace erdma::agent
