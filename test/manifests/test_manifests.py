@@ -574,7 +574,8 @@ def check_agent(objs):
     # the thing. procRoot is required once SMC-R is configured: the container's own /proc/sys is
     # read-only, so the default /proc cannot set a pod's net.smc.* sysctls.
     mount_of_host = {host[m["name"]]: m["mountPath"] for m in c.get("volumeMounts") or [] if m["name"] in host}
-    if "smcr" in cfg and (cfg["smcr"] or {}).get("enabled", True) and "procRoot" not in cfg:
+    # SMC-R is on unless smcr.enabled says otherwise, so a config without procRoot is wrong too.
+    if (cfg.get("smcr") or {}).get("enabled", True) and "procRoot" not in cfg:
         p.append("agent config: smcr is configured but procRoot is not set to the host /proc mount %s" %
                  mount_of_host.get("/proc"))
     if "procRoot" in cfg and cfg["procRoot"] != mount_of_host.get("/proc"):
@@ -731,8 +732,8 @@ def breakages():
         ("caBundle written into the manifests", "caBundle",
          set_(lambda o: hook(o)["clientConfig"].update(caBundle="AAAA"))),
         # SMC-R keys of the agent config, for agent builds that have them
-        ("SMC-R configured without procRoot", "procRoot",
-         set_(lambda o: agent_config_edit(o, {"smcr": {"pnetId": "ERDMA"}}))),
+        ("SMC-R on without procRoot", "procRoot",
+         set_(lambda o: agent_config_edit(o, {}, remove=["procRoot"]))),
         ("procRoot left at the container's /proc", "procRoot",
          set_(lambda o: agent_config_edit(o, {"procRoot": "/proc"}))),
         ("criSocket elsewhere", "criSocket",
@@ -746,10 +747,12 @@ def breakages():
     ]
 
 
-def agent_config_edit(objs, changes):
+def agent_config_edit(objs, changes, remove=()):
     cm = objs[("ConfigMap", NS, "erdma-agent-config")]
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
     cfg.update(changes)
+    for key in remove:
+        cfg.pop(key, None)
     cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
 
 
