@@ -3,7 +3,8 @@
 # Warnings every first-party target compiles with.
 add_library(project_warnings INTERFACE)
 target_compile_options(project_warnings INTERFACE
-  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion -Wnon-virtual-dtor -Wold-style-cast
+  -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor -Wold-style-cast>
   $<$<BOOL:${WERROR}>:-Werror>)
 
 # Sanitizers (SANITIZE=address,undefined), on compile and link lines alike. With ERDMA_FUZZ (clang)

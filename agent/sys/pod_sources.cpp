@@ -61,6 +61,67 @@ SandboxSummary summary_of(const std::string& id, const runtime::v1::PodSandboxMe
 
 }  // namespace
 
+// ---- answers into values
+
+Result<std::vector<PodDevices>> pod_devices_from(const v1::ListPodResourcesResponse& response) {
+  if (static_cast<size_t>(response.pod_resources_size()) > kMaxPods) {
+    return make_error(ErrorCode::ResourceExhausted, "kubelet PodResources List returned " +
+                                                        std::to_string(response.pod_resources_size()) +
+                                                        " pods, more than the " + std::to_string(kMaxPods) + " accepted");
+  }
+  std::vector<PodDevices> out;
+  out.reserve(static_cast<size_t>(response.pod_resources_size()));
+  for (const auto& p : response.pod_resources()) {
+    PodDevices pod;
+    pod.namespace_ = p.namespace_();
+    pod.name = p.name();
+    for (const auto& c : p.containers()) {
+      PodDevices::Container container;
+      container.name = c.name();
+      for (const auto& d : c.devices()) {
+        auto& ids = container.devices[d.resource_name()];
+        ids.insert(ids.end(), d.device_ids().begin(), d.device_ids().end());
+      }
+      pod.containers.push_back(std::move(container));
+    }
+    out.push_back(std::move(pod));
+  }
+  return out;
+}
+
+Result<std::vector<SandboxSummary>> sandboxes_from(const runtime::v1::ListPodSandboxResponse& response) {
+  if (static_cast<size_t>(response.items_size()) > kMaxPods) {
+    return make_error(ErrorCode::ResourceExhausted, "CRI ListPodSandbox returned " +
+                                                        std::to_string(response.items_size()) +
+                                                        " sandboxes, more than the " + std::to_string(kMaxPods) +
+                                                        " accepted");
+  }
+  std::vector<SandboxSummary> out;
+  for (const auto& item : response.items()) {
+    // The filter asks for ready sandboxes; a runtime that ignores it is still answered right.
+    out.push_back(summary_of(item.id(), item.metadata(), item.state(), item.created_at(), item.annotations()));
+  }
+  return out;
+}
+
+Result<SandboxStatusInfo> sandbox_status_from(const std::string& sandbox_id,
+                                             const runtime::v1::PodSandboxStatusResponse& response) {
+  if (!response.has_status() || response.status().id().empty()) {
+    return make_error(ErrorCode::InvalidArgument, "CRI PodSandboxStatus " + sandbox_id + ": the answer has no status");
+  }
+  const auto& st = response.status();
+  SandboxStatusInfo out;
+  out.summary = summary_of(st.id(), st.metadata(), st.state(), st.created_at(), st.annotations());
+  const bool host_mode = st.linux().namespaces().options().network() == runtime::v1::NODE;
+  std::map<std::string, std::string> info(response.info().begin(), response.info().end());
+  auto netns = parse_sandbox_netns(info, host_mode);
+  if (!netns) {
+    return make_error(netns.error().code, "CRI PodSandboxStatus " + sandbox_id + ": " + netns.error().message);
+  }
+  out.netns = std::move(*netns);
+  return out;
+}
+
 // ---- GrpcPodResources
 
 struct GrpcPodResources::Impl {
@@ -85,29 +146,7 @@ Result<std::vector<PodDevices>> GrpcPodResources::list(Deadline deadline) {
   v1::ListPodResourcesResponse response;
   const grpc::Status s = impl_->stub->List(&ctx, request, &response);
   if (!s.ok()) return call_error(s, "kubelet PodResources List", impl_->socket);
-  if (static_cast<size_t>(response.pod_resources_size()) > kMaxPods) {
-    return make_error(ErrorCode::ResourceExhausted, "kubelet PodResources List returned " +
-                                                        std::to_string(response.pod_resources_size()) +
-                                                        " pods, more than the " + std::to_string(kMaxPods) + " accepted");
-  }
-  std::vector<PodDevices> out;
-  out.reserve(static_cast<size_t>(response.pod_resources_size()));
-  for (const auto& p : response.pod_resources()) {
-    PodDevices pod;
-    pod.namespace_ = p.namespace_();
-    pod.name = p.name();
-    for (const auto& c : p.containers()) {
-      PodDevices::Container container;
-      container.name = c.name();
-      for (const auto& d : c.devices()) {
-        auto& ids = container.devices[d.resource_name()];
-        ids.insert(ids.end(), d.device_ids().begin(), d.device_ids().end());
-      }
-      pod.containers.push_back(std::move(container));
-    }
-    out.push_back(std::move(pod));
-  }
-  return out;
+  return pod_devices_from(response);
 }
 
 // ---- GrpcCriSandboxes
@@ -135,18 +174,7 @@ Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready(Deadline deadli
   runtime::v1::ListPodSandboxResponse response;
   const grpc::Status s = impl_->stub->ListPodSandbox(&ctx, request, &response);
   if (!s.ok()) return call_error(s, "CRI ListPodSandbox", impl_->socket);
-  if (static_cast<size_t>(response.items_size()) > kMaxPods) {
-    return make_error(ErrorCode::ResourceExhausted, "CRI ListPodSandbox returned " +
-                                                        std::to_string(response.items_size()) +
-                                                        " sandboxes, more than the " + std::to_string(kMaxPods) +
-                                                        " accepted");
-  }
-  std::vector<SandboxSummary> out;
-  for (const auto& item : response.items()) {
-    // The filter asks for ready sandboxes; a runtime that ignores it is still answered right.
-    out.push_back(summary_of(item.id(), item.metadata(), item.state(), item.created_at(), item.annotations()));
-  }
-  return out;
+  return sandboxes_from(response);
 }
 
 Result<SandboxStatusInfo> GrpcCriSandboxes::status(const std::string& sandbox_id, Deadline deadline) {
@@ -158,20 +186,7 @@ Result<SandboxStatusInfo> GrpcCriSandboxes::status(const std::string& sandbox_id
   runtime::v1::PodSandboxStatusResponse response;
   const grpc::Status s = impl_->stub->PodSandboxStatus(&ctx, request, &response);
   if (!s.ok()) return call_error(s, "CRI PodSandboxStatus " + sandbox_id, impl_->socket);
-  if (!response.has_status() || response.status().id().empty()) {
-    return make_error(ErrorCode::InvalidArgument, "CRI PodSandboxStatus " + sandbox_id + ": the answer has no status");
-  }
-  const auto& st = response.status();
-  SandboxStatusInfo out;
-  out.summary = summary_of(st.id(), st.metadata(), st.state(), st.created_at(), st.annotations());
-  const bool host_mode = st.linux().namespaces().options().network() == runtime::v1::NODE;
-  std::map<std::string, std::string> info(response.info().begin(), response.info().end());
-  auto netns = parse_sandbox_netns(info, host_mode);
-  if (!netns) {
-    return make_error(netns.error().code, "CRI PodSandboxStatus " + sandbox_id + ": " + netns.error().message);
-  }
-  out.netns = std::move(*netns);
-  return out;
+  return sandbox_status_from(sandbox_id, response);
 }
 
 }  // namespace erdma::agent

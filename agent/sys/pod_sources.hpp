@@ -12,6 +12,15 @@
 #include "agent/core/pod_setup.hpp"
 #include "common/result.hpp"
 
+// The generated message types (agent/proto), declared here so this header stays free of them.
+namespace v1 {
+class ListPodResourcesResponse;
+}  // namespace v1
+namespace runtime::v1 {
+class ListPodSandboxResponse;
+class PodSandboxStatusResponse;
+}  // namespace runtime::v1
+
 namespace erdma::agent {
 
 using Deadline = std::chrono::steady_clock::time_point;
@@ -42,6 +51,14 @@ class SandboxSource {
   // knows the sandbox; InvalidArgument when the answer is malformed (no status, bad info JSON).
   [[nodiscard]] virtual Result<SandboxStatusInfo> status(const std::string& sandbox_id, Deadline deadline) = 0;
 };
+
+// Answers of kubelet and the runtime into the agent's own values, as the gRPC clients use them
+// (separate, so the fuzz targets reach exactly this handling). Errors: ResourceExhausted past
+// kMaxPods; for a status, InvalidArgument when it has no status or its verbose info is malformed.
+[[nodiscard]] Result<std::vector<PodDevices>> pod_devices_from(const ::v1::ListPodResourcesResponse& response);
+[[nodiscard]] Result<std::vector<SandboxSummary>> sandboxes_from(const ::runtime::v1::ListPodSandboxResponse& response);
+[[nodiscard]] Result<SandboxStatusInfo> sandbox_status_from(const std::string& sandbox_id,
+                                                            const ::runtime::v1::PodSandboxStatusResponse& response);
 
 // gRPC client of kubelet's PodResources v1 List on `socket_path`. Each call gets the earlier of
 // `deadline` and now + `call_timeout`. Thread-safe.
