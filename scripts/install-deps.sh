@@ -35,8 +35,9 @@ test_packages=(
   # agent tests: Soft-RoCE userspace, and an independently written kubelet in Python (Debian's
   # grpcio at /usr/bin/python3; its messages are compiled by protoc, its method paths by hand)
   rdma-core ibverbs-providers python3-grpcio python3-protobuf
-  # sanitizer and fuzz builds (test/fuzz/run.sh): clang, libFuzzer, the sanitizer runtimes
-  clang-14 libfuzzer-14-dev libclang-rt-14-dev
+  # sanitizer and fuzz builds (test/fuzz/run.sh): clang, libFuzzer, the sanitizer runtimes;
+  # llvm-profdata and llvm-cov for test/fuzz/coverage.sh
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev llvm-14
   # netns tests use ip; the preload library's portability test runs a program linked with musl
   iproute2 musl-tools
   # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools

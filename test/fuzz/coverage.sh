@@ -27,6 +27,9 @@ declare -A sources=(
   [agent_config]='agent/core/config\.cpp|common/structured\.cpp'
   [rdma_netlink]='agent/sys/rdma_netlink\.cpp'
   [sysfs]='agent/sys/sysfs_rdma\.cpp'
+  [smc_netlink]='agent/sys/smc_codec\.cpp'
+  [pod_sources]='agent/sys/pod_sources\.cpp'
+  [preload_env]='agent/preload/preload_logic\.c'
 )
 for t in "${targets[@]}"; do
   profraw="$build/cov-$t.profraw"
