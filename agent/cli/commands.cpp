@@ -291,22 +291,11 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   std::unique_ptr<common::http::MetricsServer> metrics_server;
   std::thread metrics_thread;
   if (!cfg->metrics_listen.empty()) {
-    metrics_server = std::make_unique<common::http::MetricsServer>(ioc, [&](std::string_view path) {
-      common::http::PlainAnswer a;
-      if (path == "/metrics") {
-        a.content_type = common::metrics::kContentType;
-        a.body = registry.expose();
-      } else if (path == "/healthz") {
-        a.body = "ok\n";
-      } else if (path == "/readyz") {
-        a.status = runtime.registered() ? 200 : 503;
-        a.body = runtime.registered() ? "registered\n" : "not registered with kubelet\n";
-      } else {
-        a.status = 404;
-        a.body = "not found\n";
-      }
-      return a;
-    });
+    auto not_ready = [&]() -> std::optional<std::string> {
+      if (runtime.registered()) return std::nullopt;
+      return "not registered with kubelet";
+    };
+    metrics_server = std::make_unique<common::http::MetricsServer>(ioc, common::http::probe_handler(registry, not_ready));
     auto addr = common::parse_listen_address(cfg->metrics_listen);
     auto s = addr ? metrics_server->listen(*addr) : Status(addr.error());
     if (!s) {

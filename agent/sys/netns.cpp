@@ -14,25 +14,12 @@
 #include <unistd.h>
 
 #include "agent/core/host_setup.hpp"
+#include "agent/sys/unique_fd.hpp"
 
 namespace erdma::agent {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-Result<std::shared_ptr<Fd>> open_netns(const NetnsRef& ns) {
+Result<std::shared_ptr<UniqueFd>> open_netns(const NetnsRef& ns) {
   int fd = ::open(ns.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
@@ -44,7 +31,7 @@ Result<std::shared_ptr<Fd>> open_netns(const NetnsRef& ns) {
     }
     return make_error(ErrorCode::Unavailable, "opening network namespace " + ns.path + ": " + std::strerror(e));
   }
-  auto owned = std::make_shared<Fd>(fd);
+  auto owned = std::make_shared<UniqueFd>(fd);
   int type = ::ioctl(fd, NS_GET_NSTYPE);
   if (type < 0 || type != CLONE_NEWNET) {
     return make_error(ErrorCode::InvalidArgument, ns.path + " is not a network namespace");
@@ -116,7 +103,7 @@ Status write_sysctl(std::string_view name, std::string_view value, std::string_v
     }
     return make_error(ErrorCode::Unavailable, "writing sysctl " + std::string(name) + ": " + std::strerror(e));
   }
-  Fd owned(fd);
+  UniqueFd owned(fd);
   std::string line(value);
   line += '\n';
   ssize_t n = ::write(fd, line.data(), line.size());
@@ -142,7 +129,7 @@ Result<std::string> read_sysctl(std::string_view name, std::string_view proc_roo
     if (e == ENOENT) return make_error(ErrorCode::NotFound, "this kernel has no sysctl " + std::string(name));
     return make_error(ErrorCode::Unavailable, "reading sysctl " + std::string(name) + ": " + std::strerror(e));
   }
-  Fd owned(fd);
+  UniqueFd owned(fd);
   std::string out;
   char buf[256];
   for (;;) {

@@ -183,6 +183,26 @@ Status MetricsServer::listen(const ListenAddress& address) {
   return {};
 }
 
+PlainHandler probe_handler(const metrics::Registry& registry, NotReadyReason not_ready) {
+  return [&registry, not_ready = std::move(not_ready)](std::string_view path) {
+    PlainAnswer a;
+    if (path == "/metrics") {
+      a.content_type = metrics::kContentType;
+      a.body = registry.expose();
+    } else if (path == "/healthz") {
+      a.body = "ok\n";
+    } else if (path == "/readyz") {
+      const auto reason = not_ready ? not_ready() : std::nullopt;
+      a.status = reason ? 503 : 200;
+      a.body = reason ? *reason + "\n" : "ok\n";
+    } else {
+      a.status = 404;
+      a.body = "not found; this port serves /metrics, /healthz and /readyz\n";
+    }
+    return a;
+  };
+}
+
 uint16_t MetricsServer::port() const noexcept { return state_->port; }
 
 void MetricsServer::stop() {

@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <boost/asio/io_context.hpp>
 
 #include "common/listen_address.hpp"
+#include "common/metrics.hpp"
 #include "common/result.hpp"
 
 namespace erdma::common::http {
@@ -25,6 +27,17 @@ struct PlainAnswer {
 
 // Maps a GET path (query removed) to an answer; return status 404 for unknown paths.
 using PlainHandler = std::function<PlainAnswer(std::string_view path)>;
+
+// Readiness for /readyz: nullopt when ready, else why not (shown to whoever probes).
+using NotReadyReason = std::function<std::optional<std::string>()>;
+
+// The endpoints every erdma program serves on its plain-HTTP port:
+//   /metrics  the registry's exposition (Prometheus text format)
+//   /healthz  200 "ok" while the process answers at all (liveness)
+//   /readyz   200 "ok", or 503 with the reason `not_ready` gives (readiness)
+//   anything else 404, naming the paths that exist.
+// `registry` must outlive the handler.
+[[nodiscard]] PlainHandler probe_handler(const metrics::Registry& registry, NotReadyReason not_ready);
 
 struct PlainServerLimits {
   size_t max_connections = 64;

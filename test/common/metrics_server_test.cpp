@@ -103,3 +103,33 @@ TEST_CASE("a second server on a taken port reports the address") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().message.find("127.0.0.1:" + std::to_string(f.server.port())) != std::string::npos);
 }
+
+TEST_CASE("probe_handler: metrics exposition, liveness, readiness with its reason, 404 elsewhere") {
+  metrics::Registry registry;
+  registry.counter("erdma_test_total", "A test counter.").inc();
+  bool ready = false;
+  const auto handler = http::probe_handler(registry, [&]() -> std::optional<std::string> {
+    if (ready) return std::nullopt;
+    return "not registered with kubelet";
+  });
+
+  const auto m = handler("/metrics");
+  CHECK(m.status == 200);
+  CHECK(m.content_type == metrics::kContentType);
+  CHECK(m.body.find("erdma_test_total 1") != std::string::npos);
+
+  CHECK(handler("/healthz").status == 200);  // alive even while not ready
+  const auto not_ready = handler("/readyz");
+  CHECK(not_ready.status == 503);
+  CHECK(not_ready.body == "not registered with kubelet\n");
+  ready = true;
+  CHECK(handler("/readyz").status == 200);
+  CHECK(handler("/readyz").body == "ok\n");
+
+  const auto missing = handler("/metricz");
+  CHECK(missing.status == 404);
+  CHECK(missing.body.find("/metrics") != std::string::npos);
+
+  // No readiness function: always ready.
+  CHECK(http::probe_handler(registry, nullptr)("/readyz").status == 200);
+}

@@ -32,10 +32,6 @@ auto guarded(F&& load) -> decltype(load()) {
   }
 }
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 Reloader::Reloader(ReloadPaths paths, Current<SslContext>& tls, Current<const Config>& config,

@@ -207,19 +207,6 @@ unsigned usable_cores() {
   return n > 0 ? n : 1;
 }
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string iso_time(int64_t t) {
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 Status write_port_file(const std::string& path, uint16_t https, uint16_t metrics) {
   const std::string tmp = path + ".tmp";
   {
@@ -381,23 +368,11 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
     log::error("cannot start").kv("error", s.error().message);
     return kExitStart;
   }
-  common::http::MetricsServer metrics_server(ioc, [&](std::string_view path) {
-    common::http::PlainAnswer a;
-    if (path == "/metrics") {
-      a.content_type = common::metrics::kContentType;
-      a.body = registry.expose();
-    } else if (path == "/healthz") {
-      a.body = "ok\n";
-    } else if (path == "/readyz") {
-      const bool d = draining.load();
-      a.status = d ? 503 : 200;
-      a.body = d ? "shutting down\n" : "ok\n";
-    } else {
-      a.status = 404;
-      a.body = "not found; try /metrics\n";
-    }
-    return a;
-  });
+  auto not_ready = [&]() -> std::optional<std::string> {
+    if (draining.load()) return "shutting down";
+    return std::nullopt;
+  };
+  common::http::MetricsServer metrics_server(ioc, common::http::probe_handler(registry, not_ready));
   if (auto s = metrics_server.listen(*metrics_addr); !s) {
     log::error("cannot start").kv("error", s.error().message);
     return kExitStart;
@@ -417,7 +392,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
         .kv("subject", info.subject)
         .kv("key_type", info.key_type)
         .kv("sha256", info.sha256)
-        .kv("not_after", iso_time(info.not_after));
+        .kv("not_after", format_utc(info.not_after));
   };
   events.config_loaded = [&] {
     metrics.record_reload(false, true);
@@ -442,7 +417,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
       .kv("cert_subject", creds->info.subject)
       .kv("cert_key_type", creds->info.key_type)
       .kv("cert_sha256", creds->info.sha256)
-      .kv("cert_not_after", iso_time(creds->info.not_after))
+      .kv("cert_not_after", format_utc(creds->info.not_after))
       .kv("config", o.config.empty() ? std::string("<defaults>") : o.config);
 
   // SIGTERM/SIGINT: drain; a second signal stops at once.

@@ -8,6 +8,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <chrono>
 #include <ctime>
 #include <vector>
 
@@ -60,15 +61,6 @@ Result<int64_t> to_unix(const ASN1_TIME* t, const std::string& what) {
   return static_cast<int64_t>(timegm(&tm));
 }
 
-std::string format_time(int64_t t) {
-  const std::time_t tt = static_cast<std::time_t>(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string describe_key(EVP_PKEY* key) {
   const int id = EVP_PKEY_get_base_id(key);
   const int bits = EVP_PKEY_get_bits(key);
@@ -113,6 +105,19 @@ std::string subject_of(X509* cert) {
 }
 
 }  // namespace
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string format_utc(int64_t t) {
+  const std::time_t tt = static_cast<std::time_t>(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const std::string& key_pem, int64_t now,
                                             const std::string& cert_name, const std::string& key_name) {
@@ -164,11 +169,11 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   if (!na) return std::move(na).error();
   out.info.not_before = *nb;
   out.info.not_after = *na;
-  if (*na <= now) return invalid(cert_name, "certificate expired at " + format_time(*na) + "; renew it");
+  if (*na <= now) return invalid(cert_name, "certificate expired at " + format_utc(*na) + "; renew it");
   // A little slack for clocks that disagree with the issuer's; beyond it the cert cannot work.
   constexpr int64_t kClockSkew = 300;
   if (*nb > now + kClockSkew) {
-    return invalid(cert_name, "certificate is not valid before " + format_time(*nb) + " (check the clocks)");
+    return invalid(cert_name, "certificate is not valid before " + format_utc(*nb) + " (check the clocks)");
   }
 
   namespace ssl = boost::asio::ssl;

@@ -31,6 +31,12 @@ struct TlsCredentials {
   std::shared_ptr<SslContext> context;  // ready for new connections; immutable once built
 };
 
+// Seconds since the epoch, from the system clock: the `now` certificate checks take.
+[[nodiscard]] int64_t unix_now();
+
+// `t` (seconds since the epoch) as an RFC 3339 UTC timestamp, e.g. 2026-12-02T17:58:58Z.
+[[nodiscard]] std::string format_utc(int64_t t);
+
 // Reads `cert_path` (PEM: the leaf first, then any intermediates) and `key_path` (PEM private key,
 // unencrypted), checks them and builds a server context. `now` (seconds since the epoch) decides
 // expiry. Errors name the file and the problem:
