@@ -7,7 +7,8 @@
 #
 # New inputs found while fuzzing go to build-fuzz/corpus/<target>/ (not into the repository).
 # FUZZ_BUILD_DIR (default build-fuzz) and FUZZ_BUILD_TYPE (default RelWithDebInfo) choose the
-# tree; scripts/test.sh shares its sanitizer tree this way.
+# tree; scripts/test.sh shares its sanitizer tree this way. FUZZ_RUNS=N also ends a target after N
+# executions (whichever of SECONDS and N comes first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds=${1:-60}
@@ -33,23 +34,26 @@ for t in "${targets[@]}"; do
   work="$build/corpus/$t"
   crashes="$here/crashes/$t"
   mkdir -p "$work" "$crashes"
-  dict=()
-  [ -f "$here/$t.dict" ] && dict=(-dict="$here/$t.dict")
+  extra=()
+  [ -f "$here/$t.dict" ] && extra+=(-dict="$here/$t.dict")
+  [ -n "${FUZZ_RUNS:-}" ] && extra+=(-runs="$FUZZ_RUNS")
   echo "==> fuzz $t for ${seconds}s"
   log="$build/fuzz-$t.log"
+  t0=$SECONDS
   # The seed corpus is read, never written; new coverage lands in $work.
   if timeout $((seconds + 120)) "$build/test/fuzz/fuzz_$t" "$work" "$here/corpus/$t" "$here/regressions/$t" \
-      "${dict[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+      "${extra[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
       -print_final_stats=1 -artifact_prefix="$crashes/" >"$log" 2>&1; then
     execs=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo '?')
     cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 || true)
-    echo "<== fuzz $t: ok, $execs executions, $cov"
+    echo "<== fuzz $t: ok, $execs executions in $((SECONDS - t0)) s, $cov"
   else
     failed=1
     echo "<== fuzz $t: FAILED (log: $log; inputs: $crashes/)"
     tail -n 40 "$log"
   fi
 done
-rmdir "$here"/crashes/* 2>/dev/null || true
-rmdir "$here"/crashes 2>/dev/null || true
+# Only this run's empty crash directories go (another run may be writing to its own).
+for t in "${targets[@]}"; do rmdir "$here/crashes/$t" 2>/dev/null || true; done
+rmdir "$here/crashes" 2>/dev/null || true
 exit $failed
