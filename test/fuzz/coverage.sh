@@ -28,7 +28,7 @@ declare -A sources=(
   [rdma_netlink]='agent/sys/rdma_netlink\.cpp'
   [sysfs]='agent/sys/sysfs_rdma\.cpp'
   [smc_netlink]='agent/sys/smc_codec\.cpp'
-  [pod_sources]='agent/sys/pod_sources\.cpp'
+  [pod_sources]='agent/sys/pod_sources\.cpp|agent/core/pod_setup\.cpp'
   [preload_env]='agent/preload/preload_logic\.c'
 )
 for t in "${targets[@]}"; do
@@ -42,5 +42,5 @@ for t in "${targets[@]}"; do
   echo "==> $t ($(find "${inputs[@]}" -type f | wc -l) inputs)"
   # shellcheck disable=SC2086
   llvm-cov-14 report "$build/test/fuzz/replay_$t" -instr-profile="$build/cov-$t.profdata" $files |
-    sed -n '1,2p;/^\//p;/^TOTAL/p' | sed "s|$PWD/||"
+    grep -vE '^-+$' | sed "s|$PWD/||"
 done

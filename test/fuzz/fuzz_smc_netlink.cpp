@@ -1,5 +1,6 @@
 // Fuzz target: what the kernel answers on SMC_PNETID, SMC_GEN_NETLINK and sock_diag: a receive
-// buffer is split into netlink messages and each goes through every decoder the agent has.
+// buffer is split into netlink messages and each goes through every decoder the agent has, and
+// through the link-dump collector.
 // Seeds are replies recorded from a real 6.12 kernel in the VM test.
 #include <linux/netlink.h>
 
@@ -30,6 +31,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   must_explain(messages);
   if (!messages.ok()) return 0;
   using namespace erdma::agent;
+  // The link dump as netlink_smc.cpp reads it: groups, each followed by its links. Every accepted
+  // message must land in exactly one place.
+  LinkDumpCollector collector;
+  size_t accepted = 0;
+  for (const nlmsghdr* m : *messages) {
+    auto st = collector.add(m);
+    must_explain(st);
+    if (st.ok()) ++accepted;
+  }
+  size_t collected = 0;
+  for (const auto& g : collector.take()) collected += 1 + g.links.size();
+  if (collected != accepted) std::abort();
   for (const nlmsghdr* m : *messages) {
     must_explain(decode_pnet_reply(m));
     must_explain(decode_ueid_reply(m));
