@@ -11,6 +11,8 @@
 #include <doctest/doctest.h>
 
 #include "agent/plugin/plugin_runtime.hpp"
+#include "agent/proto/cri_runtime_v1.pb.h"
+#include "agent/sys/pod_sources.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
@@ -511,6 +513,19 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
     CHECK(o.message.find("more than the 10000 accepted") != std::string::npos);
   }
   CHECK(h.netns.entered_copy().empty());
+}
+
+TEST_CASE("a CRI sandbox list longer than the agent accepts is refused, one at the limit is not") {
+  runtime::v1::ListPodSandboxResponse many;
+  for (size_t i = 0; i <= kMaxPods; ++i) many.add_items()->set_id("sb-" + std::to_string(i));
+  const auto refused = sandboxes_from(many);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::ResourceExhausted);
+  CHECK(refused.error().message.find("10001 sandboxes, more than the 10000 accepted") != std::string::npos);
+  many.mutable_items()->RemoveLast();
+  const auto accepted = sandboxes_from(many);
+  REQUIRE(accepted.ok());
+  CHECK(accepted->size() == kMaxPods);
 }
 
 TEST_CASE("sysctls the kernel lacks are reported and the pnet entry stays") {
