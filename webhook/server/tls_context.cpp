@@ -147,8 +147,8 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
     key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, [](char*, int, int, void*) { return -1; }, nullptr));
     if (!key) {
       ERR_clear_error();
-      return invalid(key_name, "no unencrypted PEM private key found (expected -----BEGIN PRIVATE KEY-----, "
-                               "-----BEGIN EC PRIVATE KEY----- or -----BEGIN RSA PRIVATE KEY-----)");
+      return invalid(key_name, "no unencrypted PEM private key found (expected a PEM block of type "
+                               "\"PRIVATE KEY\", \"EC PRIVATE KEY\" or \"RSA PRIVATE KEY\")");
     }
   }
   X509* leaf = chain.front().get();

