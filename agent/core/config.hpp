@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/core/rdma_device.hpp"
+#include "common/contract.hpp"
 #include "common/result.hpp"
 
 namespace erdma::agent {
@@ -33,14 +34,14 @@ struct SmcrConfig {
   std::string ueid = "ERDMA-CONTROLLER";  // SMC-Rv2 UEID, the same on every node; "" = leave the table alone
   std::map<std::string, std::string> sysctls;  // net.smc.* written in each SMC-R pod's netns
   std::string pod_interface = "eth0";          // the pod-side interface that gets `-> pnetId`
-  std::string preload_source = "/usr/lib/erdma-controller/libsmc-preload.so";  // "" = do not install
-  std::string preload_host_dir = "/var/lib/erdma-controller/lib";
+  std::string preload_source{contract::kPreloadImagePath};  // "" = do not install
+  std::string preload_host_dir{contract::kPreloadHostDir};
   unsigned call_timeout_ms = 5000;   // each PodResources / CRI call (always inside PreStart's budget)
   unsigned stats_seconds = 30;       // how often the kernel's SMC statistics are read for metrics
 };
 
 struct AgentConfig {
-  std::string resource_name = "aliyun/erdma";
+  std::string resource_name{contract::kResourceName};
   std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
   unsigned slots_per_device = 64;
   DeviceSourceKind source = DeviceSourceKind::Verbs;

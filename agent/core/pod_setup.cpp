@@ -70,8 +70,8 @@ Result<SandboxSummary> choose_sandbox(const std::vector<SandboxSummary>& sandbox
 }
 
 bool wants_smcr(const std::map<std::string, std::string>& annotations) {
-  auto it = annotations.find(kSmcrAnnotation);
-  return it != annotations.end() && it->second == "true";
+  auto it = annotations.find(std::string(kSmcrAnnotation));
+  return it != annotations.end() && it->second == contract::kSmcrEnabled;
 }
 
 Result<SandboxNetns> parse_sandbox_netns(const std::map<std::string, std::string>& info, bool host_network_mode) {

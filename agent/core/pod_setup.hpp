@@ -11,12 +11,13 @@
 #include <string_view>
 #include <vector>
 
+#include "common/contract.hpp"
 #include "common/result.hpp"
 
 namespace erdma::agent {
 
-// The pod annotation that asks for SMC-R; only the exact value "true" enables it.
-inline constexpr const char* kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";
+// The pod annotation that asks for SMC-R (common/contract.hpp); only "true" enables it.
+using contract::kSmcrAnnotation;
 
 // Limits on what the agent accepts from kubelet and the runtime (far above real values).
 inline constexpr size_t kMaxPods = 10000;

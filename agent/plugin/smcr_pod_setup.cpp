@@ -86,7 +86,7 @@ PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids,
   out.sandbox = sandbox->id;
   if (!wants_smcr(sandbox->annotations)) {
     return finish(with(out, PodSetupResult::NotRequested,
-                       std::string("the pod does not carry ") + kSmcrAnnotation + ": \"true\""));
+                       "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""));
   }
   return finish(configure_sandbox(sandbox->id, deadline, out));
 }
@@ -107,7 +107,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
   if (!wants_smcr(st.summary.annotations)) {
-    return with(out, PodSetupResult::NotRequested, std::string("the pod does not carry ") + kSmcrAnnotation + ": \"true\"");
+    return with(out, PodSetupResult::NotRequested, "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\"");
   }
   if (st.summary.state != SandboxState::Ready) return with(out, PodSetupResult::SandboxGone, "the sandbox is not ready");
   if (st.netns.host_network) {

@@ -146,7 +146,7 @@ Status install_preload(const SmcrConfig& cfg, AgentMetrics* metrics) {
     log::info("preload library: not installed (smcr.preloadSource is empty)");
     return {};
   }
-  auto r = install_file_atomically(cfg.preload_source, cfg.preload_host_dir, kPreloadFileName);
+  auto r = install_file_atomically(cfg.preload_source, cfg.preload_host_dir, std::string(kPreloadFileName));
   if (!r) {
     if (metrics != nullptr) metrics->preload_error.inc();
     log::error("cannot install the preload library; SMC-R pods will use TCP")
@@ -157,7 +157,7 @@ Status install_preload(const SmcrConfig& cfg, AgentMetrics* metrics) {
   }
   if (metrics != nullptr) (*r == InstallResult::Installed ? metrics->preload_installed : metrics->preload_unchanged).inc();
   log::info("preload library")
-      .kv("path", cfg.preload_host_dir + "/" + kPreloadFileName)
+      .kv("path", cfg.preload_host_dir + "/" + std::string(kPreloadFileName))
       .kv("result", *r == InstallResult::Installed ? "installed" : "unchanged");
   return {};
 }

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "agent/core/config.hpp"
+#include "common/contract.hpp"
 #include "agent/plugin/agent_metrics.hpp"
 #include "agent/plugin/device_state.hpp"
 #include "agent/plugin/smc_stats.hpp"
@@ -73,7 +75,8 @@ class SmcrService {
 // decide (the agent keeps running: pods without the library simply use TCP).
 [[nodiscard]] Status install_preload(const SmcrConfig& cfg, AgentMetrics* metrics);
 
-// The file name pods find in the host directory (DESIGN: the preload volume).
-inline constexpr const char* kPreloadFileName = "libsmc-preload.so";
+// The file name pods find in the host directory: fixed by the contract, so webhook and agent
+// cannot disagree (common/contract.hpp).
+inline constexpr std::string_view kPreloadFileName = contract::kPreloadLibrary;
 
 }  // namespace erdma::agent

@@ -42,18 +42,31 @@ AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdm
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
 OVERLAYS = ["base", "default", "cert-manager", "fail-open"]
 NS = "erdma-system"
-SMCR_ANNOTATION = "network.alibabacloud.com/erdma-smcr"
-OPT_OUT_ANNOTATION = "network.alibabacloud.com/erdma-inject"
-RESOURCE = "aliyun/erdma"
+
+
+def contract_names():
+    """The names webhook and agent share, read from common/contract.hpp, where they are defined."""
+    with open(os.path.join(SOURCE_DIR, "common/contract.hpp")) as f:
+        names = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "([^"]*)";', f.read()))
+    for want in ("kSmcrAnnotation", "kInjectAnnotation", "kResourceName", "kPreloadHostDir", "kPreloadLibrary"):
+        if want not in names:
+            raise SystemExit("common/contract.hpp no longer defines %s; update test/manifests" % want)
+    return names
+
+
+CONTRACT = contract_names()
+SMCR_ANNOTATION = CONTRACT["kSmcrAnnotation"]
+OPT_OUT_ANNOTATION = CONTRACT["kInjectAnnotation"]
+RESOURCE = CONTRACT["kResourceName"]
 
 # The agent's host paths: exactly these, each with its container path and access.
 AGENT_HOST_PATHS = {
     "/var/lib/kubelet/device-plugins": ("/var/lib/kubelet/device-plugins", False),
     "/var/lib/kubelet/pod-resources": ("/var/lib/kubelet/pod-resources", True),
-    "/run/containerd/containerd.sock": ("/run/containerd/containerd.sock", True),
+    "/run/containerd": ("/run/containerd", True),
     "/var/run/netns": ("/var/run/netns", True),
     "/dev/infiniband": ("/dev/infiniband", True),
-    "/var/lib/erdma-controller/lib": ("/var/lib/erdma-controller/lib", False),
+    CONTRACT["kPreloadHostDir"]: (CONTRACT["kPreloadHostDir"], False),
     "/proc": ("/host/proc", False),
 }
 AGENT_CAPABILITIES = {"NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE"}
@@ -567,9 +580,17 @@ def check_agent(objs):
         if probe.get("path") != want or container_port(c, probe.get("port")) != mport:
             p.append("agent container: %s must GET %s on the metrics port" % (probe_name, want))
     wcfg = webhook_config_of(objs) or {}
-    preload = (wcfg.get("smcr") or {}).get("preloadHostDir", "/var/lib/erdma-controller/lib")
+    preload = (wcfg.get("smcr") or {}).get("preloadHostDir", CONTRACT["kPreloadHostDir"])
     if preload not in host.values():
         p.append("agent: the webhook's smcr.preloadHostDir %s is not a host path of the agent" % preload)
+    agent_preload = (cfg.get("smcr") or {}).get("preloadHostDir", CONTRACT["kPreloadHostDir"])
+    if agent_preload.rstrip("/") != preload.rstrip("/"):
+        p.append("agent: smcr.preloadHostDir %s is not the webhook's smcr.preloadHostDir %s: SMC-R pods would "
+                 "find no library and stay on TCP" % (agent_preload, preload))
+    library = (wcfg.get("smcr") or {}).get("library", CONTRACT["kPreloadLibrary"])
+    if library != CONTRACT["kPreloadLibrary"]:
+        p.append("webhook: smcr.library %s is not %s, the file name the agent installs" %
+                 (library, CONTRACT["kPreloadLibrary"]))
     # The SMC-R keys (agent builds that have them): each must point where the DaemonSet mounts
     # the thing. procRoot is required once SMC-R is configured: the container's own /proc/sys is
     # read-only, so the default /proc cannot set a pod's net.smc.* sysctls.
@@ -581,8 +602,13 @@ def check_agent(objs):
     if "procRoot" in cfg and cfg["procRoot"] != mount_of_host.get("/proc"):
         p.append("agent config: procRoot %r is not where the host /proc is mounted (%s)" %
                  (cfg["procRoot"], mount_of_host.get("/proc")))
-    if "criSocket" in cfg and cfg["criSocket"] != mount_of_host.get("/run/containerd/containerd.sock"):
-        p.append("agent config: criSocket %r is not the mounted containerd socket" % cfg["criSocket"])
+    cri_dir = mount_of_host.get("/run/containerd")
+    if "criSocket" in cfg and (cri_dir is None or os.path.dirname(cfg["criSocket"]) != cri_dir):
+        p.append("agent config: criSocket %r is not in the mounted containerd directory %r" % (cfg["criSocket"], cri_dir))
+    cri_mount = [m for m in c.get("volumeMounts") or [] if host.get(m["name"]) == "/run/containerd"]
+    if cri_mount and cri_mount[0].get("mountPropagation") != "HostToContainer":
+        p.append("agent: /run/containerd must be mounted with mountPropagation HostToContainer, or the "
+                 "agent's copy keeps containers' rootfs mounts busy")
     if "podResourcesSocket" in cfg and \
             os.path.dirname(cfg["podResourcesSocket"]) != mount_of_host.get("/var/lib/kubelet/pod-resources"):
         p.append("agent config: podResourcesSocket %r is not in the mounted pod-resources directory" %
@@ -742,6 +768,8 @@ def breakages():
          set_(lambda o: agent_config_edit(o, {"podResourcesSocket": "/tmp/kubelet.sock"}))),
         ("preload dir differs from the webhook's", "smcr.preloadHostDir",
          set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadHostDir": "/opt/smc"}}))),
+        ("webhook preloads another library name", "smcr.library",
+         set_(lambda o: webhook_config_edit(o, {"smcr": {"library": "libsmc-preload-v2.so"}}))),
         ("preload source the image does not ship", "smcr.preloadSource",
          set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadSource": "/lib/x.so"}}))),
     ]
@@ -753,6 +781,17 @@ def agent_config_edit(objs, changes, remove=()):
     cfg.update(changes)
     for key in remove:
         cfg.pop(key, None)
+    cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
+
+
+def webhook_config_edit(objs, changes):
+    cm = objs[("ConfigMap", NS, "erdma-webhook-config")]
+    cfg = yaml.safe_load(cm["data"]["config.yaml"])
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            cfg.setdefault(key, {}).update(value)
+        else:
+            cfg[key] = value
     cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
 
 

@@ -165,7 +165,7 @@ Result<std::vector<EnvVar>> load_env_list(const json& obj, const char* key, cons
       return config_error(p + ".name", "must be a variable name ([-._a-zA-Z][-._a-zA-Z0-9]*), got " + json_quote(*name));
     }
     if (*name == kLdPreload) {
-      return config_error(p + ".name", "LD_PRELOAD is managed by the webhook; configure smcr.library instead");
+      return config_error(p + ".name", "LD_PRELOAD is managed by the webhook for SMC-R pods (smcr)");
     }
     if (!seen.insert(*name).second) return config_error(p + ".name", "duplicate variable " + *name);
     auto it = item.find("value");
@@ -268,7 +268,7 @@ std::string mount_fragment(std::string_view name, std::string_view mount_path, b
 
 Config Config::defaults() {
   Config c;
-  c.resource_name_ = std::string(kDefaultResourceName);
+  c.resource_name_ = std::string(contract::kResourceName);
   c.excluded_namespaces_ = {"kube-system", "erdma-system"};
   c.erdma_env_ = {{"NCCL_IB_HCA", "erdma"}, {"NCCL_IB_GID_INDEX", "1"}};
   c.render();
@@ -339,11 +339,12 @@ Result<Config> Config::load(const json& doc) {
     c.smcr_.env = std::move(*smc_env);
     c.smcr_.add_resource = *add;
   }
-  const std::string& lib = c.smcr_.library;
-  if (lib.empty() || lib == "." || lib == ".." ||
-      lib.find_first_of("/: \t\n\r") != std::string::npos || !common::is_valid_utf8(lib)) {
-    return config_error("smcr.library", "must be a file name without '/', ':' or blanks (LD_PRELOAD separators), got " +
-                                            json_quote(lib));
+  // erdma-agent installs the library under one fixed name; a pod told another name would find no
+  // file, the dynamic loader would skip it with a warning, and the pod would stay on TCP unnoticed.
+  if (c.smcr_.library != contract::kPreloadLibrary) {
+    return config_error("smcr.library", "must be " + json_quote(std::string(contract::kPreloadLibrary)) +
+                                            ", the file name erdma-agent installs (or left out), got " +
+                                            json_quote(c.smcr_.library));
   }
   if (c.smcr_.mount_path.find_first_of(": \t\n\r") != std::string::npos) {
     return config_error("smcr.mountPath", "must not contain ':' or blanks (LD_PRELOAD separators), got " +

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/contract.hpp"
 #include "common/result.hpp"
 
 namespace erdma::webhook {
@@ -27,9 +28,10 @@ struct HostMount {
 };
 
 struct SmcrSettings {
-  std::string preload_host_dir = "/var/lib/erdma-controller/lib";
-  std::string mount_path = "/usr/lib/smc";
-  std::string library = "libsmc-preload.so";
+  std::string preload_host_dir{contract::kPreloadHostDir};
+  std::string mount_path{contract::kPreloadMountPath};
+  // Always contract::kPreloadLibrary, the name the agent installs; `smcr.library` accepts only it.
+  std::string library{contract::kPreloadLibrary};
   std::vector<EnvVar> env;  // SMC tuning, e.g. SMC_SNDBUF
   bool add_resource = true;
 };

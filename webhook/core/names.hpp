@@ -1,23 +1,24 @@
-// Public names of the Kubernetes contract (DESIGN.md). Changing any of these breaks users.
+// Names only the webhook uses; the names it shares with the agent and the cluster are in
+// common/contract.hpp and are brought into this namespace here.
 #pragma once
 
 #include <string_view>
 
+#include "common/contract.hpp"
+
 namespace erdma::webhook {
 
-inline constexpr std::string_view kDefaultResourceName = "aliyun/erdma";
-inline constexpr std::string_view kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";
-inline constexpr std::string_view kInjectAnnotation = "network.alibabacloud.com/erdma-inject";
-inline constexpr std::string_view kInjectedAnnotation = "network.alibabacloud.com/erdma-injected";
-inline constexpr std::string_view kMirrorAnnotation = "kubernetes.io/config.mirror";
-inline constexpr std::string_view kNamespaceLabel = "erdma-injection";
-inline constexpr std::string_view kPreloadVolumeName = "erdma-smc-preload";
-inline constexpr std::string_view kLdPreload = "LD_PRELOAD";
+using contract::kInjectAnnotation;
+using contract::kInjectedAnnotation;
+using contract::kNamespaceLabel;
+using contract::kPreloadVolumeName;
+using contract::kSmcrAnnotation;
+using contract::kTokenDeviceMounts;
+using contract::kTokenErdmaEnv;
+using contract::kTokenErdmaResource;
+using contract::kTokenSmcrPreload;
 
-// Tokens of the marker annotation, in the order they are written.
-inline constexpr std::string_view kTokenErdmaEnv = "erdma-env";
-inline constexpr std::string_view kTokenDeviceMounts = "device-mounts";
-inline constexpr std::string_view kTokenSmcrPreload = "smcr-preload";
-inline constexpr std::string_view kTokenErdmaResource = "erdma-resource";
+inline constexpr std::string_view kMirrorAnnotation = "kubernetes.io/config.mirror";
+inline constexpr std::string_view kLdPreload = "LD_PRELOAD";
 
 }  // namespace erdma::webhook

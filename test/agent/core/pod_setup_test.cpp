@@ -86,10 +86,10 @@ TEST_CASE("the newest ready sandbox of the pod is chosen") {
 }
 
 TEST_CASE("only the exact annotation value true asks for SMC-R") {
-  CHECK(wants_smcr({{kSmcrAnnotation, "true"}}));
+  CHECK(wants_smcr({{std::string(kSmcrAnnotation), "true"}}));
   for (const char* v : {"True", "TRUE", "yes", "1", "true ", " true", "", "false"}) {
     CAPTURE(v);
-    CHECK_FALSE(wants_smcr({{kSmcrAnnotation, v}}));
+    CHECK_FALSE(wants_smcr({{std::string(kSmcrAnnotation), v}}));
   }
   CHECK_FALSE(wants_smcr({}));
   CHECK_FALSE(wants_smcr({{"network.alibabacloud.com/erdma-smcr-x", "true"}}));

@@ -183,7 +183,7 @@ struct PodHarness {
     s.id = "sb-" + name;
     s.ns = ns;
     s.name = name;
-    if (!value.empty()) s.annotations[kSmcrAnnotation] = value;
+    if (!value.empty()) s.annotations[std::string(kSmcrAnnotation)] = value;
     s.annotations["kubernetes.io/config.seen"] = "2026-01-01T00:00:00Z";
     s.host_network = host_network;
     if (!host_network) s.netns_path = netns_file(name);
@@ -289,7 +289,7 @@ TEST_CASE("the host's network namespace is never changed for a pod") {
   s.id = "sb-liar";
   s.ns = "ns";
   s.name = "liar";
-  s.annotations[kSmcrAnnotation] = kTrue;
+  s.annotations[std::string(kSmcrAnnotation)] = kTrue;
   s.netns_path = "/proc/self/ns/net";
   h.cri.add(s);
   REQUIRE(h.prestart({"erdma_0-1"}).ok());
@@ -349,7 +349,7 @@ TEST_CASE("the sandbox process's netns under procRoot is used when the netns pat
   s.id = "sb-p";
   s.ns = "ns";
   s.name = "p";
-  s.annotations[kSmcrAnnotation] = kTrue;
+  s.annotations[std::string(kSmcrAnnotation)] = kTrue;
   s.netns_path = "/var/run/netns/cni-not-mounted-here";
   s.pid = 4242;
   h.cri.add(s);
@@ -460,7 +460,7 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
     s.id = "sb-a";
     s.ns = "ns";
     s.name = "a";
-    s.annotations[kSmcrAnnotation] = kTrue;
+    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
     s.raw_info = "{\"pid\": 12, \"runtimeSpec\": ";
     h.cri.add(s);
     const auto o = run({"erdma_0-0"});
@@ -473,7 +473,7 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
     s.id = "sb-a";
     s.ns = "ns";
     s.name = "a";
-    s.annotations[kSmcrAnnotation] = kTrue;
+    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
     s.raw_info = "{}";
     h.cri.add(s);
     const auto o = run({"erdma_0-0"});
@@ -486,7 +486,7 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
     s.id = "sb-a";
     s.ns = "ns";
     s.name = "a";
-    s.annotations[kSmcrAnnotation] = kTrue;
+    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
     s.raw_info = testing::containerd_info_json("run/netns/x", std::nullopt, false);
     h.cri.add(s);
     CHECK(run({"erdma_0-0"}).message.find("not an absolute path") != std::string::npos);
@@ -578,7 +578,7 @@ TEST_CASE("resync configures every ready SMC-R sandbox") {
   stopped.ns = "ns";
   stopped.name = "old";
   stopped.ready = false;
-  stopped.annotations[kSmcrAnnotation] = kTrue;
+  stopped.annotations[std::string(kSmcrAnnotation)] = kTrue;
   stopped.netns_path = h.netns_file("old");
   h.cri.add(stopped);
   const auto d = h.add_pod("ns", "d", {"erdma_1-0"});

@@ -58,7 +58,7 @@ deviceMounts:
 smcr:
   preloadHostDir: /opt/lib/
   mountPath: /opt/smc
-  library: libsmc.so
+  library: libsmc-preload.so
   env: [{name: SMC_SNDBUF, value: 256k}]
   addResource: false
 )");
@@ -70,7 +70,7 @@ smcr:
   CHECK(c->device_mounts()[0].host_path == "/sys/class/infiniband");  // trailing slash trimmed
   CHECK(c->device_mounts()[0].type == "Directory");
   CHECK(c->smcr().preload_host_dir == "/opt/lib");
-  CHECK(c->rendered().preload_path == "/opt/smc/libsmc.so");
+  CHECK(c->rendered().preload_path == "/opt/smc/libsmc-preload.so");
   CHECK_FALSE(c->smcr().add_resource);
   CHECK(c->rendered().resource_one == R"({"example.com/rdma":"1"})");
   CHECK(c->rendered().preload_volume ==
@@ -124,9 +124,11 @@ TEST_CASE("invalid configurations are errors that name the key") {
       {"mount at smcr path", "deviceMounts: [{name: a, hostPath: /a, mountPath: /usr/lib/smc}]",
        "deviceMounts: mountPath /usr/lib/smc is also smcr.mountPath"},
       {"smcr not a map", "smcr: true", "smcr: expected a map, got boolean"},
-      {"smcr library with slash", "smcr: {library: lib/x.so}", "smcr.library: must be a file name"},
-      {"smcr library with colon", "smcr: {library: \"a:b.so\"}", "smcr.library: must be a file name"},
-      {"smcr library empty", "smcr: {library: \"\"}", "smcr.library: must be a file name"},
+      // The agent installs one fixed file name: any other would leave pods on TCP without a word.
+      {"smcr library renamed", "smcr: {library: libsmc-preload-v2.so}",
+       "smcr.library: must be \"libsmc-preload.so\", the file name erdma-agent installs"},
+      {"smcr library with slash", "smcr: {library: lib/x.so}", "smcr.library: must be \"libsmc-preload.so\""},
+      {"smcr library empty", "smcr: {library: \"\"}", "smcr.library: must be \"libsmc-preload.so\""},
       {"smcr mountPath relative", "smcr: {mountPath: lib}", "smcr.mountPath: must be an absolute path, got \"lib\""},
       {"smcr mountPath root", "smcr: {mountPath: /}", "smcr.mountPath: must not be \"/\""},
       {"smcr mountPath blank", "smcr: {mountPath: /usr/lib/my smc}", "smcr.mountPath: must not contain ':' or blanks"},

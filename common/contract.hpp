@@ -1,0 +1,41 @@
+// The public contract between the cluster, erdma-webhook and erdma-agent (docs/design.md, "Public
+// names"). Both programs, the manifests' cross-check test (test/manifests) and the docs take these
+// names from here; changing one breaks users and every node that runs the other program's
+// previous release.
+#pragma once
+
+#include <string_view>
+
+namespace erdma::contract {
+
+// The extended resource the agent advertises and pods request.
+inline constexpr std::string_view kResourceName = "aliyun/erdma";
+
+// Pod annotation asking for SMC-R; only the exact value kSmcrEnabled enables it.
+inline constexpr std::string_view kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";
+inline constexpr std::string_view kSmcrEnabled = "true";
+// Pod annotation opting one pod out: "false" leaves the pod alone.
+inline constexpr std::string_view kInjectAnnotation = "network.alibabacloud.com/erdma-inject";
+// Pod annotation the webhook writes: what it injected (the marker tokens below, comma-separated).
+inline constexpr std::string_view kInjectedAnnotation = "network.alibabacloud.com/erdma-injected";
+// Namespace label opting a namespace in ("enabled").
+inline constexpr std::string_view kNamespaceLabel = "erdma-injection";
+
+// The SMC-R preload library: the agent installs it as kPreloadHostDir/kPreloadLibrary on the node
+// (default directory; both programs' configs can move it, and the manifests' test checks that they
+// agree); pods load it from kPreloadMountPath/kPreloadLibrary. The file name is fixed: a name only
+// one side knew would leave pods silently on TCP.
+inline constexpr std::string_view kPreloadLibrary = "libsmc-preload.so";
+inline constexpr std::string_view kPreloadHostDir = "/var/lib/erdma-controller/lib";
+inline constexpr std::string_view kPreloadMountPath = "/usr/lib/smc";
+inline constexpr std::string_view kPreloadVolumeName = "erdma-smc-preload";
+// Where the agent's image carries the library it installs (the agent's smcr.preloadSource).
+inline constexpr std::string_view kPreloadImagePath = "/usr/lib/erdma-controller/libsmc-preload.so";
+
+// Tokens of kInjectedAnnotation, in the order they are written.
+inline constexpr std::string_view kTokenErdmaEnv = "erdma-env";
+inline constexpr std::string_view kTokenDeviceMounts = "device-mounts";
+inline constexpr std::string_view kTokenSmcrPreload = "smcr-preload";
+inline constexpr std::string_view kTokenErdmaResource = "erdma-resource";
+
+}  // namespace erdma::contract
