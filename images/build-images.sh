@@ -166,7 +166,7 @@ for image in "${images[@]}"; do
     pause)
       compile "$work/pause" -static -O2 -s -Wall -Wextra "$SOURCE_DIR/images/pause/pause.c"
       oci --out "$out_dir/pause.tar" --ref "localhost/erdma-controller/pause:1" \
-        --file "$work/pause=/pause" --entrypoint '["/pause"]' \
+        --file "$work/pause=/pause" --entrypoint '["/pause"]' --env PATH=/ \
         --label=org.opencontainers.image.title=pause \
         --label=org.opencontainers.image.description="Pod sandbox init: waits, reaps children, exits on SIGTERM"
       ;;
