@@ -66,7 +66,7 @@ if [ -z "$version" ]; then
 fi
 [ -n "$version" ] || die "no project version in $SOURCE_DIR/CMakeLists.txt"
 
-mkdir -p "$out_dir"
+mkdir -p "$out_dir" 2>/dev/null || die "cannot create the output directory $out_dir (--out)"
 out_dir=$(cd "$out_dir" && pwd)
 work=$(mktemp -d "$out_dir/.build-images.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -151,6 +151,7 @@ for image in "${images[@]}"; do
         --expose 9467/tcp
       ;;
     erdma-webhook)
+      # The Deployment's preStop hook runs /bin/sleep (manifests/base/webhook-deployment.yaml).
       webhook=$(build_output webhook/erdma-webhook erdma-webhook)
       webhook=$(stripped "$webhook")
       mapfile -t pkgs < <(runtime_packages runtime-webhook)
@@ -159,6 +160,7 @@ for image in "${images[@]}"; do
       oci --out "$out_dir/erdma-webhook.tar" --ref "$registry/erdma-webhook:$version" --merged-usr \
         "${pkgs[@]}" "${base_files[@]}" "${lbl[@]}" \
         --file "$webhook=/usr/bin/erdma-webhook" \
+        --from-package coreutils=/bin/sleep \
         --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         --entrypoint '["/usr/bin/erdma-webhook"]' --cmd '["serve","--help"]' \
         --user 65532:65532 --expose 8443/tcp --expose 8080/tcp

@@ -338,9 +338,20 @@ def build(args):
     created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
     rootfs = Rootfs(args.merged_usr)
-    packages = []
+    packages, roots = [], []
     for pkg in args.package:
         packages.append("%s=%s" % (pkg, add_package(rootfs, pkg)))
+    for spec in args.from_package:
+        pkg, sep, path = spec.partition("=")
+        if not sep or not path.startswith("/"):
+            raise ImageError("--from-package %r: want PACKAGE=/PATH" % spec)
+        version = installed_version(pkg)
+        r = subprocess.run(["dpkg", "-L", pkg], capture_output=True, text=True, timeout=60)
+        if path not in r.stdout.splitlines() or not os.path.isfile(path):
+            raise ImageError("Debian package %s does not ship %s (dpkg -L %s)" % (pkg, path, pkg))
+        rootfs.add(path, Entry("file", stat.S_IMODE(os.stat(path).st_mode), source=path, origin=pkg))
+        packages.append("%s=%s(%s)" % (pkg, version, path))
+        roots.append(path)
     for spec in args.file:
         src, sep, dest = spec.partition("=")
         if not sep or not dest.startswith("/"):
@@ -358,7 +369,7 @@ def build(args):
         dest, _, mode = spec.partition(":")
         rootfs.add(dest, Entry("dir", int(mode or "755", 8), origin="--dir"))
     rootfs.add_parents()
-    roots = [dest for _, _, dest in (f.partition("=") for f in args.file)]
+    roots += [dest for _, _, dest in (f.partition("=") for f in args.file)]
     for d in args.dlopen_dir:
         prefix = rootfs.canonical(d) + "/"
         roots += ["/" + p for p, e in rootfs.entries.items() if p.startswith(prefix) and e.kind == "file"]
@@ -463,6 +474,8 @@ def main():
     p.add_argument("--merged-usr", action="store_true",
                    help="Debian 12 layout: /bin, /sbin, /lib, /lib64 are symlinks into /usr")
     p.add_argument("--package", action="append", default=[], help="installed Debian package to copy")
+    p.add_argument("--from-package", action="append", default=[], metavar="PACKAGE=/PATH",
+                   help="one file of an installed Debian package")
     p.add_argument("--file", action="append", default=[], metavar="SRC=/DEST")
     p.add_argument("--dlopen-dir", action="append", default=[], metavar="/DIR",
                    help="a directory whose libraries get loaded at run time: check them too")

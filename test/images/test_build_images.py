@@ -13,7 +13,7 @@ containerd (own root, state and socket under the temporary directory) imports ev
 Needs the build outputs (erdma-agent, erdma-webhook, smc-preload): without them the test skips,
 and under CI=true fails. The chroot checks need root. Loopback only; every step is bounded and
 prints its duration; the temporary directory and every process started are removed on the way out.
-Runs with Debian's /usr/bin/python3 (standard library only).
+Runs with Debian's /usr/bin/python3 (python3-yaml reads the manifests).
 """
 
 import gzip
@@ -77,10 +77,10 @@ class Runner:
             print("ok   %s (%.2f s)" % (name, time.monotonic() - t0))
         sys.stdout.flush()
 
-    def skip(self, name, reason, provided_by_install=False):
-        if provided_by_install and IN_CI:
+    def skip(self, name, reason, required_in_ci=False):
+        if required_in_ci and IN_CI:
             self.failed += 1
-            print("FAIL %s: %s (CI=true: the install step provides this)" % (name, reason))
+            print("FAIL %s: %s (CI=true: the build step makes these)" % (name, reason))
         else:
             self.skipped += 1
             print("skip %s: %s" % (name, reason))
@@ -222,6 +222,59 @@ def chroot(root, *args, timeout=60, user=None, **kw):
     return run(cmd, timeout=timeout, env={"PATH": "/usr/bin:/bin"}, **kw)
 
 
+def resolve_in_root(root, path, depth=0):
+    """The host path of path inside root, symlinks (absolute ones too) followed within root."""
+    expect(depth < 40, "symlink loop at %s" % path)
+    cur = root
+    parts = [p for p in path.split("/") if p]
+    for i, part in enumerate(parts):
+        nxt = os.path.join(cur, part)
+        if os.path.islink(nxt):
+            target = os.readlink(nxt)
+            base = "/" + os.path.relpath(cur, root) if cur != root else "/"
+            full = os.path.normpath(target if target.startswith("/") else os.path.join(base, target))
+            return resolve_in_root(root, "/".join([full] + parts[i + 1:]), depth + 1)
+        cur = nxt
+    return cur
+
+
+def manifest_programs(image):
+    """Every program the manifests in manifests/base run in the image: container commands and
+    exec hooks and probes."""
+    import yaml  # Debian's python3-yaml, as in test_dockerfiles.py
+    ref_prefix = REFS[image].rsplit(":", 1)[0] + ":"
+    programs = set()
+    base = os.path.join(SOURCE_DIR, "manifests/base")
+    for fn in sorted(os.listdir(base)):
+        if not fn.endswith(".yaml"):
+            continue
+        with open(os.path.join(base, fn)) as f:
+            for doc in yaml.safe_load_all(f):
+                pod = ((doc or {}).get("spec", {}).get("template") or {}).get("spec") or {}
+                for c in pod.get("containers", []) + pod.get("initContainers", []):
+                    if not c.get("image", "").startswith(ref_prefix):
+                        continue
+                    if c.get("command"):
+                        programs.add(c["command"][0])
+                    hooks = list((c.get("lifecycle") or {}).values()) + \
+                        [c.get(k) or {} for k in ("livenessProbe", "readinessProbe", "startupProbe")]
+                    for h in hooks:
+                        cmd = (h.get("exec") or {}).get("command") or []
+                        if cmd:
+                            programs.add(cmd[0])
+    return programs
+
+
+def check_manifest_programs(root, image):
+    programs = manifest_programs(image)
+    expect(programs, "manifests/base runs nothing from %s" % REFS[image])
+    for prog in sorted(programs):
+        host = resolve_in_root(root, prog)
+        expect(os.path.isfile(host) and os.access(host, os.X_OK), "%s runs %s, which %s lacks" % (
+            "manifests/base", prog, image))
+        print("  %s: %s is in the image" % (image, prog))
+
+
 def loader_error(r):
     return "error while loading shared libraries" in r.stderr or r.returncode == 127
 
@@ -316,7 +369,7 @@ def main():
     if missing:
         runner.skip("build the images", "build outputs missing in %s: %s; build them: cmake --build %s --target %s" % (
             BUILD_DIR, " ".join(r for r, _ in missing), BUILD_DIR, " ".join(t for _, t in missing)),
-            provided_by_install=True)
+            required_in_ci=True)
         return runner.exit_code()
 
     work = tempfile.mkdtemp(prefix="erdma-build-images-")
@@ -411,6 +464,14 @@ def main():
             r = chroot(root, "/usr/bin/erdma-webhook", "version", user="65532:65532")
             expect(r.returncode == 0 and VERSION in r.stdout, "erdma-webhook version as 65532: %s %s" % (r.stdout, r.stderr))
         runner.check("erdma-webhook runs from its image alone (chroot, as its user)", webhook_runs)
+        for image in ("erdma-agent", "erdma-webhook"):
+            runner.check("%s: every program manifests/base runs in it is there" % image, check_manifest_programs,
+                         roots[image], image)
+
+        def webhook_prestop_runs():
+            r = chroot(roots["erdma-webhook"], "/bin/sleep", "0", user="65532:65532")
+            expect(r.returncode == 0, "/bin/sleep 0 in erdma-webhook: %d %s" % (r.returncode, r.stderr))
+        runner.check("erdma-webhook: the preStop /bin/sleep runs", webhook_prestop_runs)
 
         wl = roots["workload"]
 
@@ -585,4 +646,6 @@ def containerd_import(work, archives, started):
 
 
 if __name__ == "__main__":
+    # ctest's timeout and Ctrl-C end the run through main's cleanup, not around it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())
