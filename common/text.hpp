@@ -1,10 +1,11 @@
 // Small text codecs shared by the webhook and the agent: JSON string quoting, UTF-8 validation,
-// base64. Pure functions, no allocation beyond the output string.
+// base64, join, case-insensitive comparison. Pure functions, no allocation beyond the output string.
 #pragma once
 
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace erdma::common {
 
@@ -25,5 +26,11 @@ void append_base64(std::string& out, std::string_view bytes);
 // Decodes standard padded base64; returns nullopt for any malformed input (bad character, bad
 // length or padding, non-zero trailing bits).
 [[nodiscard]] std::optional<std::string> base64_decode(std::string_view text);
+
+// The parts with `sep` between them ("" for no parts).
+[[nodiscard]] std::string join(const std::vector<std::string>& parts, std::string_view sep);
+
+// ASCII case-insensitive equality (HTTP header names and tokens).
+[[nodiscard]] bool iequals(std::string_view a, std::string_view b) noexcept;
 
 }  // namespace erdma::common

@@ -9,6 +9,7 @@
 #include "agent/core/plugin_model.hpp"
 #include "agent/core/pnet.hpp"
 #include "agent/core/ueid.hpp"
+#include "common/config_reader.hpp"
 #include "common/json_types.hpp"
 #include "common/listen_address.hpp"
 #include "common/text.hpp"
@@ -19,118 +20,9 @@ namespace {
 using nlohmann::json;
 using common::json_quote;
 
-Error config_error(const std::string& key, const std::string& what) {
-  return make_error(ErrorCode::InvalidArgument, key + ": " + what);
-}
+namespace cfg = common::config;
 
-std::string key_path(const std::string& prefix, const std::string& key) {
-  return prefix.empty() ? key : prefix + "." + key;
-}
-
-Status check_keys(const json& obj, const std::string& prefix, std::initializer_list<const char*> known) {
-  for (const auto& item : obj.items()) {
-    const std::string& key = item.key();  // a plain variable: clang 14 cannot capture bindings
-    if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; })) {
-      std::string names;
-      for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
-      return config_error(key_path(prefix, key), "unknown key (known keys" +
-                                                     (prefix.empty() ? std::string() : " of " + prefix) + ": " +
-                                                     names + ")");
-    }
-  }
-  return {};
-}
-
-// The value at `key`, or nullptr when absent or null (null means "use the default").
-const json* get(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-Error type_error(const json& v, const std::string& key, const char* want) {
-  return config_error(key, std::string("expected ") + want + ", got " + std::string(common::json_type_name(v)));
-}
-
-Result<std::string> get_string(const json& obj, const char* key, const std::string& path, std::string fallback) {
-  const json* v = get(obj, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_string()) {
-    return config_error(path, "expected a string, got " + std::string(common::json_type_name(*v)) +
-                                  (v->is_number() ? " (quote it)" : ""));
-  }
-  return v->get<std::string>();
-}
-
-Result<int64_t> get_int(const json& obj, const char* key, const std::string& path, int64_t fallback, int64_t min,
-                        int64_t max) {
-  const json* v = get(obj, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_number_integer()) return type_error(*v, path, "an integer");
-  int64_t n = 0;
-  if (v->is_number_unsigned()) {
-    const auto u = v->get<uint64_t>();
-    if (u > static_cast<uint64_t>(max)) {
-      return config_error(path, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                                    std::to_string(u));
-    }
-    n = static_cast<int64_t>(u);
-  } else {
-    n = v->get<int64_t>();
-  }
-  if (n < min || n > max) {
-    return config_error(path, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                                  std::to_string(n));
-  }
-  return n;
-}
-
-bool is_dns_label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return s.front() != '-' && s.back() != '-';
-}
-
-// <dns-subdomain>/<name>: the form kubelet requires of an extended resource (e.g. aliyun/erdma).
-bool is_extended_resource_name(std::string_view s) {
-  const auto slash = s.find('/');
-  if (slash == std::string_view::npos || s.find('/', slash + 1) != std::string_view::npos) return false;
-  const auto domain = s.substr(0, slash);
-  const auto name = s.substr(slash + 1);
-  if (domain.empty() || domain.size() > 253 || domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) {
-    return false;
-  }
-  for (size_t start = 0;;) {
-    const size_t dot = domain.find('.', start);
-    if (!is_dns_label(domain.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
-  if (name.empty() || name.size() > 63) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
-  if (!std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; })) {
-    return false;
-  }
-  return alnum(name.front()) && alnum(name.back());
-}
-
-Status check_dir(const std::string& p, const std::string& key) {
-  if (p.empty() || p.front() != '/') return config_error(key, "must be an absolute path, got " + json_quote(p));
-  if (p.find('\0') != std::string::npos) return config_error(key, "must not contain NUL");
-  for (size_t start = 1; start <= p.size();) {
-    const size_t slash = p.find('/', start);
-    if (std::string_view(p).substr(start, slash == std::string::npos ? std::string::npos : slash - start) == "..") {
-      return config_error(key, "must not contain \"..\", got " + json_quote(p));
-    }
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  return {};
-}
+Status check_dir(const std::string& p, const std::string& key) { return cfg::check_abs_path(p, key); }
 
 // Linux interface names: 1..15 bytes (IFNAMSIZ-1), no '/', ':' or whitespace.
 bool is_netdev_name(std::string_view s) {
@@ -147,68 +39,70 @@ bool is_driver_name(std::string_view s) {
 }
 
 Result<std::vector<std::string>> load_drivers(const json& devices, const std::string& path) {
-  const json* v = get(devices, "drivers");
+  const json* v = cfg::get(devices, "drivers");
   if (v == nullptr) return std::vector<std::string>{"erdma"};
-  if (!v->is_array()) return type_error(*v, path, "a list of driver names");
-  if (v->empty()) return config_error(path, "must name at least one driver (e.g. [erdma])");
+  if (!v->is_array()) return cfg::type_error(*v, path, "a list of driver names");
+  if (v->empty()) return cfg::error(path, "must name at least one driver (e.g. [erdma])");
   std::vector<std::string> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (!item.is_string()) return type_error(item, p, "a string");
+    if (!item.is_string()) return cfg::type_error(item, p, "a string");
     const auto name = item.get<std::string>();
     if (!is_driver_name(name)) {
-      return config_error(p, "must be a kernel driver name like erdma or rxe ([a-z0-9_-]), got " + json_quote(name));
+      return cfg::error(p, "must be a kernel driver name like erdma or rxe ([a-z0-9_-]), got " + json_quote(name));
     }
-    if (std::find(out.begin(), out.end(), name) != out.end()) return config_error(p, "duplicate driver " + name);
+    if (std::find(out.begin(), out.end(), name) != out.end()) return cfg::error(p, "duplicate driver " + name);
     out.push_back(name);
   }
   return out;
 }
 
 Result<std::vector<RdmaDevice>> load_static(const json& devices, const std::string& path, unsigned slots) {
-  const json* v = get(devices, "static");
+  const json* v = cfg::get(devices, "static");
   if (v == nullptr) return std::vector<RdmaDevice>{};
-  if (!v->is_array()) return type_error(*v, path, "a list of {name, uverbs, netdev, state, numaNode}");
+  if (!v->is_array()) return cfg::type_error(*v, path, "a list of {name, uverbs, netdev, state, numaNode}");
   std::vector<RdmaDevice> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (!item.is_object()) return type_error(item, p, "a map with name and uverbs");
-    if (auto s = check_keys(item, p, {"name", "uverbs", "netdev", "state", "numaNode"}); !s) return std::move(s).error();
-    auto name = get_string(item, "name", p + ".name", "");
+    if (!item.is_object()) return cfg::type_error(item, p, "a map with name and uverbs");
+    if (auto s = cfg::check_keys(item, p, {"name", "uverbs", "netdev", "state", "numaNode"}); !s) {
+      return std::move(s).error();
+    }
+    auto name = cfg::get_string(item, "name", p + ".name", "");
     if (!name) return std::move(name).error();
-    auto uverbs = get_string(item, "uverbs", p + ".uverbs", "");
+    auto uverbs = cfg::get_string(item, "uverbs", p + ".uverbs", "");
     if (!uverbs) return std::move(uverbs).error();
-    auto netdev = get_string(item, "netdev", p + ".netdev", "");
+    auto netdev = cfg::get_string(item, "netdev", p + ".netdev", "");
     if (!netdev) return std::move(netdev).error();
-    auto state = get_string(item, "state", p + ".state", "ACTIVE");
+    auto state = cfg::get_string(item, "state", p + ".state", "ACTIVE");
     if (!state) return std::move(state).error();
-    auto numa = get_int(item, "numaNode", p + ".numaNode", -1, -1, 1023);
+    auto numa = cfg::get_int(item, "numaNode", p + ".numaNode", -1, -1, 1023);
     if (!numa) return std::move(numa).error();
 
-    if (name->empty()) return config_error(p + ".name", "missing (the IB device name, e.g. erdma_0)");
+    if (name->empty()) return cfg::error(p + ".name", "missing (the IB device name, e.g. erdma_0)");
     if (!is_device_name(*name)) {
-      return config_error(p + ".name", "must be 1-63 characters of [A-Za-z0-9_.-], got " + json_quote(*name));
+      return cfg::error(p + ".name", "must be 1-63 characters of [A-Za-z0-9_.-], got " + json_quote(*name));
     }
-    if (auto fits = check_device_name_fits(*name, slots); !fits) return config_error(p + ".name", fits.error().message);
-    if (uverbs->empty()) return config_error(p + ".uverbs", "missing (the char device name, e.g. uverbs0)");
+    if (auto fits = check_device_name_fits(*name, slots); !fits) return cfg::error(p + ".name", fits.error().message);
+    if (uverbs->empty()) return cfg::error(p + ".uverbs", "missing (the char device name, e.g. uverbs0)");
     if (!is_uverbs_name(*uverbs)) {
-      return config_error(p + ".uverbs", "must look like \"uverbs0\" (the name under /dev/infiniband), got " +
+      return cfg::error(p + ".uverbs", "must look like \"uverbs0\" (the name under /dev/infiniband), got " +
                                              json_quote(*uverbs));
     }
     if (!netdev->empty() && !is_netdev_name(*netdev)) {
-      return config_error(p + ".netdev", "must be a network interface name (1-15 chars, no '/', ':' or blanks), got " +
+      return cfg::error(p + ".netdev", "must be a network interface name (1-15 chars, no '/', ':' or blanks), got " +
                                              json_quote(*netdev));
     }
     const auto ps = parse_port_state_name(*state);
     if (!ps || *ps == PortState::Unknown) {
-      return config_error(p + ".state", "must be one of ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER, got " +
+      return cfg::error(p + ".state", "must be one of ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER, got " +
                                             json_quote(*state));
     }
     for (const auto& other : out) {
-      if (other.name == *name) return config_error(p + ".name", "duplicate device " + *name);
-      if (other.uverbs == *uverbs) return config_error(p + ".uverbs", *uverbs + " is already used by " + other.name);
+      if (other.name == *name) return cfg::error(p + ".name", "duplicate device " + *name);
+      if (other.uverbs == *uverbs) return cfg::error(p + ".uverbs", *uverbs + " is already used by " + other.name);
     }
     RdmaDevice d;
     d.name = *name;
@@ -222,60 +116,50 @@ Result<std::vector<RdmaDevice>> load_static(const json& devices, const std::stri
   return out;
 }
 
-Result<bool> get_bool(const json& obj, const char* key, const std::string& path, bool fallback) {
-  const json* v = get(obj, key);
-  if (v == nullptr) return fallback;
-  if (!v->is_boolean()) {
-    return config_error(path, "expected true or false, got " + std::string(common::json_type_name(*v)) +
-                                  (v->is_string() ? " (write it without quotes)" : ""));
-  }
-  return v->get<bool>();
-}
-
 // An absolute path to a unix socket (fits sockaddr_un).
 Result<std::string> get_socket_path(const json& obj, const char* key, std::string fallback) {
-  auto p = get_string(obj, key, key, std::move(fallback));
+  auto p = cfg::get_string(obj, key, key, std::move(fallback));
   if (!p) return std::move(p).error();
   if (auto s = check_dir(*p, key); !s) return std::move(s).error();
   if (p->size() > kMaxUnixPathLen) {
-    return config_error(key, "too long for a unix socket path (at most " + std::to_string(kMaxUnixPathLen) +
+    return cfg::error(key, "too long for a unix socket path (at most " + std::to_string(kMaxUnixPathLen) +
                                  " bytes)");
   }
   return p;
 }
 
 Status load_smcr(const json& doc, SmcrConfig& out) {
-  const json* smcr = get(doc, "smcr");
+  const json* smcr = cfg::get(doc, "smcr");
   if (smcr == nullptr) return {};
-  if (!smcr->is_object()) return type_error(*smcr, "smcr", "a map");
-  if (auto s = check_keys(*smcr, "smcr",
+  if (!smcr->is_object()) return cfg::type_error(*smcr, "smcr", "a map");
+  if (auto s = cfg::check_keys(*smcr, "smcr",
                           {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource", "preloadHostDir",
                            "callTimeoutMs", "statsSeconds"});
       !s) {
     return s;
   }
-  auto enabled = get_bool(*smcr, "enabled", "smcr.enabled", out.enabled);
+  auto enabled = cfg::get_bool(*smcr, "enabled", "smcr.enabled", out.enabled);
   if (!enabled) return std::move(enabled).error();
   out.enabled = *enabled;
 
-  auto pnet = get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id);
+  auto pnet = cfg::get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id);
   if (!pnet) return std::move(pnet).error();
   auto id = PnetId::parse(*pnet);
-  if (!id) return config_error("smcr.pnetId", id.error().message);
+  if (!id) return cfg::error("smcr.pnetId", id.error().message);
   out.pnet_id = id->str();
 
-  auto ueid = get_string(*smcr, "ueid", "smcr.ueid", out.ueid);
+  auto ueid = cfg::get_string(*smcr, "ueid", "smcr.ueid", out.ueid);
   if (!ueid) return std::move(ueid).error();
   if (!ueid->empty()) {
     auto u = Ueid::parse(*ueid);
-    if (!u) return config_error("smcr.ueid", u.error().message + " (\"\" leaves the UEID table alone)");
+    if (!u) return cfg::error("smcr.ueid", u.error().message + " (\"\" leaves the UEID table alone)");
     out.ueid = u->str();
   } else {
     out.ueid.clear();
   }
 
-  if (const json* sysctls = get(*smcr, "sysctls")) {
-    if (!sysctls->is_object()) return type_error(*sysctls, "smcr.sysctls", "a map of net.smc.* names to values");
+  if (const json* sysctls = cfg::get(*smcr, "sysctls")) {
+    if (!sysctls->is_object()) return cfg::type_error(*sysctls, "smcr.sysctls", "a map of net.smc.* names to values");
     out.sysctls.clear();
     for (const auto& [name, value] : sysctls->items()) {
       const std::string p = "smcr.sysctls." + name;
@@ -285,36 +169,35 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
       } else if (value.is_number_integer()) {
         text = value.dump();
       } else {
-        return type_error(value, p, "a string or an integer");
+        return cfg::type_error(value, p, "a string or an integer");
       }
-      if (auto v = validate_smc_sysctl(name, text); !v) return config_error(p, v.error().message);
+      if (auto v = validate_smc_sysctl(name, text); !v) return cfg::error(p, v.error().message);
       out.sysctls[name] = text;
     }
   }
 
-  auto ifname = get_string(*smcr, "podInterface", "smcr.podInterface", out.pod_interface);
+  auto ifname = cfg::get_string(*smcr, "podInterface", "smcr.podInterface", out.pod_interface);
   if (!ifname) return std::move(ifname).error();
-  if (auto v = validate_ifname(*ifname); !v) return config_error("smcr.podInterface", v.error().message);
+  if (auto v = validate_ifname(*ifname); !v) return cfg::error("smcr.podInterface", v.error().message);
   out.pod_interface = *ifname;
 
-  auto source = get_string(*smcr, "preloadSource", "smcr.preloadSource", out.preload_source);
+  auto source = cfg::get_string(*smcr, "preloadSource", "smcr.preloadSource", out.preload_source);
   if (!source) return std::move(source).error();
   if (!source->empty()) {
     if (auto s = check_dir(*source, "smcr.preloadSource"); !s) return s;
   }
   out.preload_source = *source;
 
-  auto dir = get_string(*smcr, "preloadHostDir", "smcr.preloadHostDir", out.preload_host_dir);
+  auto dir = cfg::get_string(*smcr, "preloadHostDir", "smcr.preloadHostDir", out.preload_host_dir);
   if (!dir) return std::move(dir).error();
   if (auto s = check_dir(*dir, "smcr.preloadHostDir"); !s) return s;
-  while (dir->size() > 1 && dir->back() == '/') dir->pop_back();
-  out.preload_host_dir = *dir;
+  out.preload_host_dir = cfg::trim_trailing_slashes(*dir);
 
-  auto timeout = get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000);
+  auto timeout = cfg::get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000);
   if (!timeout) return std::move(timeout).error();
   out.call_timeout_ms = static_cast<unsigned>(*timeout);
 
-  auto stats = get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600);
+  auto stats = cfg::get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600);
   if (!stats) return std::move(stats).error();
   out.stats_seconds = static_cast<unsigned>(*stats);
   return {};
@@ -325,56 +208,56 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
 Result<AgentConfig> AgentConfig::load(const json& doc) {
   AgentConfig cfg;
   if (doc.is_null()) return cfg;
-  if (!doc.is_object()) return type_error(doc, "config", "a map at the top level");
-  if (auto s = check_keys(doc, "",
+  if (!doc.is_object()) return cfg::type_error(doc, "config", "a map at the top level");
+  if (auto s = cfg::check_keys(doc, "",
                           {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr",
                            "podResourcesSocket", "criSocket", "procRoot"});
       !s) {
     return std::move(s).error();
   }
 
-  auto resource = get_string(doc, "resourceName", "resourceName", cfg.resource_name);
+  auto resource = cfg::get_string(doc, "resourceName", "resourceName", cfg.resource_name);
   if (!resource) return std::move(resource).error();
-  if (!is_extended_resource_name(*resource)) {
-    return config_error("resourceName", "must be an extended resource name <domain>/<name> outside kubernetes.io "
+  if (!cfg::is_extended_resource_name(*resource)) {
+    return cfg::error("resourceName", "must be an extended resource name <domain>/<name> outside kubernetes.io "
                                         "(e.g. aliyun/erdma), got " + json_quote(*resource));
   }
   cfg.resource_name = *resource;
 
-  auto dir = get_string(doc, "devicePluginDir", "devicePluginDir", cfg.device_plugin_dir);
+  auto dir = cfg::get_string(doc, "devicePluginDir", "devicePluginDir", cfg.device_plugin_dir);
   if (!dir) return std::move(dir).error();
   if (auto s = check_dir(*dir, "devicePluginDir"); !s) return std::move(s).error();
   while (dir->size() > 1 && dir->back() == '/') dir->pop_back();
   cfg.device_plugin_dir = *dir;
   if (cfg.plugin_socket_path().size() > kMaxUnixPathLen || cfg.kubelet_socket_path().size() > kMaxUnixPathLen) {
-    return config_error("devicePluginDir", "too long: unix socket paths inside it must stay within " +
+    return cfg::error("devicePluginDir", "too long: unix socket paths inside it must stay within " +
                                                std::to_string(kMaxUnixPathLen) + " bytes");
   }
 
-  auto slots = get_int(doc, "slotsPerDevice", "slotsPerDevice", cfg.slots_per_device, 1, kMaxSlotsPerDevice);
+  auto slots = cfg::get_int(doc, "slotsPerDevice", "slotsPerDevice", cfg.slots_per_device, 1, kMaxSlotsPerDevice);
   if (!slots) return std::move(slots).error();
   cfg.slots_per_device = static_cast<unsigned>(*slots);
 
-  auto metrics = get_string(doc, "metricsListen", "metricsListen", cfg.metrics_listen);
+  auto metrics = cfg::get_string(doc, "metricsListen", "metricsListen", cfg.metrics_listen);
   if (!metrics) return std::move(metrics).error();
   if (!metrics->empty()) {
-    if (auto a = common::parse_listen_address(*metrics); !a) return config_error("metricsListen", a.error().message);
+    if (auto a = common::parse_listen_address(*metrics); !a) return cfg::error("metricsListen", a.error().message);
   }
   cfg.metrics_listen = *metrics;
 
-  if (const json* devices = get(doc, "devices")) {
-    if (!devices->is_object()) return type_error(*devices, "devices", "a map");
-    if (auto s = check_keys(*devices, "devices", {"source", "drivers", "static", "rescanSeconds"}); !s) {
+  if (const json* devices = cfg::get(doc, "devices")) {
+    if (!devices->is_object()) return cfg::type_error(*devices, "devices", "a map");
+    if (auto s = cfg::check_keys(*devices, "devices", {"source", "drivers", "static", "rescanSeconds"}); !s) {
       return std::move(s).error();
     }
-    auto source = get_string(*devices, "source", "devices.source", "verbs");
+    auto source = cfg::get_string(*devices, "source", "devices.source", "verbs");
     if (!source) return std::move(source).error();
     if (*source == "verbs") {
       cfg.source = DeviceSourceKind::Verbs;
     } else if (*source == "static") {
       cfg.source = DeviceSourceKind::Static;
     } else {
-      return config_error("devices.source", "must be \"verbs\" (libibverbs discovery) or \"static\" (the devices.static "
+      return cfg::error("devices.source", "must be \"verbs\" (libibverbs discovery) or \"static\" (the devices.static "
                                             "list), got " + json_quote(*source));
     }
     auto drivers = load_drivers(*devices, "devices.drivers");
@@ -383,10 +266,10 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
     auto st = load_static(*devices, "devices.static", cfg.slots_per_device);
     if (!st) return std::move(st).error();
     if (!st->empty() && cfg.source != DeviceSourceKind::Static) {
-      return config_error("devices.static", "is only read with devices.source: static (source is verbs)");
+      return cfg::error("devices.static", "is only read with devices.source: static (source is verbs)");
     }
     cfg.static_devices = std::move(*st);
-    auto rescan = get_int(*devices, "rescanSeconds", "devices.rescanSeconds", cfg.rescan_seconds, 1, 3600);
+    auto rescan = cfg::get_int(*devices, "rescanSeconds", "devices.rescanSeconds", cfg.rescan_seconds, 1, 3600);
     if (!rescan) return std::move(rescan).error();
     cfg.rescan_seconds = static_cast<unsigned>(*rescan);
   }
@@ -398,7 +281,7 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   auto cri = get_socket_path(doc, "criSocket", cfg.cri_socket);
   if (!cri) return std::move(cri).error();
   cfg.cri_socket = *cri;
-  auto proc = get_string(doc, "procRoot", "procRoot", cfg.proc_root);
+  auto proc = cfg::get_string(doc, "procRoot", "procRoot", cfg.proc_root);
   if (!proc) return std::move(proc).error();
   if (auto s = check_dir(*proc, "procRoot"); !s) return std::move(s).error();
   while (proc->size() > 1 && proc->back() == '/') proc->pop_back();

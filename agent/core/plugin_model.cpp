@@ -27,15 +27,6 @@ const RdmaDevice* find_device(const std::vector<RdmaDevice>& devices, std::strin
   return nullptr;
 }
 
-std::string join(const std::vector<std::string>& v, std::string_view sep = ", ") {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += sep;
-    out += s;
-  }
-  return out;
-}
-
 // At most five quoted items, then "and N more".
 std::string quote_some(const std::vector<std::string>& v) {
   std::string out;
@@ -47,7 +38,7 @@ std::string quote_some(const std::vector<std::string>& v) {
 std::string port_states(const RdmaDevice& d) {
   std::vector<std::string> s;
   for (const auto& p : d.ports) s.push_back("port " + std::to_string(p.number) + " " + std::string(to_string(p.state)));
-  return s.empty() ? "no ports" : join(s);
+  return s.empty() ? "no ports" : common::join(s, ", ");
 }
 
 }  // namespace
@@ -161,7 +152,7 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
     for (const auto& d : devices) known.push_back(d.name);
     return make_error(ErrorCode::NotFound, "unknown device IDs " + quote_some(unknown) +
                                                ": no such device on this node (devices here: " +
-                                               (known.empty() ? std::string("none") : join(known)) + ")");
+                                               (known.empty() ? std::string("none") : common::join(known, ", ")) + ")");
   }
   ContainerAllocation out;
   out.devices.assign(names.begin(), names.end());
@@ -179,7 +170,7 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
   } else {
     out.notes.push_back(std::string(kRdmaCmPath) + " is missing on the host (rdma_ucm not loaded); not passed on");
   }
-  out.envs[kDevicesEnv] = join(out.devices, ",");
+  out.envs[kDevicesEnv] = common::join(out.devices, ",");
   return out;
 }
 

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "common/text.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -32,12 +33,6 @@ grpc::ServerUnaryReactor* finish(grpc::CallbackServerContext* ctx, grpc::Status 
 
 std::vector<std::string> to_vector(const google::protobuf::RepeatedPtrField<std::string>& ids) {
   return std::vector<std::string>(ids.begin(), ids.end());
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
-  return out;
 }
 
 // Streams the advertised slots: the full list first, then the latest list after every change.
@@ -256,7 +251,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
       spec->set_permissions(node.permissions);
     }
     slots += ids.size();
-    summary.push_back(join(alloc->devices));
+    summary.push_back(common::join(alloc->devices, ","));
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (metrics_ != nullptr) {
@@ -267,7 +262,7 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
   log::info("Allocate")
       .kv("containers", request->container_requests_size())
       .kv("slots", slots)
-      .kv("devices", join(summary))
+      .kv("devices", common::join(summary, ","))
       .kv("us", static_cast<int64_t>(seconds * 1e6));
   return finish(ctx, grpc::Status::OK);
 }
@@ -310,7 +305,9 @@ grpc::ServerUnaryReactor* DevicePluginService::PreStartContainer(grpc::CallbackS
 Status LoggingPreStartHook::pre_start(const std::vector<std::string>& device_ids,
                                       const std::vector<std::string>& devices,
                                       std::chrono::steady_clock::time_point) {
-  log::info("PreStartContainer").kv("devices", join(devices)).kv("slots", static_cast<uint64_t>(device_ids.size()));
+  log::info("PreStartContainer")
+      .kv("devices", common::join(devices, ","))
+      .kv("slots", static_cast<uint64_t>(device_ids.size()));
   return {};
 }
 

@@ -1,5 +1,6 @@
 // libibverbs device listing plus sysfs details (see verbs_rdma_devices.hpp).
 #include "agent/sys/verbs_rdma_devices.hpp"
+#include "common/text.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,12 +13,6 @@
 
 namespace erdma::agent {
 namespace {
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 struct DeviceListDeleter {
   void operator()(ibv_device** list) const noexcept { ibv_free_device_list(list); }
@@ -32,9 +27,10 @@ void filter_by_driver(DeviceScan& scan, const std::vector<std::string>& drivers)
     if (std::find(drivers.begin(), drivers.end(), d.driver) != drivers.end()) {
       kept.push_back(std::move(d));
     } else if (d.driver.empty()) {
-      scan.notes.push_back(d.name + " left out: its driver is unknown (wanted: " + join(drivers) + ")");
+      scan.notes.push_back(d.name + " left out: its driver is unknown (wanted: " + common::join(drivers, ", ") + ")");
     } else {
-      scan.notes.push_back(d.name + " left out: driver " + d.driver + " is not in devices.drivers (" + join(drivers) + ")");
+      scan.notes.push_back(d.name + " left out: driver " + d.driver + " is not in devices.drivers (" +
+                           common::join(drivers, ", ") + ")");
     }
   }
   scan.devices = std::move(kept);
@@ -54,7 +50,7 @@ VerbsRdmaDevices::VerbsRdmaDevices(std::vector<std::string> drivers, KernelDevic
                                    std::string dev_dir)
     : drivers_(std::move(drivers)), kernel_(kernel), reader_(std::move(sysfs_root)), dev_dir_(std::move(dev_dir)) {}
 
-std::string VerbsRdmaDevices::describe() const { return "verbs (drivers: " + join(drivers_) + ")"; }
+std::string VerbsRdmaDevices::describe() const { return "verbs (drivers: " + common::join(drivers_, ", ") + ")"; }
 
 Result<DeviceScan> VerbsRdmaDevices::scan() {
   DeviceScan out;
@@ -90,7 +86,7 @@ Result<DeviceScan> VerbsRdmaDevices::scan() {
     auto sysfs_names = reader_.device_names();
     std::string why = "no RDMA devices found: libibverbs lists none";
     if (sysfs_names && !sysfs_names->empty()) {
-      why += " although " + ib_class + " has " + join(*sysfs_names) +
+      why += " although " + ib_class + " has " + common::join(*sysfs_names, ", ") +
              " (is the rdma-core provider for its driver installed, and ib_uverbs loaded?)";
     } else {
       why += " and " + ib_class + " is empty";
@@ -127,7 +123,8 @@ Result<DeviceScan> VerbsRdmaDevices::scan() {
   }
   filter_by_driver(out, drivers_);
   if (out.devices.empty()) {
-    out.notes.push_back("no RDMA devices found with driver " + join(drivers_) + " (libibverbs lists " + join(listed) + ")");
+    out.notes.push_back("no RDMA devices found with driver " + common::join(drivers_, ", ") + " (libibverbs lists " +
+                        common::join(listed, ", ") + ")");
   }
   return out;
 }

@@ -87,3 +87,19 @@ TEST_CASE("base64_decode rejects malformed input") {
     CHECK_FALSE(base64_decode(bad).has_value());
   }
 }
+
+TEST_CASE("join puts the separator between parts only") {
+  using erdma::common::join;
+  CHECK(join({}, ", ").empty());
+  CHECK(join({"a"}, ", ") == "a");
+  CHECK(join({"a", "", "c"}, ",") == "a,,c");
+}
+
+TEST_CASE("iequals compares ASCII without case, and only ASCII") {
+  using erdma::common::iequals;
+  CHECK(iequals("100-Continue", "100-continue"));
+  CHECK(iequals("", ""));
+  CHECK_FALSE(iequals("abc", "abd"));
+  CHECK_FALSE(iequals("abc", "ab"));
+  CHECK_FALSE(iequals("\xc3\x84", "\xc3\xa4"));  // Ä and ä: not ASCII, not folded
+}

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <set>
 
+#include "common/config_reader.hpp"
 #include "common/json_pointer.hpp"
 #include "common/json_types.hpp"
 #include "common/text.hpp"
@@ -16,102 +17,7 @@ namespace {
 using nlohmann::json;
 using common::json_quote;
 
-Error config_error(const std::string& key, const std::string& what) {
-  return make_error(ErrorCode::InvalidArgument, key + ": " + what);
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out += ", ";
-    out += s;
-  }
-  return out;
-}
-
-// Rejects keys of `obj` not in `known`, naming the offender and the keys that are allowed.
-Status check_keys(const json& obj, const std::string& prefix, std::initializer_list<const char*> known) {
-  for (const auto& item : obj.items()) {
-    const std::string& key = item.key();  // a plain variable: clang 14 cannot capture bindings
-    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) == known.end()) {
-      std::vector<std::string> names(known.begin(), known.end());
-      return config_error(prefix.empty() ? key : prefix + "." + key,
-                          "unknown key (known keys" + (prefix.empty() ? std::string() : " of " + prefix) + ": " +
-                              join(names) + ")");
-    }
-  }
-  return {};
-}
-
-// The value at `key`, or nullptr when absent or null (null means "use the default").
-const json* get(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-Status expect_type(const json& v, json::value_t type, const std::string& key, const char* type_name) {
-  const bool ok = v.type() == type ||
-                  (type == json::value_t::number_integer && v.type() == json::value_t::number_unsigned);
-  if (!ok) {
-    return config_error(key, std::string("expected a ") + type_name + ", got " +
-                                 std::string(common::json_type_name(v)) +
-                                 (v.is_number() && type == json::value_t::string ? " (quote it)" : ""));
-  }
-  return {};
-}
-
-Result<std::string> get_string(const json& obj, const char* key, const std::string& path, const std::string& fallback) {
-  const json* v = get(obj, key);
-  if (v == nullptr) return fallback;
-  if (auto s = expect_type(*v, json::value_t::string, path, "string"); !s) return std::move(s).error();
-  return v->get<std::string>();
-}
-
-Result<bool> get_bool(const json& obj, const char* key, const std::string& path, bool fallback) {
-  const json* v = get(obj, key);
-  if (v == nullptr) return fallback;
-  if (auto s = expect_type(*v, json::value_t::boolean, path, "boolean (true or false)"); !s) {
-    return std::move(s).error();
-  }
-  return v->get<bool>();
-}
-
-bool is_dns_label(std::string_view s) {
-  if (s.empty() || s.size() > 63) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return s.front() != '-' && s.back() != '-';
-}
-
-bool is_dns_subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253) return false;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t dot = s.find('.', start);
-    const auto label = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (!is_dns_label(label)) return false;
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
-  return true;
-}
-
-// <dns-subdomain>/<name>, the form of an extended resource name (e.g. aliyun/erdma).
-bool is_extended_resource_name(std::string_view s) {
-  const auto slash = s.find('/');
-  if (slash == std::string_view::npos || s.find('/', slash + 1) != std::string_view::npos) return false;
-  const auto prefix = s.substr(0, slash);
-  const auto name = s.substr(slash + 1);
-  if (!is_dns_subdomain(prefix) || prefix == "kubernetes.io" || prefix.ends_with(".kubernetes.io")) return false;
-  if (name.empty() || name.size() > 63) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
-  for (char c : name) {
-    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
-  }
-  return alnum(name.front()) && alnum(name.back());
-}
+namespace cfg = common::config;
 
 // Kubernetes' classic environment variable name rule: [-._a-zA-Z][-._a-zA-Z0-9]*.
 bool is_env_name(std::string_view s) {
@@ -126,51 +32,35 @@ bool is_env_name(std::string_view s) {
   return true;
 }
 
-Status check_abs_path(const std::string& p, const std::string& key) {
-  if (p.empty() || p.front() != '/') return config_error(key, "must be an absolute path, got " + json_quote(p));
-  size_t start = 1;
-  while (start <= p.size()) {
-    const size_t slash = p.find('/', start);
-    const auto part = std::string_view(p).substr(start, slash == std::string::npos ? std::string::npos : slash - start);
-    if (part == "..") return config_error(key, "must not contain \"..\", got " + json_quote(p));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  if (p.find('\0') != std::string::npos) return config_error(key, "must not contain NUL");
-  return {};
-}
-
-std::string trim_trailing_slashes(std::string p) {
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
-}
+using cfg::check_abs_path;
+using cfg::trim_trailing_slashes;
 
 Result<std::vector<EnvVar>> load_env_list(const json& obj, const char* key, const std::string& path,
                                           std::vector<EnvVar> fallback) {
-  const json* v = get(obj, key);
+  const json* v = cfg::get(obj, key);
   if (v == nullptr) return fallback;
-  if (auto s = expect_type(*v, json::value_t::array, path, "list of {name, value}"); !s) return std::move(s).error();
+  if (auto s = cfg::expect_list(*v, path, "a list of {name, value}"); !s) return std::move(s).error();
   std::vector<EnvVar> out;
   std::set<std::string> seen;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (auto s = expect_type(item, json::value_t::object, p, "map with name and value"); !s) {
+    if (auto s = cfg::expect_map(item, p, "a map with name and value"); !s) {
       return std::move(s).error();
     }
-    if (auto s = check_keys(item, p, {"name", "value"}); !s) return std::move(s).error();
-    auto name = get_string(item, "name", p + ".name", "");
+    if (auto s = cfg::check_keys(item, p, {"name", "value"}); !s) return std::move(s).error();
+    auto name = cfg::get_string(item, "name", p + ".name", "");
     if (!name) return std::move(name).error();
     if (!is_env_name(*name)) {
-      return config_error(p + ".name", "must be a variable name ([-._a-zA-Z][-._a-zA-Z0-9]*), got " + json_quote(*name));
+      return cfg::error(p + ".name", "must be a variable name ([-._a-zA-Z][-._a-zA-Z0-9]*), got " + json_quote(*name));
     }
     if (*name == kLdPreload) {
-      return config_error(p + ".name", "LD_PRELOAD is managed by the webhook for SMC-R pods (smcr)");
+      return cfg::error(p + ".name", "LD_PRELOAD is managed by the webhook for SMC-R pods (smcr)");
     }
-    if (!seen.insert(*name).second) return config_error(p + ".name", "duplicate variable " + *name);
+    if (!seen.insert(*name).second) return cfg::error(p + ".name", "duplicate variable " + *name);
     auto it = item.find("value");
-    if (it == item.end()) return config_error(p + ".value", "missing (use \"\" for an empty value)");
-    if (auto s = expect_type(*it, json::value_t::string, p + ".value", "string"); !s) return std::move(s).error();
+    if (it == item.end()) return cfg::error(p + ".value", "missing (use \"\" for an empty value)");
+    if (!it->is_string()) return cfg::type_error(*it, p + ".value", "a string");
     out.push_back(EnvVar{*name, it->get<std::string>()});
   }
   return out;
@@ -180,9 +70,9 @@ const char* const kHostPathTypes[] = {"",     "DirectoryOrCreate", "Directory", 
                                       "Socket", "CharDevice",       "BlockDevice"};
 
 Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& path) {
-  const json* v = get(obj, "deviceMounts");
+  const json* v = cfg::get(obj, "deviceMounts");
   if (v == nullptr) return std::vector<HostMount>{};
-  if (auto s = expect_type(*v, json::value_t::array, path, "list of {name, hostPath, mountPath, readOnly, type}");
+  if (auto s = cfg::expect_list(*v, path, "a list of {name, hostPath, mountPath, readOnly, type}");
       !s) {
     return std::move(s).error();
   }
@@ -190,29 +80,29 @@ Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& p
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (auto s = expect_type(item, json::value_t::object, p, "map"); !s) return std::move(s).error();
-    if (auto s = check_keys(item, p, {"name", "hostPath", "mountPath", "readOnly", "type"}); !s) {
+    if (auto s = cfg::expect_map(item, p); !s) return std::move(s).error();
+    if (auto s = cfg::check_keys(item, p, {"name", "hostPath", "mountPath", "readOnly", "type"}); !s) {
       return std::move(s).error();
     }
     HostMount m;
-    auto name = get_string(item, "name", p + ".name", "");
+    auto name = cfg::get_string(item, "name", p + ".name", "");
     if (!name) return std::move(name).error();
-    auto host = get_string(item, "hostPath", p + ".hostPath", "");
+    auto host = cfg::get_string(item, "hostPath", p + ".hostPath", "");
     if (!host) return std::move(host).error();
-    auto mount = get_string(item, "mountPath", p + ".mountPath", "");
+    auto mount = cfg::get_string(item, "mountPath", p + ".mountPath", "");
     if (!mount) return std::move(mount).error();
-    auto ro = get_bool(item, "readOnly", p + ".readOnly", true);
+    auto ro = cfg::get_bool(item, "readOnly", p + ".readOnly", true);
     if (!ro) return std::move(ro).error();
-    auto type = get_string(item, "type", p + ".type", "");
+    auto type = cfg::get_string(item, "type", p + ".type", "");
     if (!type) return std::move(type).error();
-    if (name->empty()) return config_error(p + ".name", "missing (the volume name, a DNS-1123 label)");
-    if (!is_dns_label(*name)) return config_error(p + ".name", "must be a DNS-1123 label, got " + json_quote(*name));
-    if (host->empty()) return config_error(p + ".hostPath", "missing");
-    if (mount->empty()) return config_error(p + ".mountPath", "missing");
+    if (name->empty()) return cfg::error(p + ".name", "missing (the volume name, a DNS-1123 label)");
+    if (!cfg::is_dns_label(*name)) return cfg::error(p + ".name", "must be a DNS-1123 label, got " + json_quote(*name));
+    if (host->empty()) return cfg::error(p + ".hostPath", "missing");
+    if (mount->empty()) return cfg::error(p + ".mountPath", "missing");
     if (auto s = check_abs_path(*host, p + ".hostPath"); !s) return std::move(s).error();
     if (auto s = check_abs_path(*mount, p + ".mountPath"); !s) return std::move(s).error();
     if (std::find(std::begin(kHostPathTypes), std::end(kHostPathTypes), *type) == std::end(kHostPathTypes)) {
-      return config_error(p + ".type", "must be one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, "
+      return cfg::error(p + ".type", "must be one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, "
                                        "CharDevice, BlockDevice or empty, got " + json_quote(*type));
     }
     m.name = *name;
@@ -221,11 +111,11 @@ Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& p
     m.read_only = *ro;
     m.type = *type;
     for (const auto& other : out) {
-      if (other.name == m.name) return config_error(p + ".name", "duplicate volume name " + m.name);
-      if (other.mount_path == m.mount_path) return config_error(p + ".mountPath", "duplicate mountPath " + m.mount_path);
+      if (other.name == m.name) return cfg::error(p + ".name", "duplicate volume name " + m.name);
+      if (other.mount_path == m.mount_path) return cfg::error(p + ".mountPath", "duplicate mountPath " + m.mount_path);
     }
     if (m.name == kPreloadVolumeName) {
-      return config_error(p + ".name", std::string(kPreloadVolumeName) + " is reserved for the SMC-R preload volume");
+      return cfg::error(p + ".name", std::string(kPreloadVolumeName) + " is reserved for the SMC-R preload volume");
     }
     out.push_back(std::move(m));
   }
@@ -279,30 +169,33 @@ Result<Config> Config::load(const json& doc) {
   Config c = defaults();
   if (doc.is_null()) return c;
   if (!doc.is_object()) {
-    return config_error("config", "expected a map at the top level, got " + std::string(common::json_type_name(doc)));
+    return cfg::type_error(doc, "config", "a map at the top level");
   }
-  if (auto s = check_keys(doc, "", {"resourceName", "excludedNamespaces", "erdmaEnv", "deviceMounts", "smcr"}); !s) {
+  if (auto s = cfg::check_keys(doc, "", {"resourceName", "excludedNamespaces", "erdmaEnv", "deviceMounts", "smcr"});
+      !s) {
     return std::move(s).error();
   }
 
-  auto rn = get_string(doc, "resourceName", "resourceName", c.resource_name_);
+  auto rn = cfg::get_string(doc, "resourceName", "resourceName", c.resource_name_);
   if (!rn) return std::move(rn).error();
-  if (!is_extended_resource_name(*rn)) {
-    return config_error("resourceName", "must be an extended resource name <domain>/<name>, got " + json_quote(*rn));
+  if (!cfg::is_extended_resource_name(*rn)) {
+    return cfg::error("resourceName", "must be an extended resource name <domain>/<name>, got " + json_quote(*rn));
   }
   c.resource_name_ = *rn;
 
-  if (const json* v = get(doc, "excludedNamespaces"); v != nullptr) {
-    if (auto s = expect_type(*v, json::value_t::array, "excludedNamespaces", "list of namespace names"); !s) {
+  if (const json* v = cfg::get(doc, "excludedNamespaces"); v != nullptr) {
+    if (auto s = cfg::expect_list(*v, "excludedNamespaces", "a list of namespace names"); !s) {
       return std::move(s).error();
     }
     c.excluded_namespaces_.clear();
     for (size_t i = 0; i < v->size(); ++i) {
       const std::string p = "excludedNamespaces[" + std::to_string(i) + "]";
       const json& item = (*v)[i];
-      if (auto s = expect_type(item, json::value_t::string, p, "string"); !s) return std::move(s).error();
+      if (!item.is_string()) return cfg::type_error(item, p, "a string");
       const auto ns = item.get<std::string>();
-      if (!is_dns_label(ns)) return config_error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
+      if (!cfg::is_dns_label(ns)) {
+        return cfg::error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
+      }
       c.excluded_namespaces_.push_back(ns);
     }
   }
@@ -315,23 +208,23 @@ Result<Config> Config::load(const json& doc) {
   if (!mounts) return std::move(mounts).error();
   c.device_mounts_ = std::move(*mounts);
 
-  if (const json* v = get(doc, "smcr"); v != nullptr) {
+  if (const json* v = cfg::get(doc, "smcr"); v != nullptr) {
     const json& s = *v;
-    if (auto st = expect_type(s, json::value_t::object, "smcr", "map"); !st) return std::move(st).error();
-    if (auto st = check_keys(s, "smcr", {"preloadHostDir", "mountPath", "library", "env", "addResource"}); !st) {
+    if (auto st = cfg::expect_map(s, "smcr"); !st) return std::move(st).error();
+    if (auto st = cfg::check_keys(s, "smcr", {"preloadHostDir", "mountPath", "library", "env", "addResource"}); !st) {
       return std::move(st).error();
     }
-    auto host = get_string(s, "preloadHostDir", "smcr.preloadHostDir", c.smcr_.preload_host_dir);
+    auto host = cfg::get_string(s, "preloadHostDir", "smcr.preloadHostDir", c.smcr_.preload_host_dir);
     if (!host) return std::move(host).error();
     if (auto st = check_abs_path(*host, "smcr.preloadHostDir"); !st) return std::move(st).error();
-    auto mount = get_string(s, "mountPath", "smcr.mountPath", c.smcr_.mount_path);
+    auto mount = cfg::get_string(s, "mountPath", "smcr.mountPath", c.smcr_.mount_path);
     if (!mount) return std::move(mount).error();
     if (auto st = check_abs_path(*mount, "smcr.mountPath"); !st) return std::move(st).error();
-    auto lib = get_string(s, "library", "smcr.library", c.smcr_.library);
+    auto lib = cfg::get_string(s, "library", "smcr.library", c.smcr_.library);
     if (!lib) return std::move(lib).error();
     auto smc_env = load_env_list(s, "env", "smcr.env", {});
     if (!smc_env) return std::move(smc_env).error();
-    auto add = get_bool(s, "addResource", "smcr.addResource", c.smcr_.add_resource);
+    auto add = cfg::get_bool(s, "addResource", "smcr.addResource", c.smcr_.add_resource);
     if (!add) return std::move(add).error();
     c.smcr_.preload_host_dir = trim_trailing_slashes(*host);
     c.smcr_.mount_path = trim_trailing_slashes(*mount);
@@ -342,18 +235,18 @@ Result<Config> Config::load(const json& doc) {
   // erdma-agent installs the library under one fixed name; a pod told another name would find no
   // file, the dynamic loader would skip it with a warning, and the pod would stay on TCP unnoticed.
   if (c.smcr_.library != contract::kPreloadLibrary) {
-    return config_error("smcr.library", "must be " + json_quote(std::string(contract::kPreloadLibrary)) +
+    return cfg::error("smcr.library", "must be " + json_quote(std::string(contract::kPreloadLibrary)) +
                                             ", the file name erdma-agent installs (or left out), got " +
                                             json_quote(c.smcr_.library));
   }
   if (c.smcr_.mount_path.find_first_of(": \t\n\r") != std::string::npos) {
-    return config_error("smcr.mountPath", "must not contain ':' or blanks (LD_PRELOAD separators), got " +
+    return cfg::error("smcr.mountPath", "must not contain ':' or blanks (LD_PRELOAD separators), got " +
                                               json_quote(c.smcr_.mount_path));
   }
-  if (c.smcr_.mount_path == "/") return config_error("smcr.mountPath", "must not be \"/\"");
+  if (c.smcr_.mount_path == "/") return cfg::error("smcr.mountPath", "must not be \"/\"");
   for (const auto& m : c.device_mounts_) {
     if (m.mount_path == c.smcr_.mount_path) {
-      return config_error("deviceMounts", "mountPath " + m.mount_path + " is also smcr.mountPath");
+      return cfg::error("deviceMounts", "mountPath " + m.mount_path + " is also smcr.mountPath");
     }
   }
   c.render();

@@ -19,6 +19,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/text.hpp"
 #include "common/log.hpp"
 #include "webhook/server/handler.hpp"
 
@@ -39,14 +40,6 @@ class Session;
 Reviewer& thread_reviewer() {
   thread_local Reviewer reviewer;
   return reviewer;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  }
-  return true;
 }
 
 bool is_http_parse_error(const beast::error_code& ec) {
@@ -234,7 +227,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return reply_error(http::status::payload_too_large, too_large_message());
     }
     const auto& req = parser_->get();
-    if (req.version() >= 11 && iequals(req[http::field::expect], "100-continue")) {
+    if (req.version() >= 11 && common::iequals(req[http::field::expect], "100-continue")) {
       // The client waits for this before sending the body (curl does for large bodies).
       continue_.emplace(http::status::continue_, req.version());
       lowest().expires_after(limits().write_timeout);

@@ -20,6 +20,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "common/config_reader.hpp"
 #include "common/http/metrics_server.hpp"
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
@@ -263,8 +264,15 @@ Result<size_t> parse_bytes(std::string_view text) {
 }
 
 Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
-  if (!section.is_object()) return make_error(ErrorCode::InvalidArgument, "server: must be a map");
-  static const std::pair<const char*, const char*> kKeys[] = {
+  namespace cfg = common::config;
+  if (auto s = cfg::expect_map(section, "server"); !s) return s;
+  if (auto s = cfg::check_keys(section, "server",
+                               {"listen", "metricsListen", "tlsCert", "tlsKey", "threads", "maxBodyBytes",
+                                "maxConnections", "shutdownGrace", "reloadInterval", "idleTimeout", "logLevel"});
+      !s) {
+    return s;
+  }
+  static const std::pair<const char*, const char*> kFlags[] = {
       {"listen", "--listen"},           {"metricsListen", "--metrics-listen"},
       {"tlsCert", "--tls-cert"},        {"tlsKey", "--tls-key"},
       {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
@@ -272,28 +280,19 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
       {"idleTimeout", "--idle-timeout"},
   };
-  for (const auto& [key, value] : section.items()) {
-    const char* flag = nullptr;
-    for (const auto& [k, f] : kKeys) {
-      if (key == k) flag = f;
-    }
-    if (flag == nullptr) {
-      return make_error(ErrorCode::InvalidArgument,
-                        "server." + key + ": unknown key (known: listen, metricsListen, tlsCert, tlsKey, threads, "
-                                          "maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, "
-                                          "logLevel)");
-    }
+  for (const auto& [key, flag] : kFlags) {
+    const nlohmann::json* value = cfg::get(section, key);
+    if (value == nullptr) continue;
+    const std::string path = std::string("server.") + key;
     std::string text;
-    if (value.is_string()) {
-      text = value.get<std::string>();
-    } else if (value.is_number_integer()) {
-      text = std::to_string(value.get<long long>());
+    if (value->is_string()) {
+      text = value->get<std::string>();
+    } else if (value->is_number_integer()) {
+      text = value->dump();
     } else {
-      return make_error(ErrorCode::InvalidArgument, "server." + key + ": must be a string or a whole number");
+      return cfg::type_error(*value, path, "a string or a whole number");
     }
-    if (auto s = set_option(opts, flag, text); !s) {
-      return make_error(ErrorCode::InvalidArgument, "server." + key + ": " + s.error().message);
-    }
+    if (auto s = set_option(opts, flag, text); !s) return cfg::error(path, s.error().message);
   }
   return {};
 }

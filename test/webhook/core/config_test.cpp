@@ -114,7 +114,7 @@ TEST_CASE("invalid configurations are errors that name the key") {
       {"mount bad type", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b, type: Dir}]",
        "deviceMounts[0].type: must be one of"},
       {"mount readOnly string", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b, readOnly: \"yes\"}]",
-       "deviceMounts[0].readOnly: expected a boolean"},
+       "deviceMounts[0].readOnly: expected true or false, got string (write it without quotes)"},
       {"mount duplicate name", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b}, {name: a, hostPath: /c, mountPath: /d}]",
        "deviceMounts[1].name: duplicate volume name a"},
       {"mount duplicate path", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b}, {name: c, hostPath: /c, mountPath: /b/}]",
@@ -133,7 +133,7 @@ TEST_CASE("invalid configurations are errors that name the key") {
       {"smcr mountPath root", "smcr: {mountPath: /}", "smcr.mountPath: must not be \"/\""},
       {"smcr mountPath blank", "smcr: {mountPath: /usr/lib/my smc}", "smcr.mountPath: must not contain ':' or blanks"},
       {"smcr hostDir relative", "smcr: {preloadHostDir: var/lib}", "smcr.preloadHostDir: must be an absolute path"},
-      {"smcr addResource string", "smcr: {addResource: \"true\"}", "smcr.addResource: expected a boolean"},
+      {"smcr addResource string", "smcr: {addResource: \"true\"}", "smcr.addResource: expected true or false, got string (write it without quotes)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
