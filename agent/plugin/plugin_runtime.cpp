@@ -304,6 +304,8 @@ void PluginRuntime::loop() {
       }
       next_check = now + timing_.socket_check;
     }
+    work_pending_ = need_serve_ || need_register_;
+    ++loop_passes_;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -54,6 +55,11 @@ class PluginRuntime {
 
   [[nodiscard]] DeviceState& state() noexcept { return state_; }
   [[nodiscard]] bool registered() const noexcept { return registered_.load(); }
+  // Observability of the loop, for tests that check that something does NOT happen: passes of
+  // the loop completed (each handles the wake-ups and inotify events that were queued before it
+  // polled), and whether a serve or registration is still pending after the last pass.
+  [[nodiscard]] uint64_t loop_passes() const noexcept { return loop_passes_.load(); }
+  [[nodiscard]] bool work_pending() const noexcept { return work_pending_.load(); }
   // Time from noticing a kubelet restart to the next successful registration, last restart.
   [[nodiscard]] std::optional<std::chrono::milliseconds> last_reregistration_time() const;
 
@@ -82,6 +88,8 @@ class PluginRuntime {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> rescan_requested_{false};
   std::atomic<bool> registered_{false};
+  std::atomic<uint64_t> loop_passes_{0};
+  std::atomic<bool> work_pending_{true};
 
   // Loop-thread state.
   bool need_serve_ = true;

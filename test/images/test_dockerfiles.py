@@ -238,7 +238,7 @@ def main():
                 rel = src[len(BUILD_ROOT_IN_IMAGE):]
                 local = os.path.join(BUILD_DIR, rel)
                 if not os.path.exists(local) and targets is not None and rel not in targets:
-                    suite.skip(label, "this tree defines no CMake target that builds %s yet" % rel)
+                    suite.skip(label, "this tree defines no CMake target that builds %s yet" % rel, provided_by_install=False)
                     continue
 
                 def copied_exists(local=local, rel=rel):

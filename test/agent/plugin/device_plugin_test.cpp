@@ -416,8 +416,13 @@ TEST_CASE("kubelet restart: the socket is recreated and the plugin registers aga
   REQUIRE(h.kubelet.wait_for_registrations(3, kWait).has_value());
   CHECK(eventually([&] { return h.runtime->registered(); }));
   CHECK(h.metrics.kubelet_restarts.value() == 2);
-  // One registration per restart: late inotify events must not cause extra ones.
-  std::this_thread::sleep_for(300ms);
+  // One registration per restart: late inotify events must not cause extra ones. The restart's
+  // events are queued already; once the loop has made two passes after a wake-up it has handled
+  // them, and nothing may be left to register.
+  const uint64_t passes = h.runtime->loop_passes();
+  h.runtime->request_rescan();
+  CHECK(eventually([&] { return h.runtime->loop_passes() >= passes + 2; }));
+  CHECK_FALSE(h.runtime->work_pending());
   CHECK(h.kubelet.registration_count() == 3);
 }
 
@@ -444,8 +449,11 @@ TEST_CASE("a device-plugin directory that appears later is served and registered
   TempDir parent;
   const std::string dp = parent.path() + "/device-plugins";
   Harness h(false, dp);
-  std::this_thread::sleep_for(300ms);
-  CHECK_FALSE(std::filesystem::exists(dp));  // the agent does not create kubelet's directory
+  // Several passes of the loop have tried to serve in the missing directory...
+  const uint64_t passes = h.runtime->loop_passes();
+  CHECK(eventually([&] { return h.runtime->loop_passes() >= passes + 3; }));
+  CHECK(h.runtime->work_pending());
+  CHECK_FALSE(std::filesystem::exists(dp));  // ...and the agent does not create kubelet's directory
   std::filesystem::create_directory(dp);
   FakeKubelet kubelet(dp);
   kubelet.start();

@@ -78,7 +78,8 @@ int sysctl_int(const char* path) {
 
 TEST_CASE("without SMC every socket is exactly what the program asked for") {
   require_no_smc();
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
   auto pre = run({kProbe, "kinds"}, preload_env(), dir, "pre");
   REQUIRE(plain.exit_code == 0);
@@ -102,7 +103,8 @@ TEST_CASE("without SMC every socket is exactly what the program asked for") {
 
 TEST_CASE("SMC_DEBUG prints one line per decision and remembers the missing kernel support") {
   require_no_smc();
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto r = run({kProbe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "debug");
   REQUIRE(r.exit_code == 0);
   CHECK(count(r.err, "IPPROTO_SMC not offered by this kernel (EPROTONOSUPPORT)") == 1);
@@ -115,7 +117,8 @@ TEST_CASE("SMC_DEBUG prints one line per decision and remembers the missing kern
 
 TEST_CASE("SMC_PRELOAD_MODE=af_smc never tries IPPROTO_SMC") {
   require_no_smc();
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto r = run({kProbe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}, {"SMC_PRELOAD_MODE", "af_smc"}}), dir, "afsmc");
   REQUIRE(r.exit_code == 0);
   CHECK(count(r.err, "IPPROTO_SMC") == 0);
@@ -124,7 +127,8 @@ TEST_CASE("SMC_PRELOAD_MODE=af_smc never tries IPPROTO_SMC") {
 }
 
 TEST_CASE("garbage environment values are reported once and ignored") {
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
   auto r = run({kProbe, "kinds"},
                preload_env({{"SMC_SNDBUF", "12x"}, {"SMC_RCVBUF", "-1"}, {"SMC_PRELOAD_MODE", "inet"}}), dir, "garbage");
@@ -140,7 +144,8 @@ TEST_CASE("garbage environment values are reported once and ignored") {
 
 TEST_CASE("SMC_SNDBUF and SMC_RCVBUF size TCP sockets only") {
   require_no_smc();
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
   auto r = run({kProbe, "kinds"}, preload_env({{"SMC_SNDBUF", "64K"}, {"SMC_RCVBUF", "128k"}}), dir, "sized");
   REQUIRE(r.exit_code == 0);
@@ -157,21 +162,24 @@ TEST_CASE("SMC_SNDBUF and SMC_RCVBUF size TCP sockets only") {
 }
 
 TEST_CASE("many threads create sockets at once") {
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto r = run({kProbe, "threads", "16"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "threads");
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("failures=0") != std::string::npos);
 }
 
 TEST_CASE("errno is left as it was after a successful call") {
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto r = run({kProbe, "errno"}, preload_env(), dir, "errno");
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("fd_ok=1 errno_after=1234") != std::string::npos);
 }
 
 TEST_CASE("python client and server exchange data under the preload") {
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto r = run({kPython, kEcho, "selftest", "--bytes", "4194304"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "python");
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("OK bytes=4194304") != std::string::npos);
@@ -182,7 +190,8 @@ TEST_CASE("python client and server exchange data under the preload") {
 }
 
 TEST_CASE("curl downloads from python's http.server, both preloaded") {
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   std::string blob(2 * 1024 * 1024, '\0');
   std::mt19937 rng(7);
   for (auto& c : blob) c = static_cast<char>(rng() & 0xff);
@@ -212,7 +221,8 @@ TEST_CASE("curl downloads from python's http.server, both preloaded") {
 }
 
 TEST_CASE("the library needs nothing but libc (and libdl for old glibc) and exports only socket") {
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto needed = run({"/usr/bin/readelf", "-d", kLib}, base_env(), dir, "readelf");
   REQUIRE(needed.exit_code == 0);
   CHECK(count(needed.out, "(NEEDED)") == 2);
@@ -234,7 +244,8 @@ TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2
   // Weak references the toolchain adds to every shared object; nothing needs them to resolve.
   const std::set<std::string> weak_ok = {"__gmon_start__", "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable",
                                          "__cxa_finalize"};
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto r = run({"/usr/bin/objdump", "-T", kLib}, base_env(), dir, "objdump");
   REQUIRE(r.exit_code == 0);
   std::istringstream lines(r.out);
@@ -270,7 +281,8 @@ TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2
 TEST_CASE("a musl program starts and works with the library preloaded") {
   const std::string probe = MUSL_PROBE;
   if (probe.empty()) skip_test("musl-gcc is not installed (Debian package musl-tools): no musl program to try");
-  auto dir = temp_dir();
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
   auto plain = run({probe, "kinds"}, base_env(), dir, "musl-plain");
   REQUIRE(plain.exit_code == 0);
   auto pre = run({probe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "musl-pre");
