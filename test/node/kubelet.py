@@ -1387,6 +1387,8 @@ class Kubelet:
             reason = "ListAndWatch ended: %s" % (e.code().name if hasattr(e, "code") else e)
         else:
             reason = "ListAndWatch ended"
+        if self.stopping.is_set():
+            return
         with self.lock:
             if self.endpoints.get(resource) is entry:
                 self.mark_disconnected(resource, reason)
