@@ -17,7 +17,7 @@
 
 namespace erdma::agent {
 
-// The plugin's socket file name inside devicePluginDir (DESIGN: .../device-plugins/erdma.sock).
+// The plugin's socket file name inside devicePluginDir (docs/design.md: .../device-plugins/erdma.sock).
 inline constexpr const char* kPluginSocketName = "erdma.sock";
 // Kubelet's registration socket inside devicePluginDir.
 inline constexpr const char* kKubeletSocketName = "kubelet.sock";

@@ -1,5 +1,5 @@
 // SMC netlink codecs (see smc_codec.hpp). Attribute numbers come from the kernel's uapi headers
-// (<linux/smc.h>, <linux/smc_diag.h>); the static_asserts pin the ones DESIGN.md documents.
+// (<linux/smc.h>, <linux/smc_diag.h>); the static_asserts pin the ones docs/design.md documents.
 #include "agent/sys/smc_codec.hpp"
 
 #include <cstring>

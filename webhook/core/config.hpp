@@ -53,7 +53,7 @@ struct RenderedFragments {
 class Config {
  public:
   // Builds a Config from a parsed document (YAML or JSON). Every key is optional; missing keys
-  // take the defaults of DESIGN.md. Unknown keys, wrong types and invalid values are errors whose
+  // take the defaults of docs/design.md. Unknown keys, wrong types and invalid values are errors whose
   // message names the key, e.g. `smcr.mountPath: must be an absolute path, got "lib"`.
   [[nodiscard]] static Result<Config> load(const nlohmann::json& doc);
 

@@ -1,4 +1,4 @@
-// The mutation rules of DESIGN.md ("erdma-webhook"), as JSON Patch operations (see mutate.hpp).
+// The mutation rules of docs/design.md ("erdma-webhook"), as JSON Patch operations (see mutate.hpp).
 //
 // Every rule checks the pod's current state before adding anything, so a pod that already went
 // through the webhook (reinvocationPolicy: IfNeeded) yields no operations. Arrays and maps that

@@ -19,7 +19,7 @@ Result<Config> load_yaml(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("defaults are those of DESIGN.md") {
+TEST_CASE("defaults are those of docs/design.md") {
   const Config c = Config::defaults();
   CHECK(c.resource_name() == "aliyun/erdma");
   CHECK(c.excluded_namespaces() == std::vector<std::string>{"kube-system", "erdma-system"});
