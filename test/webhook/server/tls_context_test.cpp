@@ -37,7 +37,7 @@ TEST_CASE("ECDSA and RSA pairs load, the context speaks TLS 1.2 and 1.3 only wit
     SSL_CTX* ctx = creds->context->native_handle();
     CHECK(SSL_CTX_get_min_proto_version(ctx) == TLS1_2_VERSION);
     CHECK(SSL_CTX_get_max_proto_version(ctx) == TLS1_3_VERSION);
-    CHECK((SSL_CTX_get_options(ctx) & SSL_OP_CIPHER_SERVER_PREFERENCE) != 0);
+    CHECK((SSL_CTX_get_options(ctx) & SSL_OP_CIPHER_SERVER_PREFERENCE) == 0);  // the client's order wins
     CHECK((SSL_CTX_get_options(ctx) & SSL_OP_NO_RENEGOTIATION) != 0);
     // Every TLS 1.2 suite on offer is ECDHE with an AEAD.
     SSL* ssl = SSL_new(ctx);

@@ -211,9 +211,14 @@ def main():
         r = s_client(server, "-tls1_2")
         expect(r.returncode == 0 and b"Protocol version: TLSv1.2" in r.stderr, r.stderr[-600:])
         expect(re.search(rb"Ciphersuite: ECDHE-ECDSA-AES(128|256)-GCM", r.stderr), r.stderr[-600:])
-        # Server preference: the client lists ChaCha20 first, the server picks its own first choice.
-        r = s_client(server, "-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256")
+        # The client's order wins among the (all AEAD, all ECDHE) suites on offer: a client that
+        # prefers AES-128 is not made to pay for AES-256 with SHA-384, in TLS 1.2 and 1.3 alike.
+        r = s_client(server, "-tls1_2", "-cipher", "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384")
         expect(r.returncode == 0 and b"Ciphersuite: ECDHE-ECDSA-AES128-GCM-SHA256" in r.stderr, r.stderr[-600:])
+        r = s_client(server, "-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256")
+        expect(r.returncode == 0 and b"Ciphersuite: ECDHE-ECDSA-CHACHA20-POLY1305" in r.stderr, r.stderr[-600:])
+        r = s_client(server, "-tls1_3", "-ciphersuites", "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384")
+        expect(r.returncode == 0 and b"Ciphersuite: TLS_AES_128_GCM_SHA256" in r.stderr, r.stderr[-600:])
         # A non-ECDHE suite is not on offer.
         r = s_client(server, "-tls1_2", "-cipher", "AES128-GCM-SHA256")
         expect(r.returncode != 0, "static-RSA/CBC-less suite accepted: %r" % r.stderr[-600:])
@@ -314,7 +319,7 @@ def main():
             status, _, data = post_review(conn, review(pod(), uid="rsa-1"))
             expect(status == 200 and json.loads(data)["response"]["uid"] == "rsa-1", data[:200])
             conn.close()
-            r = s_client(rsa, "-tls1_2")
+            r = s_client(rsa, "-tls1_2", "-cipher", "ECDHE-RSA-AES128-GCM-SHA256:ECDHE-RSA-AES256-GCM-SHA384")
             expect(r.returncode == 0 and b"ECDHE-RSA-AES128-GCM-SHA256" in r.stderr, r.stderr[-600:])
         finally:
             expect(rsa.terminate() == 0, "rsa server exit status")
