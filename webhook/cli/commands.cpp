@@ -4,7 +4,7 @@
 #include <ostream>
 
 #include "common/structured.hpp"
-#include "webhook/cli/config_file.hpp"
+#include "webhook/config_io/config_file.hpp"
 #include "webhook/cli/preview.hpp"
 
 namespace erdma::webhook {

@@ -1,55 +1,13 @@
-// `erdma-webhook serve`: flags and config-file settings, start-up, reload wiring, graceful drain.
+// `erdma-webhook serve`: start-up, reload wiring, graceful drain. Its settings: serve_options.hpp.
 #pragma once
 
-#include <chrono>
-#include <cstddef>
 #include <iosfwd>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "common/result.hpp"
+#include "webhook/server/serve_options.hpp"
 
 namespace erdma::webhook::server {
-
-struct ServeOptions {
-  std::string listen = "0.0.0.0:8443";
-  std::string metrics_listen = "0.0.0.0:8080";
-  std::string tls_cert;
-  std::string tls_key;
-  std::string config;                      // webhook config file; empty = defaults
-  unsigned threads = 0;                    // 0 = one per core
-  size_t max_body_bytes = 8u << 20;
-  size_t max_connections = 1024;
-  std::chrono::milliseconds shutdown_grace{10000};
-  std::chrono::milliseconds reload_interval{10000};
-  std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no request
-  std::string log_level = "info";
-  std::string port_file;                   // where to write the bound ports (for tests and scripts)
-};
-
-// Parses a duration: "10s", "500ms", "2m", or a plain number of seconds. Errors name the input.
-[[nodiscard]] Result<std::chrono::milliseconds> parse_duration(std::string_view text);
-
-// Parses a byte size: "8388608", "8Mi", "512Ki", "1Gi". Errors name the input.
-[[nodiscard]] Result<size_t> parse_bytes(std::string_view text);
-
-// Applies a config file's `server` section (keys listen, metricsListen, tlsCert, tlsKey, threads,
-// maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel) onto `opts`. Unknown keys
-// and wrong types are errors naming the key.
-[[nodiscard]] Status apply_server_section(const nlohmann::json& section, ServeOptions& opts);
-
-// Parses the command line of `serve` (flags win over the config file's server section).
-// Returns the options, or an error message; `help` is set for -h/--help.
-struct ParsedServe {
-  ServeOptions options;
-  bool help = false;
-};
-[[nodiscard]] Result<ParsedServe> parse_serve_args(const std::vector<std::string>& args);
-
-// The --help text.
-[[nodiscard]] const char* serve_usage() noexcept;
 
 // Runs the server until SIGTERM/SIGINT and a graceful drain. Returns the process exit status:
 // 0 after a drain, 1 when start-up fails (one error line on stderr says why), 2 for bad flags.

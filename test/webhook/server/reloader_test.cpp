@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "test_certs.hpp"
-#include "webhook/cli/config_file.hpp"
+#include "webhook/config_io/config_file.hpp"
 
 namespace erdma::webhook::server {
 namespace {

@@ -1,5 +1,5 @@
 // Flags and the config file's server section of `erdma-webhook serve`.
-#include "webhook/server/serve_command.hpp"
+#include "webhook/server/serve_options.hpp"
 
 #include <doctest/doctest.h>
 

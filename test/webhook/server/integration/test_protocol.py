@@ -340,6 +340,10 @@ def main():
         from harness import generate_certs
         before = server.metrics()
         get = lambda m, reason: m[("erdma_webhook_tls_handshake_failures_total", (("reason", reason),))]
+
+        def refusal_warnings():
+            return [l for l in server.log_lines() if l["msg"].startswith("a client refused the serving certificate")]
+        warned_before = len(refusal_warnings())
         # A client that trusts another CA (an apiserver with a stale caBundle) refuses our cert.
         other = os.path.join(suite.workdir, "other-ca")
         generate_certs(other)
@@ -368,8 +372,11 @@ def main():
         expect(get(after, "untrusted_certificate") == get(before, "untrusted_certificate") + 3,
                (get(before, "untrusted_certificate"), get(after, "untrusted_certificate")))
         expect(get(after, "protocol") >= get(before, "protocol") + 1, "plain HTTP not counted as a protocol failure")
-        warns = [l for l in server.log_lines() if l["msg"].startswith("a client refused the serving certificate")]
-        expect(len(warns) == 1, "want exactly one (rate-limited) warning, got %d" % len(warns))
+        # Rate-limited to one per 10 s: three refusals in a row add at most one warning (none when an
+        # earlier check's refusal warned less than 10 s ago), and at least one has been logged.
+        warns = refusal_warnings()
+        expect(len(warns) - warned_before <= 1, "three refusals logged %d warnings" % (len(warns) - warned_before))
+        expect(len(warns) >= 1, "a refused certificate was never logged")
 
     def connection_cap():
         os.makedirs(os.path.join(suite.workdir, "cap"), exist_ok=True)

@@ -1,5 +1,5 @@
 // Config files: read, parse (YAML or JSON), validate.
-#include "webhook/cli/config_file.hpp"
+#include "webhook/config_io/config_file.hpp"
 
 #include "common/structured.hpp"
 

@@ -1,0 +1,255 @@
+// `erdma-webhook serve`'s settings (see serve_options.hpp): its flags, the config file's `server`
+// section, and the values they take.
+#include "webhook/server/serve_options.hpp"
+
+#include <charconv>
+
+#include "common/config_reader.hpp"
+#include "common/listen_address.hpp"
+#include "common/log.hpp"
+
+namespace erdma::webhook::server {
+namespace {
+
+namespace log = common::log;
+
+constexpr const char* kUsage = R"(Usage: erdma-webhook serve --tls-cert FILE --tls-key FILE [FLAGS]
+
+Serves the mutating admission webhook over HTTPS/1.1 (what kube-apiserver calls) and Prometheus
+metrics over plain HTTP. Certificate, key and config are reloaded when their files change
+(Kubernetes Secret/ConfigMap volumes included); a bad new file is refused and the last good one
+keeps serving. SIGTERM or SIGINT drains: /readyz turns 503, the listener closes, requests in
+progress finish (up to --shutdown-grace), then the process exits 0.
+
+HTTPS endpoints:   POST /mutate-pods (AdmissionReview v1/v1beta1; ?timeout= accepted)
+                   GET  /healthz, /readyz
+Metrics endpoints: GET  /metrics, /healthz, /readyz
+
+Flags:
+  --listen ADDR            HTTPS address (default 0.0.0.0:8443; port 0 picks a free port)
+  --metrics-listen ADDR    plain-HTTP metrics address (default 0.0.0.0:8080)
+  --tls-cert FILE          serving certificate, PEM, leaf first then intermediates (required)
+  --tls-key FILE           its private key, PEM, unencrypted (required)
+  --config FILE            webhook configuration, YAML or JSON (default: built-in defaults)
+  --threads N              I/O threads (default: the cores this process may run on)
+  --max-body-bytes SIZE    larger request bodies get 413 (default 8Mi; e.g. 3Mi, 1048576)
+  --max-connections N      open TLS connections above this are closed at once (default 1024)
+  --shutdown-grace DUR     how long a drain waits for requests in progress (default 10s)
+  --reload-interval DUR    periodic re-check of the watched files (default 10s); changes are
+                           normally picked up within a fraction of a second through inotify
+  --idle-timeout DUR       close a keep-alive connection after this long without a request
+                           (default 120s: longer than the 90 s after which the apiserver's Go
+                           client retires idle connections, so the client closes first)
+  --log-level LEVEL        debug, info, warn or error (default info); logs are JSON lines on stderr
+  --port-file FILE         once listening, write {"https":PORT,"metrics":PORT} to FILE
+  -h, --help               this text
+
+ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with ms, s, m or h
+(a bare number is seconds). Every flag except --config and --port-file can also be set in the
+config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
+threads, maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel);
+flags win. The server section is read at start-up only.
+
+Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
+)";
+
+struct FlagSpec {
+  const char* name;
+  bool numeric;
+};
+
+constexpr FlagSpec kFlags[] = {
+    {"--listen", false},       {"--metrics-listen", false}, {"--tls-cert", false},        {"--tls-key", false},
+    {"--config", false},       {"--threads", true},         {"--max-body-bytes", false},  {"--max-connections", true},
+    {"--shutdown-grace", false}, {"--reload-interval", false}, {"--log-level", false},    {"--port-file", false},
+    {"--idle-timeout", false},
+};
+
+Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
+                                       unsigned long long max) {
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < min || v > max) {
+    return make_error(ErrorCode::InvalidArgument, std::string(what) + ": expected a whole number from " +
+                                                      std::to_string(min) + " to " + std::to_string(max) +
+                                                      ", got \"" + std::string(text.substr(0, 64)) + "\"");
+  }
+  return v;
+}
+
+Status set_option(ServeOptions& o, std::string_view name, const std::string& value) {
+  if (name == "--listen") {
+    o.listen = value;
+  } else if (name == "--metrics-listen") {
+    o.metrics_listen = value;
+  } else if (name == "--tls-cert") {
+    o.tls_cert = value;
+  } else if (name == "--tls-key") {
+    o.tls_key = value;
+  } else if (name == "--config") {
+    o.config = value;
+  } else if (name == "--threads") {
+    auto v = parse_count(value, name, 1, 256);
+    if (!v) return std::move(v).error();
+    o.threads = static_cast<unsigned>(*v);
+  } else if (name == "--max-body-bytes") {
+    auto v = parse_bytes(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, "--max-body-bytes: " + v.error().message);
+    o.max_body_bytes = *v;
+  } else if (name == "--max-connections") {
+    auto v = parse_count(value, name, 1, 1'000'000);
+    if (!v) return std::move(v).error();
+    o.max_connections = static_cast<size_t>(*v);
+  } else if (name == "--shutdown-grace" || name == "--reload-interval" || name == "--idle-timeout") {
+    auto v = parse_duration(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
+    if (name != "--shutdown-grace" && v->count() < 100) {
+      return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
+    }
+    (name == "--shutdown-grace" ? o.shutdown_grace : name == "--idle-timeout" ? o.idle_timeout : o.reload_interval) = *v;
+  } else if (name == "--log-level") {
+    if (!log::parse_level(value)) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "--log-level: expected debug, info, warn or error, got \"" + value.substr(0, 64) + "\"");
+    }
+    o.log_level = value;
+  } else if (name == "--port-file") {
+    o.port_file = value;
+  } else {
+    return make_error(ErrorCode::InvalidArgument, "unknown flag " + std::string(name));
+  }
+  return {};
+}
+
+struct RawFlags {
+  std::vector<std::pair<std::string, std::string>> values;
+  bool help = false;
+};
+
+Result<RawFlags> collect_flags(const std::vector<std::string>& args) {
+  RawFlags f;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") {
+      f.help = true;
+      continue;
+    }
+    if (!a.starts_with("--")) return make_error(ErrorCode::InvalidArgument, "unexpected argument \"" + a + "\"");
+    std::string name = a, value;
+    bool has_value = false;
+    if (const auto eq = a.find('='); eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+      has_value = true;
+    }
+    bool known = false;
+    for (const auto& spec : kFlags) known = known || name == spec.name;
+    if (!known) return make_error(ErrorCode::InvalidArgument, "unknown flag " + name);
+    if (!has_value) {
+      if (i + 1 >= args.size()) return make_error(ErrorCode::InvalidArgument, "flag " + name + " needs a value");
+      value = args[++i];
+    }
+    f.values.emplace_back(name, value);
+  }
+  return f;
+}
+
+Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, const nlohmann::json* section) {
+  auto raw = collect_flags(args);
+  if (!raw) return std::move(raw).error();
+  ParsedServe out;
+  out.help = raw->help;
+  if (section != nullptr && !section->is_null()) {
+    if (auto s = apply_server_section(*section, out.options); !s) return std::move(s).error();
+  }
+  for (const auto& [name, value] : raw->values) {
+    if (auto s = set_option(out.options, name, value); !s) return std::move(s).error();
+  }
+  return out;
+}
+
+}  // namespace
+
+
+Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string_view unit = text.substr(digits);
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, v);
+  long long scale = 0;
+  if (unit.empty() || unit == "s") scale = 1000;
+  else if (unit == "ms") scale = 1;
+  else if (unit == "m") scale = 60'000;
+  else if (unit == "h") scale = 3'600'000;
+  if (digits == 0 || ec != std::errc() || scale == 0 || v > 1'000'000'000ULL) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "expected a duration such as 10s, 500ms or 2m, got \"" + std::string(text.substr(0, 64)) + "\"");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(v) * scale);
+}
+
+Result<size_t> parse_bytes(std::string_view text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  std::string_view unit = text.substr(digits);
+  if (unit.ends_with("B") && unit.size() == 3) unit.remove_suffix(1);  // KiB, MiB, GiB
+  unsigned long long v = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, v);
+  unsigned shift = 64;
+  if (unit.empty()) shift = 0;
+  else if (unit == "Ki") shift = 10;
+  else if (unit == "Mi") shift = 20;
+  else if (unit == "Gi") shift = 30;
+  constexpr unsigned long long kMax = 1ULL << 32;  // 4 GiB: far beyond any admission body
+  if (digits == 0 || ec != std::errc() || shift == 64 || v == 0 || v > (kMax >> shift)) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "expected a size from 1 byte to 4Gi such as 8Mi, 512Ki or 1048576, got \"" +
+                          std::string(text.substr(0, 64)) + "\"");
+  }
+  return static_cast<size_t>(v << shift);
+}
+
+Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
+  namespace cfg = common::config;
+  if (auto s = cfg::expect_map(section, "server"); !s) return s;
+  if (auto s = cfg::check_keys(section, "server",
+                               {"listen", "metricsListen", "tlsCert", "tlsKey", "threads", "maxBodyBytes",
+                                "maxConnections", "shutdownGrace", "reloadInterval", "idleTimeout", "logLevel"});
+      !s) {
+    return s;
+  }
+  static const std::pair<const char*, const char*> kSectionKeys[] = {
+      {"listen", "--listen"},           {"metricsListen", "--metrics-listen"},
+      {"tlsCert", "--tls-cert"},        {"tlsKey", "--tls-key"},
+      {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
+      {"maxConnections", "--max-connections"}, {"shutdownGrace", "--shutdown-grace"},
+      {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
+      {"idleTimeout", "--idle-timeout"},
+  };
+  for (const auto& [key, flag] : kSectionKeys) {
+    const nlohmann::json* value = cfg::get(section, key);
+    if (value == nullptr) continue;
+    const std::string path = std::string("server.") + key;
+    std::string text;
+    if (value->is_string()) {
+      text = value->get<std::string>();
+    } else if (value->is_number_integer()) {
+      text = value->dump();
+    } else {
+      return cfg::type_error(*value, path, "a string or a whole number");
+    }
+    if (auto s = set_option(opts, flag, text); !s) return cfg::error(path, s.error().message);
+  }
+  return {};
+}
+
+Result<ParsedServe> parse_serve_args(const std::vector<std::string>& args) { return parse_with_section(args, nullptr); }
+
+Result<ParsedServe> parse_serve_args(const std::vector<std::string>& args, const nlohmann::json& section) {
+  return parse_with_section(args, &section);
+}
+
+const char* serve_usage() noexcept { return kUsage; }
+
+}  // namespace erdma::webhook::server
