@@ -94,7 +94,11 @@ mkdir -p "$here/.cache"
 work=$(mktemp -d "$here/.cache/two-nodes.XXXXXX")
 qpids=()
 cleanup() {
-  local p
+  local p f
+  # qemu itself (its pid file) and the timeout around it: killing timeout leaves its child running
+  for f in "$work"/node*/qemu.pid; do
+    [ -s "$f" ] && kill -KILL "$(cat "$f")" 2> /dev/null || true
+  done
   for p in "${qpids[@]}"; do kill -KILL "$p" 2> /dev/null || true; done
   for p in "${qpids[@]}"; do wait "$p" 2> /dev/null || true; done
   rm -rf "$work"
@@ -167,7 +171,7 @@ qemu_secs=$(($(left) - 30))
 boot_vm() {  # ROLE NETDEV-OPTION
   local role=$1 net=$2 out=$work/node$1
   timeout -s KILL "$qemu_secs" qemu-system-x86_64 -machine "q35,accel=$accel" -cpu "$cpu" -smp "$smp" -m "$mem" \
-    -nographic -no-reboot \
+    -nographic -no-reboot -pidfile "$out/qemu.pid" \
     -netdev "socket,id=n0,$net" -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$role" \
     -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.cpio.gz" \
     -append "console=ttyS0 loglevel=4 panic=-1 stage2=$here/stage2.sh vmout=$out scenario=$here/two-nodes/node.sh kdir=$kdir kver=$kver build=$build src=$src role=$role shared=$shared pods=$work/pods images=$work/images SCENARIO_TIMEOUT=$((qemu_secs - 40))" \
@@ -179,7 +183,7 @@ boot_vm() {  # ROLE NETDEV-OPTION
 }
 
 step "boot two VMs (link on 127.0.0.1:$port)"
-t_boot=$(date +%s.%N)
+t_boot=$(date +%s%N)
 boot_vm 1 "listen=127.0.0.1:$port"
 # node 2 connects once node 1's qemu listens
 for _ in $(seq 100); do
@@ -193,7 +197,8 @@ while :; do
   for r in 1 2; do
     kill -0 "${qpids[$((r - 1))]}" 2> /dev/null && running=$((running + 1))
     if [ -z "${stage2_at[$r]:-}" ] && [ -s "$work/node$r/stage2.log" ]; then
-      stage2_at[$r]=$(echo "$(date +%s.%N) - $t_boot" | bc)
+      ms=$((($(date +%s%N) - t_boot) / 1000000))
+      stage2_at[$r]=$((ms / 1000)).$(printf '%03d' $((ms % 1000)))
       echo "    node $r: stage 2 after ${stage2_at[$r]} s ($(head -1 "$work/node$r/stage2.log"))"
     fi
   done

@@ -78,8 +78,11 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t devpts devpts /dev/pts
 # PID 1 is a shell, so every mount is private; a systemd node has "/" shared. The agent's
 # /var/run/netns volume (HostToContainer) only sees netns files made after it started when
-# /run/netns is a shared mount before containerd makes any.
+# /run/netns is a shared mount before containerd makes any, and containerd refuses the volume
+# ("path /var/run/netns is mounted on / but it is not a shared or slave mount") unless the mount
+# it finds for the literal path /var/run/netns, which is "/", is shared: so "/" is made rshared too.
 mount --bind /run/netns /run/netns && mount --make-shared /run/netns
+mount --make-rshared /
 sed "s|@PAUSE@|localhost/erdma-controller/pause:1|" "$HERE/containerd.toml" > "$T/containerd.toml"
 "$PY" "$HERE/cni.py" --role "$ME" --layout bridge --out /run/cni/net.d/10-pods.conflist
 ip route add "10.244.$PEER.0/24" via "$PEERIP"
