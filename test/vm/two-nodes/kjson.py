@@ -7,10 +7,11 @@
                                    address:port is REMOTE and, when LOCAL is not "-", whose other
                                    end starts with LOCAL; prints "MODE REASON" (REASON "-" when
                                    none), exits 1 when no row matches
-  kjson.py env FILE CONTAINER NAMEPREFIX EXPECTED_JSON
-                                   compares the effective env of CONTAINER in a `kubelet.py
-                                   run-pod` answer (its "env") with the exec'd `env` output in
-                                   FILE.exec and with EXPECTED_JSON for names starting NAMEPREFIX
+  kjson.py env RUN EXEC CONTAINER NAMEPREFIX EXPECTED_JSON
+                                   for names starting NAMEPREFIX: the `env` output of an exec
+                                   answer (EXEC) must equal what `kubelet.py run-pod` (RUN) sent
+                                   for CONTAINER (the last of a name wins) and reports as its
+                                   "env", and hold every EXPECTED_JSON name with its value
   kjson.py p50 FILE                median of the numbers in FILE, one a line
 """
 import json
@@ -58,13 +59,13 @@ def main():
         return 1
     elif cmd == "env":
         run = load(sys.argv[2])
-        container, prefix = sys.argv[3], sys.argv[4]
-        expected = json.loads(sys.argv[5])
-        seen = {}
-        for line in load(sys.argv[2] + ".exec").get("stdout", "").splitlines():
+        container, prefix = sys.argv[4], sys.argv[5]
+        expected = json.loads(sys.argv[6])
+        full = {}
+        for line in load(sys.argv[3]).get("stdout", "").splitlines():
             k, _, v = line.partition("=")
-            if k.startswith(prefix):
-                seen[k] = v
+            full[k] = v
+        seen = {k: v for k, v in full.items() if k.startswith(prefix)}
         sent = {}
         for k, v in run["env_sent"][container]:
             if k.startswith(prefix):
@@ -73,7 +74,14 @@ def main():
         print("exec env: %s" % json.dumps(seen, sort_keys=True))
         print("sent (last wins): %s" % json.dumps(sent, sort_keys=True))
         print("merged spec: %s" % json.dumps(expected, sort_keys=True))
+        # Allocate's envs reach the process unless the pod spec sets the same name (spec wins)
+        spec_names = set(expected)
+        alloc = {}
+        for answer in (run["containers"][container].get("allocate") or {}).values():
+            alloc.update(answer.get("envs") or {})
+        print("Allocate envs: %s" % json.dumps(alloc, sort_keys=True))
         ok = seen == sent == reported and all(seen.get(k) == v for k, v in expected.items())
+        ok = ok and bool(expected) and all(full.get(k) == v for k, v in alloc.items() if k not in spec_names)
         return 0 if ok else 1
     elif cmd == "p50":
         xs = sorted(float(x) for x in open(sys.argv[2]).read().split())

@@ -31,16 +31,18 @@ run_pod() {
   rp=$1
   rf=$2
   shift 2
-  k "pod-$rp" 240 run-pod -f "$PODS/$rf" --name "$rp" --namespace team-a --state "$KS" "$@" || return 1
+  # the stand-in's --name selects a pod by name; the same file runs under several names here
+  sed "s/^  name: .*/  name: $rp/" "$PODS/$rf" > "$W/$rp.yaml"
+  k "pod-$rp" 240 run-pod -f "$W/$rp.yaml" --state "$KS" "$@" || return 1
   $KJ get "$W/pod-$rp.json" '"\n".join(str(c["prestart_ms"]) for c in d["containers"].values() if c.get("prestart_ms") is not None)' >> "$PRESTART"
   log "    pod $rp: ip $($KJ get "$W/pod-$rp.json" 'd.get("pod_ip")'), netns $($KJ get "$W/pod-$rp.json" 'd.get("netns")'), prestart $($KJ get "$W/pod-$rp.json" '[c.get("prestart_ms") for c in d["containers"].values()]') ms"
 }
 pod_field() { $KJ get "$W/pod-$1.json" "$2"; }
-# in_agent NAME ARGV...: runs ARGV in the agent's container (ExecSync); stdout in $W/NAME.out
+# in_agent NAME ARGS...: erdma-agent ARGS in the agent's container (ExecSync); stdout in $W/NAME.out
 in_agent() {
   ia=$1
   shift
-  k "$ia" 60 exec "$AGENT_POD" agent --state "$KS" -- "$@"
+  k "$ia" 60 exec --state "$KS" "$AGENT_POD" agent -- /usr/bin/erdma-agent "$@"
   iarc=$?
   $KJ stdout "$W/$ia.json" > "$W/$ia.out" 2> /dev/null
   return $iarc
@@ -64,10 +66,11 @@ pod_netns_configured() {  # POD: PreStartContainer's pnet entry eth0 -> ERDMA in
     grep -qE '^ERDMA +eth +eth0 ' "$W/pnet-$1.out"
 }
 pod_sysctls() {  # POD: net.smc.wmem and rmem as the pod's own /proc/sys shows them
-  k "sysctl-$1" 60 exec "team-a/$1" bulk --state "$KS" -- cat /proc/sys/net/smc/wmem /proc/sys/net/smc/rmem &&
+  k "sysctl-$1" 60 exec --state "$KS" "team-a/$1" bulk -- cat /proc/sys/net/smc/wmem /proc/sys/net/smc/rmem &&
     [ "$($KJ stdout "$W/sysctl-$1.json" | tr '\n' ' ')" = "262144 262144 " ]
 }
-delete_pod() { k "del-$1" 120 delete-pod "team-a/$1" --state "$KS" > /dev/null; }
+# tcp-bulk and sleep run as PID 1 without a SIGTERM handler, so a stop waits out the grace period
+delete_pod() { k "del-$1" 120 delete-pod "team-a/$1" --grace 2 --state "$KS" > /dev/null; }
 
 if [ ! -f "$KUBELET" ]; then
   fail "test/node/kubelet.py (the kubelet stand-in) is not in this tree: no pod phase can run"
@@ -105,16 +108,16 @@ check "the agent installed libsmc-preload.so into /var/lib/erdma-controller/lib"
 if [ "$ME" = 1 ]; then
   if run_pod nccl-allreduce-0 nccl.yaml; then
     pass "the NCCL pod (examples/nccl-statefulset.yaml after mutate) started with an aliyun/erdma device"
-    k nccl-ls 60 exec team-a/nccl-allreduce-0 trainer --state "$KS" -- ls /dev/infiniband/
+    k nccl-ls 60 exec --state "$KS" ml-training/nccl-allreduce-0 trainer -- ls /dev/infiniband/
     $KJ stdout "$W/nccl-ls.json" | tr '\n' ' ' | sed 's/^/    ls \/dev\/infiniband: /'
     echo
     check "ls /dev/infiniband/ in the NCCL pod's runc container shows rdma_cm and uverbs0" \
       sh -c "$KJ stdout '$W/nccl-ls.json' | grep -qx rdma_cm && $KJ stdout '$W/nccl-ls.json' | grep -qx uverbs0"
-    k pod-nccl-allreduce-0.json 60 exec team-a/nccl-allreduce-0 trainer --state "$KS" -- env
-    RUN_LINES=5 run nccl-env 20 $KJ env "$W/pod-nccl-allreduce-0.json" trainer NCCL_ "$(cat "$PODS/nccl.expected.json")"
-    check "the NCCL pod's environment holds the NCCL settings exactly as sent (merged spec + Allocate)" [ "$rc" = 0 ]
+    k nccl-exec-env 60 exec --state "$KS" ml-training/nccl-allreduce-0 trainer -- env
+    RUN_LINES=5 run nccl-env 20 $KJ env "$W/pod-nccl-allreduce-0.json" "$W/nccl-exec-env.json" trainer NCCL_ "$(cat "$PODS/nccl.expected.json")"
+    check "the NCCL pod's environment (exec env) holds the NCCL settings exactly as the merged spec and run-pod's request, and the Allocate answer's envs" [ "$rc" = 0 ]
     log "    Allocate answer: $(pod_field nccl-allreduce-0 'd["containers"]["trainer"].get("allocate")')"
-    delete_pod nccl-allreduce-0
+    k del-nccl 120 delete-pod ml-training/nccl-allreduce-0 --grace 2 --state "$KS" > /dev/null
   else
     fail "the NCCL pod (examples/nccl-statefulset.yaml after mutate) started"
   fi
@@ -130,12 +133,12 @@ layout() {
   barrier "layout-$ly" 240 || { fail "$ly: node $PEER did not reach the layout"; return; }
   pod=smcr-$ly-$ME
   if [ "$ME" = 2 ]; then
-    run_pod "$pod" smcr-pod.yaml --command 'bulk=["tcp-bulk","serve","--port","5201","--once","--hold","40","--timeout","90"]' ||
+    run_pod "$pod" smcr-pod.yaml --command 'bulk=["tcp-bulk","serve","--port","5201","--once","--hold","120","--timeout","150"]' ||
       { fail "$ly: server pod on node 2 started"; put "$ly.ip" none; return; }
     put "$ly.ip" "$(pod_field "$pod" 'd["pod_ip"]')"
   else
     sip=$(get "$ly.ip" 240) || return
-    run_pod "$pod" smcr-pod.yaml --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$sip:5201\",\"--bytes\",\"4M\",\"--hold\",\"30\",\"--timeout\",\"90\"]" ||
+    run_pod "$pod" smcr-pod.yaml --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$sip:5201\",\"--bytes\",\"4M\",\"--hold\",\"90\",\"--timeout\",\"150\"]" ||
       { fail "$ly: client pod on node 1 started"; put "$ly.sent" 0; return; }
   fi
   myip=$(pod_field "$pod" 'd["pod_ip"]')
@@ -185,7 +188,7 @@ hostpair() {
   sent0=$(rxe_counter sent_pkts)
   rcvd0=$(rxe_counter rcvd_pkts)
   if [ "$ME" = 2 ]; then
-    run_pod "$hp-srv" "$2" --command "bulk=[\"tcp-bulk\",\"serve\",\"--port\",\"$4\",\"--once\",\"--hold\",\"60\",\"--timeout\",\"150\"]" ||
+    run_pod "$hp-srv" "$2" --command "bulk=[\"tcp-bulk\",\"serve\",\"--port\",\"$4\",\"--once\",\"--hold\",\"150\",\"--timeout\",\"200\"]" ||
       { fail "$hp: server pod on node 2"; put "$hp.up" 0; return 1; }
     put "$hp.up" 1
     get "$hp.sent" 300 > /dev/null
@@ -194,7 +197,7 @@ hostpair() {
   else
     get "$hp.up" 300 > /dev/null
     t_hp=$(now)
-    run_pod "$hp-cli" "$3" --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$PEERIP:$4\",\"--bytes\",\"$5\",\"--hold\",\"40\",\"--timeout\",\"150\"]" ||
+    run_pod "$hp-cli" "$3" --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$PEERIP:$4\",\"--bytes\",\"$5\",\"--hold\",\"120\",\"--timeout\",\"200\"]" ||
       { fail "$hp: client pod on node 1"; put "$hp.sent" 0; return 1; }
     wait_bulk "$hp-cli" 180
     in_agent "st-$hp" smc-status -a
@@ -247,6 +250,8 @@ restart_containerd() {  # SIGNAL
   ctr_wait 90
 }
 if [ "$ME" = 1 ]; then
+  # An SMC-R pod that runs through all the faults: the agent's resync must find it afterwards.
+  run_pod resync smcr-pod.yaml || fail "an SMC-R pod started for the resync check"
   for sig in TERM KILL; do
     if restart_containerd "$sig"; then
       pass "containerd restarted after SIG$sig"
@@ -257,13 +262,15 @@ if [ "$ME" = 1 ]; then
     p=after-$(echo "$sig" | tr 'A-Z' 'a-z')
     if run_pod "$p" smcr-pod.yaml; then
       check "after containerd's SIG$sig restart, a new SMC-R pod is still configured by PreStartContainer (agent not restarted)" pod_netns_configured "$p"
+      delete_pod "$p"
     else
       fail "after containerd's SIG$sig restart, a new SMC-R pod starts (PreStartContainer answered): $(grep -i error "$W/pod-$p.err" | tail -1)"
+      k "del-$p" 120 delete-pod "team-a/$p" --grace 2 --state "$KS" > /dev/null
     fi
   done
   # The agent's container is restarted (as kubelet restarts a crashed one): its resync must put the
-  # running SMC-R pods' entries back, once each.
-  if run_pod resync smcr-pod.yaml; then
+  # running SMC-R pod's entry back, once.
+  if [ -s "$W/pod-resync.json" ]; then
     ns=$(pod_field resync 'd["netns"]')
     "$AGENT" pnet flush --netns "$ns" > /dev/null
     if k agent-restart 180 restart-container "$AGENT_POD" agent --state "$KS"; then
@@ -278,16 +285,22 @@ if [ "$ME" = 1 ]; then
     check "no duplicate pnet entries on the node after the agent restart" \
       [ "$("$AGENT" pnet list | grep -cE '^ERDMA +eth +eth0 ')" = 1 -a "$("$AGENT" pnet list | grep -cE '^ERDMA +ib +rxe0 +1')" = 1 ]
     delete_pod resync
-  else
-    fail "an SMC-R pod started for the resync check"
+    # with a fresh agent container (fresh mounts), a new pod after the containerd restarts
+    if run_pod after-agent-restart smcr-pod.yaml; then
+      check "after the agent's restart, a new SMC-R pod is configured by PreStartContainer" pod_netns_configured after-agent-restart
+      delete_pod after-agent-restart
+    else
+      fail "after the agent's restart, a new SMC-R pod starts"
+    fi
   fi
   # A pod removed while its PreStartContainer runs: delete it as soon as its sandbox exists.
-  timeout -s KILL 200 "$PY" "$KUBELET" run-pod -f "$PODS/smcr-pod.yaml" --name gone --namespace team-a --state "$KS" \
+  sed "s/^  name: .*/  name: gone/" "$PODS/smcr-pod.yaml" > "$W/gone.yaml"
+  timeout -s KILL 200 "$PY" "$KUBELET" run-pod -f "$W/gone.yaml" --state "$KS" \
     > "$W/pod-gone.json" 2> "$W/pod-gone.err" &
   gpid=$!
   has_sandbox() { $KJ get "$KS/pods.json" 'any("gone" in k and v.get("sandbox_id") for k, v in (d.get("pods") or d).items())' | grep -qx True; }
   wait_until 120 has_sandbox || log "    the pod 'gone' never got a sandbox"
-  k del-gone 120 delete-pod team-a/gone --state "$KS"
+  k del-gone 120 delete-pod team-a/gone --grace 2 --state "$KS"
   wait "$gpid"
   log "    run-pod of the removed pod exited $? ($(tail -1 "$W/pod-gone.err"))"
   if run_pod next smcr-pod.yaml; then
