@@ -166,7 +166,6 @@ port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); pri
 shared=$work/shared
 mkdir -p "$shared" "$work/node1" "$work/node2"
 qemu_secs=$(($(left) - 30))
-[ "$qemu_secs" -gt 840 ] && qemu_secs=840
 [ "$qemu_secs" -lt 120 ] && summary_fail "not enough time left to boot the VMs ($(left) s)"
 boot_vm() {  # ROLE NETDEV-OPTION
   local role=$1 net=$2 out=$work/node$1

@@ -8,7 +8,7 @@ fail() { failed=$((failed + 1)); log "FAIL: $*"; }
 check() {  # DESCRIPTION CMD...: PASS when CMD succeeds
   desc=$1
   shift
-  if "$@"; then pass "$desc"; else fail "$desc"; fi
+  if "$@"; then pass "$desc"; else fail "$desc"; return 1; fi
 }
 result() { echo "node$ME $*" >> "$VMOUT/results.txt"; }  # a line for the host's summary block
 # run NAME SECONDS CMD...: CMD bounded, output in $W/NAME.out and shown indented in the log.

@@ -77,6 +77,7 @@ pod_sysctls() {  # POD: net.smc.wmem and rmem in the pod's netns (the node's vie
   [ "$(nsenter --net="$(pod_ns "$1")" cat /proc/sys/net/smc/wmem /proc/sys/net/smc/rmem | tr '\n' ' ')" = "262144 262144 " ]
 }
 # tcp-bulk and sleep run as PID 1 without a SIGTERM handler, so a stop waits out the grace period
+agent_log() { cat /var/log/pods/erdma-system_erdma-agent-node"$ME"_*/agent/*.log 2> /dev/null; }
 delete_pod() { k "del-$1" 120 delete-pod "team-a/$1" --grace 2 --state "$KS" > /dev/null; }
 
 if [ ! -f "$KUBELET" ]; then
@@ -216,7 +217,8 @@ if hostpair smcr smcr-host.yaml smcr-host.yaml 5301 67108864; then
   fi
 fi
 if hostpair tcp tcp-host.yaml tcp-host.yaml 5302 16777216; then
-  check "plain TCP reference (no annotation, no preload): node $ME's socket is TCP" grep -q '^TCP' "$W/tcp.mode"
+  # a plain TCP socket is no SMC socket, so smc-status must not list the connection at all
+  check "plain TCP reference (no annotation, no preload): smc-status in node $ME's agent lists no SMC socket for it" [ ! -s "$W/tcp.mode" ]
   [ "$ME" = 1 ] && result "plain TCP 16 MiB hostNetwork pods: $($KJ get "$W/tcp-cli.bulk" 'd["mib_per_s"]') MiB/s"
 fi
 if hostpair neg tcp-host.yaml smcr-host.yaml 5303 1048576 && [ "$ME" = 1 ]; then
@@ -268,7 +270,10 @@ if [ "$ME" = 2 ]; then
     fi
     p=after-$(echo "$sig" | tr 'A-Z' 'a-z')
     if run_pod "$p" smcr-pod.yaml; then
-      check "after containerd's SIG$sig restart, a new SMC-R pod is still configured by PreStartContainer (agent not restarted)" pod_configured_host "$p"
+      if ! check "after containerd's SIG$sig restart, a new SMC-R pod is still configured by PreStartContainer (agent not restarted)" pod_configured_host "$p"; then
+        log "    the agent about pod $p:"
+        agent_log | grep -E "$p|CRI|cri|containerd|UNAVAILABLE|unavailable" | tail -6 | cut -c1-400 | sed 's/^/    agent| /'
+      fi
       delete_pod "$p"
     else
       fail "after containerd's SIG$sig restart, a new SMC-R pod starts (PreStartContainer answered): $(grep -i error "$W/pod-$p.err" | tail -1)"
@@ -324,6 +329,6 @@ if [ -s "$PRESTART" ]; then
   result "PreStartContainer latency on containerd: p50 $($KJ p50 "$PRESTART") ms over $(wc -l < "$PRESTART") pods (all: $(tr '\n' ' ' < "$PRESTART"))"
 fi
 barrier end 300
-k agent-logs 60 logs "$AGENT_POD" agent --state "$KS" && cp "$W/agent-logs.json" "$VMOUT/agent.log"
+agent_log > "$VMOUT/agent.log"
 cp "$W/containerd.log" "$W/kubelet-serve.log" "$VMOUT/" 2> /dev/null
 kill "$serve_pid" 2> /dev/null
