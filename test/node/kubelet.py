@@ -82,7 +82,7 @@
 #
 #  Common options: --state DIR, --root DIR (/var/lib/kubelet: pod dirs, emptyDir, configMap files,
 #  etc-hosts), --log-root DIR (/var/log/pods), --cri unix:///run/containerd/containerd.sock,
-#  --cgroup-driver cgroupfs|systemd, --node-name NAME, --timeout S (per CRI call, default 60).
+#  --cgroup-driver cgroupfs|systemd, --cgroup-root /, --node-name NAME, --timeout S (per CRI call, default 60).
 #
 # ---- Environment variables: who wins when the pod spec and Allocate set the same name -----------
 # kubelet (pkg/kubelet/kubelet_pods.go, GenerateRunContainerOptions) starts the container's env
@@ -294,16 +294,18 @@ def qos_class(pod):
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def cgroup_parent(pod, uid, driver="cgroupfs"):
+def cgroup_parent(pod, uid, driver="cgroupfs", root="/"):
+    """kubelet's pod cgroup under --cgroup-root (default /): kubepods[/qos]/pod<uid>."""
     qos = qos_class(pod)
     if driver == "systemd":
         u = uid.replace("-", "_")
         if qos == "Guaranteed":
             return "kubepods-pod%s.slice" % u
         return "kubepods-%s-pod%s.slice" % (qos.lower(), u)
+    base = "/" + root.strip("/") + "/kubepods" if root.strip("/") else "/kubepods"
     if qos == "Guaranteed":
-        return "/kubepods/pod%s" % uid
-    return "/kubepods/%s/pod%s" % (qos.lower(), uid)
+        return "%s/pod%s" % (base, uid)
+    return "%s/%s/pod%s" % (base, qos.lower(), uid)
 
 
 def linux_resources(pod, c, memory_capacity):
@@ -858,7 +860,7 @@ def dns_config(pod, host_resolv):
     return base
 
 
-def sandbox_config(pod, uid, log_root, dns, cgroup_driver="cgroupfs", attempt=0):
+def sandbox_config(pod, uid, log_root, dns, cgroup_driver="cgroupfs", attempt=0, cgroup_root="/"):
     """PodSandboxConfig as kubelet's generatePodSandboxConfig builds it."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -893,7 +895,7 @@ def sandbox_config(pod, uid, log_root, dns, cgroup_driver="cgroupfs", attempt=0)
             if p.get("hostPort"):
                 ports.append({"protocol": p.get("protocol", "TCP"), "container_port": int(p["containerPort"]),
                               "host_port": int(p["hostPort"]), "host_ip": p.get("hostIP", "")})
-    linux = {"cgroup_parent": cgroup_parent(pod, uid, cgroup_driver), "security_context": sec}
+    linux = {"cgroup_parent": cgroup_parent(pod, uid, cgroup_driver, cgroup_root), "security_context": sec}
     sysctls = {s["name"]: str(s["value"]) for s in psc.get("sysctls") or []}
     if sysctls:
         linux["sysctls"] = sysctls
@@ -1662,7 +1664,7 @@ class PodRunner:
         except OSError as e:
             resolv = {"servers": [], "searches": [], "options": []}
             log("no /etc/resolv.conf (%s): empty DNS config" % e)
-        sb_cfg = sandbox_config(pod, uid, args.log_root, dns_config(pod, resolv), args.cgroup_driver)
+        sb_cfg = sandbox_config(pod, uid, args.log_root, dns_config(pod, resolv), args.cgroup_driver, cgroup_root=args.cgroup_root)
         os.makedirs(sb_cfg["log_directory"], 0o755, exist_ok=True)
         pdir = pod_dir(args.root, uid)
         os.makedirs(pdir, 0o750, exist_ok=True)
@@ -1959,6 +1961,7 @@ def main(argv=None):
         p.add_argument("--log-root", default="/var/log/pods", help="pod log directories")
         p.add_argument("--cri", default="unix:///run/containerd/containerd.sock", help="CRI socket")
         p.add_argument("--cgroup-driver", default="cgroupfs", choices=("cgroupfs", "systemd"))
+        p.add_argument("--cgroup-root", default="/", help="kubelet's --cgroup-root (cgroupfs driver)")
         p.add_argument("--node-name", default=os.uname().nodename)
         p.add_argument("--timeout", type=float, default=60, help="seconds per CRI call")
         p.add_argument("--grace", type=int, default=None, help="stop grace period (default: the pod's)")
