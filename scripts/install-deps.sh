@@ -42,6 +42,8 @@ test_packages=(
   iproute2 musl-tools
   # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools
   qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
+  # two-node test (test/vm/two-nodes.sh): a real container runtime in each VM
+  containerd runc containernetworking-plugins
 )
 # kubectl renders the manifests in the tests. Debian's is kubernetes-client (kubectl 1.20); a
 # kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with it, so Debian's

@@ -1,0 +1,338 @@
+# The scenario phases of node.sh (sourced; POSIX sh), run in step on both nodes:
+#   a. the agent from its image as the rendered DaemonSet's pod (kubelet stand-in), registered;
+#   e. pod-netns layouts on real CNI, fresh nodes (no SMC-R link group yet): bridge, then ipvlan;
+#   c. the SMC-R journey with hostNetwork pods, node 1 -> node 2, 64 MiB, vs plain TCP (16 MiB);
+#   d. negative control: a server pod without the annotation;
+#   b. (node 1) the NCCL pod after mutate: device nodes and NCCL env in its runc container;
+#   f. (node 2, at the same time as b) faults: containerd restarted, the agent container
+#      restarted, a pod removed while its PreStartContainer runs.
+# The pod-netns layouts run before any node-to-node SMC-R connection: a pod in the node subnet
+# joins an existing node link group, which would prove nothing about the layout.
+KUBELET=$SRC/test/node/kubelet.py
+KJ="$PY $HERE/kjson.py"
+KS=/run/kubelet-standin
+AGENT_POD=erdma-system/erdma-agent-node$ME
+PRESTART=$W/prestart-ms.txt
+: > "$PRESTART"
+rxe_counter() { cat "/sys/class/infiniband/rxe0/ports/1/hw_counters/$1" 2> /dev/null || echo 0; }
+
+# k NAME SECONDS ARGS...: kubelet.py ARGS, JSON answer in $W/NAME.json, its log in $W/NAME.err
+k() {
+  kname=$1
+  ksecs=$2
+  shift 2
+  timeout -s KILL "$ksecs" "$PY" "$KUBELET" "$@" > "$W/$kname.json" 2> "$W/$kname.err"
+  krc=$?
+  [ "$krc" = 0 ] || { log "    kubelet.py $1 ($kname): exit $krc"; tail -5 "$W/$kname.err" | sed "s/^/    $kname| /"; }
+  return $krc
+}
+# run_pod NAME FILE [ARGS...]: run-pod --name NAME; records its PreStartContainer latency
+run_pod() {
+  rp=$1
+  rf=$2
+  shift 2
+  # the stand-in's --name selects a pod by name; the same file runs under several names here
+  sed "s/^  name: .*/  name: $rp/" "$PODS/$rf" > "$W/$rp.yaml"
+  k "pod-$rp" 240 run-pod -f "$W/$rp.yaml" --state "$KS" "$@" || return 1
+  # one python start for what the checks read later (python costs seconds under TCG)
+  $KJ get "$W/pod-$rp.json" '"%s %s %s" % (d.get("pod_ip") or "-", d.get("netns") or "-", ",".join(str(c["prestart_ms"]) for c in d["containers"].values() if c.get("prestart_ms") is not None) or "-")' > "$W/$rp.fields"
+  read -r rp_ip rp_ns rp_ms < "$W/$rp.fields"
+  [ "$rp_ms" != - ] && echo "$rp_ms" | tr ',' '\n' >> "$PRESTART"
+  log "    pod $rp: ip $rp_ip, netns $rp_ns, PreStartContainer $rp_ms ms"
+}
+pod_ip() { cut -d' ' -f1 "$W/$1.fields"; }
+pod_ns() { cut -d' ' -f2 "$W/$1.fields"; }
+# in_agent NAME ARGS...: erdma-agent ARGS in the agent's container (ExecSync); stdout in $W/NAME.out
+in_agent() {
+  ia=$1
+  shift
+  k "$ia" 60 exec --state "$KS" "$AGENT_POD" agent -- /usr/bin/erdma-agent "$@"
+  iarc=$?
+  $KJ stdout "$W/$ia.json" > "$W/$ia.out" 2> /dev/null
+  return $iarc
+}
+# bulk_log POD: the tcp-bulk JSON line of the pod's container log, read from the CRI log file
+# kubelet's layout gives it (/var/log/pods/NS_NAME_UID/CONTAINER/N.log: "TIME stdout F LINE")
+bulk_log() { cat /var/log/pods/team-a_"$1"_*/bulk/*.log 2> /dev/null | awk '$2 == "stdout" && $4 ~ /^\{/ {print $4}' | tail -1; }
+bulk_ok() {  # POD BYTES: the client's log says BYTES arrived with a matching checksum
+  bulk_log "$1" > "$W/$1.bulk"
+  $KJ get "$W/$1.bulk" 'd["bytes"] == '"$2"' and d["match"] is True' | grep -qx True
+}
+wait_bulk() {  # POD SECONDS: until the client's container log has its JSON answer
+  wb_end=$(($(cut -d. -f1 /proc/uptime) + $2))
+  while [ "$(cut -d. -f1 /proc/uptime)" -lt "$wb_end" ]; do
+    bulk_log "$1" > "$W/$1.bulk" 2> /dev/null && [ -s "$W/$1.bulk" ] && return 0
+    sleep 0.5
+  done
+  return 1
+}
+pod_netns_configured() {  # POD: PreStartContainer's pnet entry eth0 -> ERDMA in the pod's netns
+  in_agent "pnet-$1" pnet list --netns "$(pod_ns "$1")" &&
+    grep -qE '^ERDMA +eth +eth0 ' "$W/pnet-$1.out"
+}
+pod_configured_host() {  # POD: the same, read with the node's erdma-agent (cheaper under TCG)
+  "$AGENT" pnet list --netns "$(pod_ns "$1")" | grep -qE '^ERDMA +eth +eth0 '
+}
+pod_sysctls() {  # POD: net.smc.wmem and rmem in the pod's netns (the node's view of it)
+  [ "$(nsenter --net="$(pod_ns "$1")" cat /proc/sys/net/smc/wmem /proc/sys/net/smc/rmem | tr '\n' ' ')" = "262144 262144 " ]
+}
+# tcp-bulk and sleep run as PID 1 without a SIGTERM handler, so a stop waits out the grace period
+agent_log() { cat /var/log/pods/erdma-system_erdma-agent-node"$ME"_*/agent/*.log 2> /dev/null; }
+delete_pod() { k "del-$1" 120 delete-pod "team-a/$1" --grace 2 --state "$KS" > /dev/null; }
+
+if [ ! -f "$KUBELET" ]; then
+  fail "test/node/kubelet.py (the kubelet stand-in) is not in this tree: no pod phase can run"
+  return 0 2> /dev/null || exit 0
+fi
+
+# --- a. the agent, as the DaemonSet's pod ------------------------------------------------------------
+mkdir -p "$KS" /var/log/pods
+timeout -s KILL 900 "$PY" "$KUBELET" serve --root /var/lib/kubelet --state "$KS" --seconds 880 > "$W/kubelet-serve.log" 2>&1 &
+serve_pid=$!
+check "kubelet stand-in serves Registration and PodResources" wait_until 90 test -e "$KS/serve.ready"
+t_agent=$(now)
+if k agent 300 run-daemonset -f "$PODS/rendered.yaml" --name erdma-agent --namespace erdma-system \
+     --pod-name "erdma-agent-node$ME" --config-file "config.yaml=$PODS/agent-config.yaml" --state "$KS"; then
+  pass "the erdma-agent DaemonSet's pod runs from its image (mounts, capabilities, host network as rendered) ($(since "$t_agent") s)"
+else
+  fail "the erdma-agent DaemonSet's pod runs from its image"
+fi
+devices_listed() {
+  $KJ get "$KS/plugins/aliyun_erdma.json" 'sum(1 for x in d["devices"] if x["ID"].startswith("rxe0") and x["health"] == "Healthy")' |
+    grep -qE '^[1-9]'
+}
+if wait_until 120 devices_listed; then
+  pass "the agent registered aliyun/erdma: the kubelet stand-in sees $($KJ get "$KS/plugins/aliyun_erdma.json" 'len(d["devices"])') healthy rxe0 slots ($(since "$t_agent") s after start)"
+  result "agent registered: $(since "$t_agent") s after run-daemonset"
+else
+  fail "the agent registered aliyun/erdma devices with the kubelet stand-in"
+  cat "$KS/plugins/aliyun_erdma.json" 2> /dev/null | head -c 600
+fi
+host_setup() { "$AGENT" pnet list | grep -cE '^ERDMA +(ib +rxe0 +1|eth +eth0 )' | grep -qx 2 && "$AGENT" ueid list | grep -qx ERDMA-CONTROLLER; }
+check "the agent set the node up: pnet ERDMA on rxe0/1 and eth0, UEID ERDMA-CONTROLLER" wait_until 60 host_setup
+check "the agent installed libsmc-preload.so into /var/lib/erdma-controller/lib" test -s /var/lib/erdma-controller/lib/libsmc-preload.so
+
+# --- e. pod-netns layouts, fresh nodes -----------------------------------------------------------------------
+# layout NAME CLIENT_REASON SERVER_REASON: node 2 serves from an SMC-R pod, node 1's SMC-R pod
+# sends 4 MiB to the server pod's IP; both must fall back to TCP with the named reasons.
+layout() {
+  ly=$1
+  want_client=$2
+  want_server=$3
+  barrier "layout-$ly" 240 || { fail "$ly: node $PEER did not reach the layout"; return; }
+  pod=smcr-$ly-$ME
+  if [ "$ME" = 2 ]; then
+    run_pod "$pod" smcr-pod.yaml --command 'bulk=["tcp-bulk","serve","--port","5201","--once","--hold","120","--timeout","150"]' ||
+      { fail "$ly: server pod on node 2 started"; put "$ly.ip" none; return; }
+    put "$ly.ip" "$(pod_ip "$pod")"
+  else
+    sip=$(get "$ly.ip" 240) || return
+    run_pod "$pod" smcr-pod.yaml --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$sip:5201\",\"--bytes\",\"4M\",\"--hold\",\"90\",\"--timeout\",\"150\"]" ||
+      { fail "$ly: client pod on node 1 started"; put "$ly.sent" 0; return; }
+  fi
+  myip=$(pod_ip "$pod")
+  case "$ly:$myip" in
+    bridge:10.244.$ME.* | ipvlan:10.77.0.$ME?) pass "$ly: the SMC-R pod on node $ME got its IP from the $ly conflist ($myip)" ;;
+    *) fail "$ly: the SMC-R pod on node $ME got an IP of the $ly layout (got $myip)" ;;
+  esac
+  check "$ly: PreStartContainer configured the pod's netns (eth0 -> ERDMA, read back with erdma-agent pnet list --netns in the agent's container)" \
+    pod_netns_configured "$pod"
+  check "$ly: the pod's net.smc.wmem and net.smc.rmem are the configured 262144" pod_sysctls "$pod"
+  ns=$(pod_ns "$pod")
+  if [ "$ME" = 1 ]; then
+    wait_bulk "$pod" 120
+    check "$ly: 4 MiB from the client pod reached the server pod, checksum match" bulk_ok "$pod" 4194304
+    in_agent "st-$pod" smc-status --netns "$ns" -a
+    got=$($KJ conn "$W/st-$pod.out" "$myip" "$sip:5201")
+    put "$ly.sent" 1
+  else
+    get "$ly.sent" 200 > /dev/null
+    in_agent "st-$pod" smc-status --netns "$ns" -a
+    got=$($KJ conn "$W/st-$pod.out" - "$myip:5201")
+  fi
+  sed "s/^/    st-$pod| /" "$W/st-$pod.out"
+  want=$want_server
+  [ "$ME" = 1 ] && want=$want_client
+  log "$ly: node $ME's socket: ${got:-none}"
+  result "layout $ly, node $ME (${myip}) socket: ${got:-none}"
+  case "$got" in
+    "TCP $want"*) pass "$ly: node $ME's socket is TCP with the predicted fallback reason $want" ;;
+    *) fail "$ly: node $ME's socket is TCP with fallback reason $want (got ${got:-no socket})" ;;
+  esac
+  barrier "layout-$ly-done" 240
+  delete_pod "$pod"
+}
+layout bridge "NOSMCDEV(0x03030000)" "PEERDECL"
+"$PY" "$HERE/cni.py" --role "$ME" --layout ipvlan --out /run/cni/net.d/10-pods.conflist > /dev/null
+sleep 2  # containerd reloads its CNI config on the directory's change event
+layout ipvlan "PEERDECL" "TIMEOUT_CL(0x02010000)"
+"$PY" "$HERE/cni.py" --role "$ME" --layout bridge --out /run/cni/net.d/10-pods.conflist > /dev/null
+
+# --- c./d. node to node over hostNetwork pods ---------------------------------------------------------------
+# hostpair TAG SERVER_FILE CLIENT_FILE PORT BYTES: node 2 serves, node 1 sends; the client holds
+# its connection so both nodes' agents look at it; leaves $W/TAG.mode (client row "MODE REASON").
+hostpair() {
+  hp=$1
+  barrier "hp-$hp" 300 || { fail "$hp: node $PEER did not come"; return 1; }
+  sent0=$(rxe_counter sent_pkts)
+  rcvd0=$(rxe_counter rcvd_pkts)
+  if [ "$ME" = 2 ]; then
+    run_pod "$hp-srv" "$2" --command "bulk=[\"tcp-bulk\",\"serve\",\"--port\",\"$4\",\"--once\",\"--hold\",\"150\",\"--timeout\",\"200\"]" ||
+      { fail "$hp: server pod on node 2"; put "$hp.up" 0; return 1; }
+    put "$hp.up" 1
+    get "$hp.sent" 300 > /dev/null
+    in_agent "st-$hp" smc-status -a
+    $KJ conn "$W/st-$hp.out" "$PEERIP:" "$MYIP:$4" > "$W/$hp.mode"
+  else
+    get "$hp.up" 300 > /dev/null
+    t_hp=$(now)
+    run_pod "$hp-cli" "$3" --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$PEERIP:$4\",\"--bytes\",\"$5\",\"--hold\",\"120\",\"--timeout\",\"200\"]" ||
+      { fail "$hp: client pod on node 1"; put "$hp.sent" 0; return 1; }
+    wait_bulk "$hp-cli" 180
+    in_agent "st-$hp" smc-status -a
+    $KJ conn "$W/st-$hp.out" "$MYIP:" "$PEERIP:$4" > "$W/$hp.mode"
+    put "$hp.sent" 1
+    cat "$W/$hp-cli.bulk" | sed "s/^/    $hp-cli| /"
+    check "$hp: $5 bytes from node 1's pod reached node 2's pod, checksum match ($(since "$t_hp") s incl. pod start)" bulk_ok "$hp-cli" "$5"
+  fi
+  grep -E ":$4 " "$W/st-$hp.out" | sed "s/^/    st-$hp| /"
+  sent=$(( $(rxe_counter sent_pkts) - sent0 ))
+  rcvd=$(( $(rxe_counter rcvd_pkts) - rcvd0 ))
+  log "$hp: rxe0 sent_pkts +$sent, rcvd_pkts +$rcvd; node $ME's socket: $(cat "$W/$hp.mode")"
+  echo "$sent $rcvd" > "$W/$hp.rxe"
+  barrier "hp-$hp-done" 300
+  [ "$ME" = 2 ] && delete_pod "$hp-srv"
+  [ "$ME" = 1 ] && delete_pod "$hp-cli"
+  return 0
+}
+if hostpair smcr smcr-host.yaml smcr-host.yaml 5301 67108864; then
+  check "SMC-R journey: erdma-agent smc-status in node $ME's agent container shows the connection as SMCR" grep -q '^SMCR' "$W/smcr.mode"
+  read -r sent rcvd < "$W/smcr.rxe"
+  # 64 MiB at rxe's 1024-byte MTU: at least 65536 data packets one way
+  if [ "$ME" = 1 ]; then
+    check "SMC-R journey: rxe0 on node 1 sent >= 64 MiB / 1 KiB packets (+$sent)" [ "$sent" -ge 65536 ]
+    result "SMC-R 64 MiB hostNetwork pods: $($KJ get "$W/smcr-cli.bulk" 'd["mib_per_s"]') MiB/s, rxe0 sent +$sent"
+  else
+    check "SMC-R journey: rxe0 on node 2 received >= 64 MiB / 1 KiB packets (+$rcvd)" [ "$rcvd" -ge 65536 ]
+  fi
+fi
+if hostpair tcp tcp-host.yaml tcp-host.yaml 5302 16777216; then
+  # a plain TCP socket is no SMC socket, so smc-status must not list the connection at all
+  check "plain TCP reference (no annotation, no preload): smc-status in node $ME's agent lists no SMC socket for it" [ ! -s "$W/tcp.mode" ]
+  [ "$ME" = 1 ] && result "plain TCP 16 MiB hostNetwork pods: $($KJ get "$W/tcp-cli.bulk" 'd["mib_per_s"]') MiB/s"
+fi
+if hostpair neg tcp-host.yaml smcr-host.yaml 5303 1048576 && [ "$ME" = 1 ]; then
+  r=$(cut -d' ' -f2 "$W/neg.mode")
+  result "negative control client socket: $(cat "$W/neg.mode")"
+  case "$(cat "$W/neg.mode")" in
+    "TCP "[A-Z]*"(0x"*) pass "negative control: server pod without the annotation -> the SMC-R client's socket is TCP, fallback reason by name: $r" ;;
+    *) fail "negative control: the client's socket is TCP with a named fallback reason (got $(cat "$W/neg.mode"))" ;;
+  esac
+fi
+
+# --- b. the NCCL pod (node 1) --------------------------------------------------------------------------------
+if [ "$ME" = 1 ]; then
+  if run_pod nccl-allreduce-0 nccl.yaml; then
+    pass "the NCCL pod (examples/nccl-statefulset.yaml after mutate) started with an aliyun/erdma device"
+    k nccl-ls 60 exec --state "$KS" ml-training/nccl-allreduce-0 trainer -- ls /dev/infiniband/
+    $KJ stdout "$W/nccl-ls.json" | tr '\n' ' ' | sed 's/^/    ls \/dev\/infiniband: /'
+    echo
+    check "ls /dev/infiniband/ in the NCCL pod's runc container shows rdma_cm and uverbs0" \
+      sh -c "$KJ stdout '$W/nccl-ls.json' | grep -qx rdma_cm && $KJ stdout '$W/nccl-ls.json' | grep -qx uverbs0"
+    k nccl-exec-env 60 exec --state "$KS" ml-training/nccl-allreduce-0 trainer -- env
+    RUN_LINES=5 run nccl-env 20 $KJ env "$W/pod-nccl-allreduce-0.json" "$W/nccl-exec-env.json" trainer NCCL_ "$(cat "$PODS/nccl.expected.json")"
+    check "the NCCL pod's environment (exec env) holds the NCCL settings exactly as the merged spec and run-pod's request, and the Allocate answer's envs" [ "$rc" = 0 ]
+    log "    Allocate answer: $($KJ get "$W/pod-nccl-allreduce-0.json" 'd["containers"]["trainer"].get("allocate")')"
+    k del-nccl 120 delete-pod ml-training/nccl-allreduce-0 --grace 2 --state "$KS" > /dev/null
+  else
+    fail "the NCCL pod (examples/nccl-statefulset.yaml after mutate) started"
+  fi
+fi
+
+# --- f. faults (node 2, while node 1 runs the NCCL pod) --------------------------------------------------------------------------------------
+restart_containerd() {  # SIGNAL
+  kill "-$1" "$(cat "$T/containerd.pid")"
+  i=0
+  while kill -0 "$(cat "$T/containerd.pid")" 2> /dev/null && [ "$i" -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+  /usr/bin/containerd --config "$T/containerd.toml" >> "$W/containerd.log" 2>&1 &
+  echo $! > "$T/containerd.pid"
+  ctr_wait 90
+}
+if [ "$ME" = 2 ]; then
+  # An SMC-R pod that runs through all the faults: the agent's resync must find it afterwards.
+  run_pod resync smcr-pod.yaml || fail "an SMC-R pod started for the resync check"
+  for sig in TERM KILL; do
+    if restart_containerd "$sig"; then
+      pass "containerd restarted after SIG$sig"
+    else
+      fail "containerd restarted after SIG$sig"
+      continue
+    fi
+    p=after-$(echo "$sig" | tr 'A-Z' 'a-z')
+    if run_pod "$p" smcr-pod.yaml; then
+      if ! check "after containerd's SIG$sig restart, a new SMC-R pod is still configured by PreStartContainer (agent not restarted)" pod_configured_host "$p"; then
+        log "    the agent about pod $p:"
+        agent_log | grep -E "$p|CRI|cri|containerd|UNAVAILABLE|unavailable" | tail -6 | cut -c1-400 | sed 's/^/    agent| /'
+      fi
+      delete_pod "$p"
+    else
+      fail "after containerd's SIG$sig restart, a new SMC-R pod starts (PreStartContainer answered): $(grep -i error "$W/pod-$p.err" | tail -1)"
+      k "del-$p" 120 delete-pod "team-a/$p" --grace 2 --state "$KS" > /dev/null
+    fi
+  done
+  # The agent's container is restarted (as kubelet restarts a crashed one): its resync must put the
+  # running SMC-R pod's entry back, once.
+  if [ -s "$W/pod-resync.json" ]; then
+    ns=$(pod_ns resync)
+    "$AGENT" pnet flush --netns "$ns" > /dev/null
+    if k agent-restart 180 restart-container "$AGENT_POD" agent --state "$KS"; then
+      pass "the agent's container restarted (restart-container)"
+    else
+      fail "the agent's container restarted (restart-container)"
+    fi
+    count_entries() { "$AGENT" pnet list --netns "$ns" | grep -cE '^ERDMA +eth +eth0 '; }
+    check "the restarted agent's resync configured the running SMC-R pod again" wait_until 90 sh -c "[ \$($AGENT pnet list --netns $ns | grep -cE '^ERDMA +eth +eth0 ') -ge 1 ]"
+    sleep 6  # one more rescan period: a second pass must not add the entry twice
+    check "no duplicate pnet entries after the resync ($(count_entries) x eth0 -> ERDMA in the pod)" [ "$(count_entries)" = 1 ]
+    check "no duplicate pnet entries on the node after the agent restart" \
+      [ "$("$AGENT" pnet list | grep -cE '^ERDMA +eth +eth0 ')" = 1 -a "$("$AGENT" pnet list | grep -cE '^ERDMA +ib +rxe0 +1')" = 1 ]
+    delete_pod resync
+    # with a fresh agent container (fresh mounts), a new pod after the containerd restarts
+    if run_pod after-agent-restart smcr-pod.yaml; then
+      check "after the agent's restart, a new SMC-R pod is configured by PreStartContainer" pod_configured_host after-agent-restart
+      delete_pod after-agent-restart
+    else
+      fail "after the agent's restart, a new SMC-R pod starts"
+    fi
+  fi
+  # A pod removed while its PreStartContainer runs: delete it as soon as its sandbox exists.
+  sed "s/^  name: .*/  name: gone/" "$PODS/smcr-pod.yaml" > "$W/gone.yaml"
+  timeout -s KILL 200 "$PY" "$KUBELET" run-pod -f "$W/gone.yaml" --state "$KS" \
+    > "$W/pod-gone.json" 2> "$W/pod-gone.err" &
+  gpid=$!
+  has_sandbox() { $KJ get "$KS/pods.json" 'any("gone" in k and v.get("sandbox_id") for k, v in (d.get("pods") or d).items())' | grep -qx True; }
+  wait_until 120 has_sandbox || log "    the pod 'gone' never got a sandbox"
+  k del-gone 120 delete-pod team-a/gone --grace 2 --state "$KS"
+  wait "$gpid"
+  grc=$?
+  log "    run-pod of the removed pod exited $grc ($(tail -1 "$W/pod-gone.err"))"
+  # run-pod succeeding means the removal came only after the start: the race was not hit
+  raced="removed during its start"
+  [ "$grc" = 0 ] && raced="removed right after its start (the removal came too late to race PreStartContainer)"
+  if run_pod next smcr-pod.yaml; then
+    check "after a pod was $raced, the next SMC-R pod is configured" pod_configured_host next
+    delete_pod next
+  else
+    fail "after a pod was $raced, the next SMC-R pod starts"
+  fi
+  check "the agent's container is still running after the faults" in_agent alive version
+fi
+
+# --- g. numbers ------------------------------------------------------------------------------------------------
+if [ -s "$PRESTART" ]; then
+  result "PreStartContainer latency on containerd: p50 $($KJ p50 "$PRESTART") ms over $(wc -l < "$PRESTART") pods (all: $(tr '\n' ' ' < "$PRESTART"))"
+fi
+barrier end 300
+agent_log > "$VMOUT/agent.log"
+cp "$W/containerd.log" "$W/kubelet-serve.log" "$VMOUT/" 2> /dev/null
+kill "$serve_pid" 2> /dev/null
