@@ -227,6 +227,7 @@ ReviewResult Reviewer::review(std::string_view body, const Config& cfg) {
     resp.patch = result.patch;
   }
   result.warnings = std::move(m.warnings);
+  result.warning_counts = m.warning_counts;
   resp.warnings = result.warnings;
   if (!m.pod.empty()) result.pod = std::move(m.pod);
   switch (m.decision) {

@@ -2,6 +2,8 @@
 // body -> decode -> mutate -> encoded response. No I/O; the server and the CLI share it.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -80,7 +82,8 @@ struct ReviewResult {
   std::string pod;         // "ns/name" when known
   std::string patch;       // JSON Patch text (empty when no operations)
   size_t ops = 0;
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings;  // as returned to the client (capped, see mutate.hpp)
+  std::array<uint32_t, kWarningKindCount> warning_counts{};  // every warning produced, by kind
   std::vector<std::string> injected;
 };
 

@@ -19,7 +19,7 @@ namespace {
 using common::append_json_string;
 
 constexpr std::string_view kAllTokens[] = {kTokenErdmaEnv, kTokenDeviceMounts, kTokenSmcrPreload,
-                                           kTokenErdmaResource};
+                                           kTokenSmcrPreloadPartial, kTokenErdmaResource};
 
 std::string container_prefix(const ContainerView& c) {
   std::string p = c.list == ContainerList::Init ? "/spec/initContainers/" : "/spec/containers/";
@@ -80,7 +80,10 @@ class Builder {
  public:
   Builder(const PodView& pod, const Config& cfg, std::string display) : pod_(pod), cfg_(cfg), display_(std::move(display)) {}
 
-  void warn(std::string w) { warnings_.push_back(std::move(w)); }
+  void warn(WarningKind kind, std::string w) {
+    warnings_.push_back(std::move(w));
+    ++counts_[static_cast<size_t>(kind)];
+  }
   const std::string& display() const { return display_; }
 
   Error conflict(const std::string& what) const {
@@ -163,7 +166,8 @@ class Builder {
           if (!names.empty()) names += ", ";
           names += n;
         }
-        warn(describe(c) + " uses envFrom; injected " + names + " take precedence over the same names there");
+        warn(WarningKind::EnvFromPrecedence,
+             describe(c) + " uses envFrom; injected " + names + " take precedence over the same names there");
       }
     }
     if (!mounts.empty()) {
@@ -194,14 +198,12 @@ class Builder {
       env_names.push_back(kLdPreload);
       return;
     }
-    if (last->has_value_from) {
-      warn(describe(c) + " takes LD_PRELOAD from valueFrom; the SMC-R preload library was not added");
-      return;
-    }
+    // A container whose LD_PRELOAD comes from valueFrom never gets here (see mutate()).
     for (auto element : split_ld_preload(last->value)) {
       if (element == r.preload_path) return;
       if (basename(element) == cfg_.smcr().library) {
-        warn(describe(c) + " already preloads " + std::string(element) + "; LD_PRELOAD left unchanged");
+        warn(WarningKind::LdPreloadOtherCopy,
+             describe(c) + " already preloads " + std::string(element) + "; LD_PRELOAD left unchanged");
         return;
       }
     }
@@ -233,27 +235,48 @@ class Builder {
       if (!value.empty()) value += ',';
       value += tok;
     }
-    if (tokens.empty() || (pod_.injected_annotation && *pod_.injected_annotation == value)) return tokens;
-    std::string quoted;
-    append_json_string(quoted, value);
-    if (!pod_.has_metadata) {
-      std::string v = "{\"annotations\":{";
-      append_json_string(v, kInjectedAnnotation);
-      v += ':' + quoted + "}}";
-      meta_ops_.push_back({PatchOp::Kind::Add, "/metadata", std::move(v)});
-    } else if (!pod_.has_annotations) {
-      std::string v = "{";
-      append_json_string(v, kInjectedAnnotation);
-      v += ':' + quoted + "}";
-      meta_ops_.push_back({PatchOp::Kind::Add, "/metadata/annotations", std::move(v)});
-    } else {
-      std::string path = "/metadata/annotations/";
-      common::append_pointer_token(path, kInjectedAnnotation);
-      meta_ops_.push_back({pod_.injected_annotation ? PatchOp::Kind::Replace : PatchOp::Kind::Add, std::move(path),
-                           std::move(quoted)});
-    }
+    if (!tokens.empty()) set_annotation(kInjectedAnnotation, pod_.injected_annotation, std::move(value));
     return tokens;
   }
+
+  // The warnings annotation, merged with the one the pod has.
+  void warnings_annotation() {
+    std::string value = warnings_annotation_value(pod_.warnings_annotation, warnings_);
+    if (!value.empty()) set_annotation(kWarningsAnnotation, pod_.warnings_annotation, std::move(value));
+  }
+
+  // The operations that write the annotations set so far: one "add" of the whole map (or the whole
+  // metadata) when the pod has none, else one add/replace per key.
+  void annotation_ops() {
+    if (annotations_.empty()) return;
+    auto map_of = [&] {
+      std::string v = "{";
+      for (size_t i = 0; i < annotations_.size(); ++i) {
+        if (i > 0) v += ',';
+        append_json_string(v, annotations_[i].key);
+        v += ':';
+        append_json_string(v, annotations_[i].value);
+      }
+      v += '}';
+      return v;
+    };
+    if (!pod_.has_metadata) {
+      meta_ops_.push_back({PatchOp::Kind::Add, "/metadata", "{\"annotations\":" + map_of() + "}"});
+    } else if (!pod_.has_annotations) {
+      meta_ops_.push_back({PatchOp::Kind::Add, "/metadata/annotations", map_of()});
+    } else {
+      for (const auto& a : annotations_) {
+        std::string path = "/metadata/annotations/";
+        common::append_pointer_token(path, a.key);
+        std::string quoted;
+        append_json_string(quoted, a.value);
+        meta_ops_.push_back({a.present ? PatchOp::Kind::Replace : PatchOp::Kind::Add, std::move(path), std::move(quoted)});
+      }
+    }
+    annotations_.clear();
+  }
+
+  const std::array<uint32_t, kWarningKindCount>& counts() const { return counts_; }
 
   std::vector<PatchOp> take_ops() {
     std::vector<PatchOp> all;
@@ -278,17 +301,66 @@ class Builder {
   const Config& cfg_;
   std::string display_;
   std::vector<const std::string*> new_volumes_;
+  struct Annotation {
+    std::string_view key;
+    std::string value;
+    bool present;  // the pod has this key (with another value)
+  };
+
+  void set_annotation(std::string_view key, std::optional<std::string_view> current, std::string value) {
+    if (current && *current == value) return;
+    annotations_.push_back({key, std::move(value), current.has_value()});
+  }
+
   std::vector<PatchOp> meta_ops_, volume_ops_, ops_;
+  std::vector<Annotation> annotations_;
   std::vector<std::string> warnings_;
+  std::array<uint32_t, kWarningKindCount> counts_{};
 };
 
-Mutation finish(Decision d, std::string reason, Builder& b) {
+// A pod left alone. `annotate`: a pod the webhook looked at (not excluded, not opted out) still
+// gets its warnings as an annotation, so whoever reads the pod learns why nothing was injected.
+Mutation finish(Decision d, std::string reason, Builder& b, bool annotate = true) {
   Mutation m;
   m.decision = d;
   m.reason = std::move(reason);
   m.pod = b.display();
+  if (annotate) {
+    b.warnings_annotation();
+    b.annotation_ops();
+    m.ops = b.take_ops();
+  }
+  m.warning_counts = b.counts();
   m.warnings = b.take_warnings();
   return m;
+}
+
+// A user's value inside a warning: JSON-quoted (so a newline cannot split the warning) and cut
+// after 64 bytes at a UTF-8 character boundary.
+std::string quoted_value(std::string_view v) {
+  constexpr size_t kMax = 64;
+  if (v.size() <= kMax) return common::json_quote(v);
+  size_t end = kMax;
+  while (end > 0 && (static_cast<unsigned char>(v[end]) & 0xC0) == 0x80) --end;
+  return common::json_quote(v.substr(0, end)) + "...";
+}
+
+// Copies `s` for one line of the warnings annotation: control characters become blanks, and a
+// line longer than kMaxWarningLineBytes is cut at a UTF-8 character boundary and marked.
+std::string annotation_line(std::string_view s) {
+  std::string out;
+  out.reserve(std::min(s.size(), kMaxWarningLineBytes));
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    out += (u < 0x20 || u == 0x7f) ? ' ' : ch;
+  }
+  if (out.size() <= kMaxWarningLineBytes) return out;
+  constexpr std::string_view kCut = "...";
+  size_t end = kMaxWarningLineBytes - kCut.size();
+  while (end > 0 && (static_cast<unsigned char>(out[end]) & 0xC0) == 0x80) --end;
+  out.resize(end);
+  out += kCut;
+  return out;
 }
 
 // Best effort "ns/name" for an error about a pod we could not read.
@@ -308,6 +380,66 @@ std::string_view to_string(Decision d) noexcept {
     case Decision::Skipped: return "skipped";
   }
   return "unknown";
+}
+
+std::string_view to_string(WarningKind k) noexcept {
+  switch (k) {
+    case WarningKind::InjectAnnotationValue: return "inject_annotation_value";
+    case WarningKind::SmcrAnnotationValue: return "smcr_annotation_value";
+    case WarningKind::EnvFromPrecedence: return "envfrom_precedence";
+    case WarningKind::LdPreloadValueFrom: return "ld_preload_value_from";
+    case WarningKind::LdPreloadOtherCopy: return "ld_preload_other_copy";
+    case WarningKind::ResourceAdded: return "resource_added";
+    case WarningKind::ResourceZero: return "resource_zero";
+    case WarningKind::AddResourceOff: return "add_resource_off";
+    case WarningKind::WindowsPod: return "windows_pod";
+    case WarningKind::RequestsWithoutLimits: return "requests_without_limits";
+  }
+  return "unknown";
+}
+
+std::string warnings_annotation_value(std::optional<std::string_view> existing, const std::vector<std::string>& warnings) {
+  std::vector<std::string> lines;
+  bool left_out = false;
+  if (existing) {
+    std::string_view rest = *existing;
+    while (!rest.empty()) {
+      const auto nl = rest.find('\n');
+      const std::string_view line = rest.substr(0, nl);
+      if (line == kWarningsLeftOut) {
+        left_out = true;
+      } else if (!line.empty()) {
+        lines.emplace_back(line);
+      }
+      if (nl == std::string_view::npos) break;
+      rest.remove_prefix(nl + 1);
+    }
+  }
+  for (const auto& w : warnings) {
+    std::string line = annotation_line(w);
+    if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(std::move(line));
+  }
+  // A line is taken if the left-out note would still fit after it, or if it is the last line and
+  // no note is needed. Deterministic, so a second pass over the result reproduces it.
+  std::string value;
+  size_t kept = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const size_t bytes = value.size() + (value.empty() ? 0 : 1) + lines[i].size();
+    const bool with_note = bytes + 1 + kWarningsLeftOut.size() <= kMaxWarningsAnnotationBytes && kept + 2 <= kMaxWarnings;
+    const bool alone = i + 1 == lines.size() && !left_out && bytes <= kMaxWarningsAnnotationBytes && kept + 1 <= kMaxWarnings;
+    if (!with_note && !alone) {
+      left_out = true;
+      break;
+    }
+    if (!value.empty()) value += '\n';
+    value += lines[i];
+    ++kept;
+  }
+  if (left_out) {
+    if (!value.empty()) value += '\n';
+    value += kWarningsLeftOut;
+  }
+  return value;
 }
 
 std::vector<std::string_view> split_ld_preload(std::string_view value) {
@@ -358,32 +490,44 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   const std::string_view ns_name = ns.name.empty() ? pod.namespace_name : ns.name;
   Builder b(pod, cfg, pod.display_name(ns_name));
 
+  // Pods the operator or the pod's author put out of scope are not touched at all.
   if (cfg.is_excluded_namespace(ns_name)) {
-    return finish(Decision::Skipped, "namespace " + std::string(ns_name) + " is excluded by configuration", b);
+    return finish(Decision::Skipped, "namespace " + std::string(ns_name) + " is excluded by configuration", b, false);
   }
-  if (pod.is_mirror) return finish(Decision::Skipped, "mirror pod (managed by the kubelet)", b);
+  if (pod.is_mirror) return finish(Decision::Skipped, "mirror pod (managed by the kubelet)", b, false);
   if (pod.inject_annotation) {
     if (*pod.inject_annotation == "false") {
-      return finish(Decision::Skipped, "opted out by annotation " + std::string(kInjectAnnotation), b);
+      return finish(Decision::Skipped, "opted out by annotation " + std::string(kInjectAnnotation), b, false);
     }
     if (*pod.inject_annotation != "true") {
-      b.warn("annotation " + std::string(kInjectAnnotation) + ": \"" + std::string(*pod.inject_annotation) +
-             "\" is neither \"true\" nor \"false\"; ignored");
+      b.warn(WarningKind::InjectAnnotationValue, "annotation " + std::string(kInjectAnnotation) + ": " +
+                                                     quoted_value(*pod.inject_annotation) +
+                                                     " is neither \"true\" nor \"false\"; ignored");
     }
   }
   bool smcr = false;
   if (pod.smcr_annotation) {
     smcr = *pod.smcr_annotation == "true";
     if (!smcr && *pod.smcr_annotation != "false") {
-      b.warn("annotation " + std::string(kSmcrAnnotation) + ": \"" + std::string(*pod.smcr_annotation) +
-             "\" does not enable SMC-R; only the exact value \"true\" does");
+      b.warn(WarningKind::SmcrAnnotationValue, "annotation " + std::string(kSmcrAnnotation) + ": " +
+                                                   quoted_value(*pod.smcr_annotation) +
+                                                   " does not enable SMC-R; only the exact value \"true\" does");
     }
   }
 
+  // Containers that ask for eRDMA themselves. After a first pass, the container the webhook gave
+  // the resource to for SMC-R (marker token erdma-resource: the first one holding it) asks for it
+  // only because of us: it gets no NCCL env and no device mounts, on any pass.
+  const auto tokens = known_tokens(pod.injected_annotation);
+  const bool resource_was_ours = std::find(tokens.begin(), tokens.end(), kTokenErdmaResource) != tokens.end();
   std::vector<bool> erdma(pod.containers.size());
-  bool any_erdma = false;
+  bool any_erdma = false, holds_ours = false;
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     erdma[i] = pod.containers[i].resource_positive;
+    if (erdma[i] && resource_was_ours && smcr && !holds_ours) {
+      erdma[i] = false;
+      holds_ours = true;
+    }
     any_erdma = any_erdma || erdma[i];
   }
   if (!smcr && !any_erdma) {
@@ -392,6 +536,22 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
                       ": \"true\"",
                   b);
   }
+  if (!pod.windows_by.empty()) {
+    b.warn(WarningKind::WindowsPod, "pod runs on Windows (" + std::string(pod.windows_by) +
+                                        "); erdma-webhook injects nothing: eRDMA and SMC-R work on Linux only");
+    return finish(Decision::Skipped, "Windows pod (" + std::string(pod.windows_by) + ")", b);
+  }
+  // Kubernetes does not overcommit extended resources: a request needs a limit of the same
+  // quantity, or the apiserver refuses the pod. The webhook does not invent the limit (the user's
+  // quantities are theirs) and adds nothing to that container's resources.
+  for (const auto& c : pod.containers) {
+    if (c.resource_in_requests && !c.resource_in_limits) {
+      b.warn(WarningKind::RequestsWithoutLimits,
+             describe(c) + " requests " + cfg.resource_name() + " without a limit; the apiserver refuses extended " +
+                 "resources whose requests do not equal their limits: set limits." + cfg.resource_name() +
+                 " to the requested quantity");
+    }
+  }
   if (pod.containers.size() == pod.init_count) {
     return finish(Decision::Skipped, "pod has no containers", b);
   }
@@ -399,21 +559,42 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   // An SMC-R pod must land on an eRDMA node and pass through the agent's PreStartContainer hook,
   // which only runs for containers holding the device: give it to the container that starts first.
   std::optional<size_t> resource_to;
-  if (smcr && !any_erdma) {
+  if (smcr && !any_erdma && !holds_ours) {
     const ContainerView& first = pod.containers.front();
     if (!cfg.smcr().add_resource) {
-      b.warn("no container requests " + cfg.resource_name() +
-             " and smcr.addResource is off: the pod may not land on an eRDMA node and SMC-R would fall back to TCP");
+      b.warn(WarningKind::AddResourceOff,
+             "no container requests " + cfg.resource_name() +
+                 " and smcr.addResource is off: the pod may not land on an eRDMA node and SMC-R would fall back to TCP");
     } else if (first.resource_listed) {
-      b.warn(describe(first) + " requests 0 " + cfg.resource_name() + "; not changed, so SMC-R may fall back to TCP");
+      b.warn(WarningKind::ResourceZero, describe(first) + " requests 0 " + cfg.resource_name() +
+                                            "; not changed, so SMC-R may fall back to TCP");
     } else {
       resource_to = 0;
-      erdma[0] = true;
-      b.warn("added " + cfg.resource_name() + ": 1 to " + describe(first) +
-             " so the pod is placed on an eRDMA node for SMC-R");
+      b.warn(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe(first) +
+                                             " so the pod is placed on an eRDMA node for SMC-R");
     }
   }
-  any_erdma = any_erdma || resource_to.has_value();
+
+  // SMC-R containers get the preload library unless their LD_PRELOAD comes from valueFrom: its
+  // value is unknown here, and replacing it would drop what the user preloads.
+  std::vector<bool> preload(pod.containers.size());
+  size_t preloaded = 0, left_out = 0;
+  for (size_t i = 0; i < pod.containers.size() && smcr; ++i) {
+    const ContainerView& c = pod.containers[i];
+    const EnvEntryView* last = nullptr;
+    for (const auto& e : c.env) {
+      if (e.name == kLdPreload) last = &e;
+    }
+    if (last != nullptr && last->has_value_from) {
+      ++left_out;
+      b.warn(WarningKind::LdPreloadValueFrom,
+             describe(c) + " takes LD_PRELOAD from valueFrom; it gets no SMC-R preload library (no volume mount, " +
+                 "no SMC env) and its TCP stays TCP unless that value loads the library itself");
+      continue;
+    }
+    preload[i] = true;
+    ++preloaded;
+  }
 
   const auto& r = cfg.rendered();
   if (any_erdma) {
@@ -422,27 +603,33 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
       if (auto s = b.need_volume(m.name, m.host_path, r.mount_volumes[i]); !s) return std::move(s).error();
     }
   }
-  if (smcr) {
+  if (preloaded > 0) {
     if (auto s = b.need_volume(kPreloadVolumeName, cfg.smcr().preload_host_dir, r.preload_volume); !s) {
       return std::move(s).error();
     }
   }
   b.volumes();
   for (size_t i = 0; i < pod.containers.size(); ++i) {
-    if (!erdma[i] && !smcr) continue;
-    if (auto s = b.container(pod.containers[i], erdma[i], smcr, resource_to == i); !s) return std::move(s).error();
+    if (!erdma[i] && !preload[i] && resource_to != i) continue;
+    if (auto s = b.container(pod.containers[i], erdma[i], preload[i], resource_to == i); !s) {
+      return std::move(s).error();
+    }
   }
 
   std::vector<std::string_view> computed;
   if (any_erdma && !cfg.erdma_env().empty()) computed.push_back(kTokenErdmaEnv);
   if (any_erdma && !cfg.device_mounts().empty()) computed.push_back(kTokenDeviceMounts);
-  if (smcr) computed.push_back(kTokenSmcrPreload);
+  if (preloaded > 0) computed.push_back(kTokenSmcrPreload);
+  if (preloaded > 0 && left_out > 0) computed.push_back(kTokenSmcrPreloadPartial);
   if (resource_to) computed.push_back(kTokenErdmaResource);
 
   Mutation m;
   m.pod = b.display();
   m.injected = b.marker(computed);
+  b.warnings_annotation();
+  b.annotation_ops();
   m.ops = b.take_ops();
+  m.warning_counts = b.counts();
   m.warnings = b.take_warnings();
   if (m.ops.empty()) {
     m.decision = Decision::Unchanged;

@@ -101,7 +101,8 @@ Result<QuantitySign> read_quantity(element e, const Path& path) {
 }
 
 // Reads resources.limits / resources.requests: every value must be a quantity; notes ours.
-Result<bool> read_resource_list(element e, const Path& path, std::string_view resource_name, ContainerView& c) {
+Result<bool> read_resource_list(element e, const Path& path, std::string_view resource_name, ContainerView& c,
+                                bool& seen_here) {
   if (e.is_null()) return false;
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map of quantities", e);
@@ -113,6 +114,7 @@ Result<bool> read_resource_list(element e, const Path& path, std::string_view re
     if (!q) return std::move(q).error();
     c.resource_listed = true;
     if (*q == QuantitySign::Positive) c.resource_positive = true;
+    seen_here = true;
   }
   return true;
 }
@@ -126,12 +128,12 @@ Status read_resources(element e, const Path& path, std::string_view resource_nam
   for (auto field : obj) {
     if (field.key == "limits") {
       if (auto s = once(seen_limits, path, field.key); !s) return s;
-      auto r = read_resource_list(field.value, child(path, "limits"), resource_name, c);
+      auto r = read_resource_list(field.value, child(path, "limits"), resource_name, c, c.resource_in_limits);
       if (!r) return std::move(r).error();
       c.has_limits = *r;
     } else if (field.key == "requests") {
       if (auto s = once(seen_requests, path, field.key); !s) return s;
-      auto r = read_resource_list(field.value, child(path, "requests"), resource_name, c);
+      auto r = read_resource_list(field.value, child(path, "requests"), resource_name, c, c.resource_in_requests);
       if (!r) return std::move(r).error();
     }
   }
@@ -317,7 +319,7 @@ Status read_metadata(element e, PodView& pod) {
     } else if (k == "annotations") {
       if (auto s = once(seen_ann, path, k); !s) return s;
       // Keys of a JSON object from the apiserver are unique, but a hand-made review may repeat one.
-      bool seen_smcr = false, seen_inject = false, seen_injected = false, seen_mirror = false;
+      bool seen_smcr = false, seen_inject = false, seen_injected = false, seen_warnings = false, seen_mirror = false;
       const Path ap = child(path, k);
       auto r = read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
         if (key == kSmcrAnnotation) {
@@ -329,6 +331,9 @@ Status read_metadata(element e, PodView& pod) {
         } else if (key == kInjectedAnnotation) {
           if (auto s = once(seen_injected, ap, key); !s) return s;
           pod.injected_annotation = value;
+        } else if (key == kWarningsAnnotation) {
+          if (auto s = once(seen_warnings, ap, key); !s) return s;
+          pod.warnings_annotation = value;
         } else if (key == kMirrorAnnotation) {
           if (auto s = once(seen_mirror, ap, key); !s) return s;
           pod.is_mirror = true;
@@ -342,13 +347,29 @@ Status read_metadata(element e, PodView& pod) {
   return {};
 }
 
+// spec.os: {name: linux|windows}; the apiserver allows only those two names.
+Status read_os(element e, const Path& path, PodView& pod) {
+  if (e.is_null()) return {};
+  object obj;
+  if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map", e);
+  bool seen_name = false;
+  for (auto field : obj) {
+    if (field.key != "name") continue;
+    if (auto s = once(seen_name, path, field.key); !s) return s;
+    auto v = as_string(field.value, child(path, "name"));
+    if (!v) return std::move(v).error();
+    if (*v == "windows") pod.windows_by = "spec.os.name";
+  }
+  return {};
+}
+
 Status read_spec(element e, std::string_view resource_name, PodView& pod) {
   const Path path{nullptr, "spec", 0};
   if (e.is_null()) return {};
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map", e);
   pod.has_spec = true;
-  bool seen_init = false, seen_main = false, seen_vol = false, seen_hn = false;
+  bool seen_init = false, seen_main = false, seen_vol = false, seen_hn = false, seen_os = false, seen_ns = false;
   // Init containers come first in the view whatever the key order in the document.
   element init_list, main_list;
   for (auto field : obj) {
@@ -362,6 +383,16 @@ Status read_spec(element e, std::string_view resource_name, PodView& pod) {
     } else if (k == "volumes") {
       if (auto s = once(seen_vol, path, k); !s) return s;
       if (auto s = read_volumes(field.value, child(path, k), pod); !s) return s;
+    } else if (k == "os") {
+      if (auto s = once(seen_os, path, k); !s) return s;
+      if (auto s = read_os(field.value, child(path, k), pod); !s) return s;
+    } else if (k == "nodeSelector") {
+      if (auto s = once(seen_ns, path, k); !s) return s;
+      auto r = read_string_map(field.value, child(path, k), [&](std::string_view key, std::string_view value) -> Status {
+        if (key == "kubernetes.io/os" && value == "windows" && pod.windows_by.empty()) pod.windows_by = "spec.nodeSelector";
+        return {};
+      });
+      if (!r) return std::move(r).error();
     } else if (k == "hostNetwork") {
       if (auto s = once(seen_hn, path, k); !s) return s;
       if (field.value.is_null()) continue;

@@ -47,6 +47,8 @@ struct ContainerView {
   bool has_limits = false;         // "resources.limits" is a map
   bool resource_listed = false;    // the eRDMA resource appears in limits or requests
   bool resource_positive = false;  // ... with a quantity above zero in either
+  bool resource_in_limits = false;    // the eRDMA resource appears in limits
+  bool resource_in_requests = false;  // ... in requests
 };
 
 struct PodView {
@@ -59,10 +61,14 @@ struct PodView {
   std::optional<std::string_view> smcr_annotation;
   std::optional<std::string_view> inject_annotation;
   std::optional<std::string_view> injected_annotation;
+  std::optional<std::string_view> warnings_annotation;
   bool is_mirror = false;
 
   bool has_spec = false;
   bool host_network = false;
+  // Where the pod says it runs on Windows: "spec.os.name" or "spec.nodeSelector" (the
+  // kubernetes.io/os label); empty for a Linux (or unspecified) pod.
+  std::string_view windows_by;
   bool has_volumes = false;
   std::vector<VolumeView> volumes;
   std::vector<ContainerView> containers;  // init containers first, then containers, in order

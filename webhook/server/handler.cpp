@@ -56,6 +56,11 @@ HttpResponse admit(const HttpRequest& req, const Config& cfg, Reviewer& reviewer
   rec.reason = std::move(result.reason);
   rec.ops = result.ops;
   rec.warnings = result.warnings.size();
+  for (const auto& w : result.warnings) {
+    if (!rec.warning_text.empty()) rec.warning_text += '\n';
+    rec.warning_text += w;
+  }
+  rec.warning_counts = result.warning_counts;
   HttpResponse r;
   if (result.outcome == Outcome::Invalid) {
     // The apiserver only sends well-formed reviews, so this is a client bug or a probe; the

@@ -3,7 +3,9 @@
 // records what handle() reports.
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,7 +34,9 @@ struct AdmissionRecord {
   std::string error;  // why Invalid or Rejected
   std::string reason;
   size_t ops = 0;
-  size_t warnings = 0;
+  size_t warnings = 0;       // warnings returned to the client
+  std::string warning_text;  // those warnings, one per line, for the log line
+  std::array<uint32_t, kWarningKindCount> warning_counts{};  // every warning produced, by kind
 };
 
 struct HttpResponse {

@@ -300,7 +300,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void record(const AdmissionRecord& rec, std::chrono::steady_clock::duration elapsed) {
     const double seconds = std::chrono::duration<double>(elapsed).count();
-    state_->metrics.record_admission(rec.outcome, rec.warnings, seconds);
+    state_->metrics.record_admission(rec.outcome, rec.warning_counts, seconds);
     const bool bad = rec.outcome == Outcome::Invalid;
     if (!log::enabled(bad ? log::Level::Warn : log::Level::Info)) return;
     std::string_view ns, name = rec.pod;
@@ -317,6 +317,7 @@ class Session : public std::enable_shared_from_this<Session> {
         .kv("ops", static_cast<uint64_t>(rec.ops))
         .kv("warnings", static_cast<uint64_t>(rec.warnings))
         .kv("duration_us", static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()));
+    if (!rec.warning_text.empty()) line.kv("warning_text", rec.warning_text);
     if (!rec.error.empty()) line.kv("error", rec.error);
   }
 

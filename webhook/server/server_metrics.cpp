@@ -11,7 +11,6 @@ ServerMetrics::ServerMetrics(m::Registry& r)
     : duration_(r.histogram("erdma_webhook_admission_duration_seconds",
                             "Time spent deciding one admission request (decode, mutate, encode).",
                             m::exponential_buckets(25e-6, 2, 14))),
-      warnings_(r.counter("erdma_webhook_warnings_total", "Warnings returned to clients in admission responses.")),
       cert_not_after_(r.gauge("erdma_webhook_tls_cert_not_after_seconds",
                               "Expiry (Unix time) of the serving certificate in use.")),
       open_(r.gauge("erdma_webhook_connections_open", "Open TLS connections on the admission port.")),
@@ -23,6 +22,13 @@ ServerMetrics::ServerMetrics(m::Registry& r)
   for (size_t i = 0; i < 5; ++i) {
     outcomes_[static_cast<size_t>(order[i])] =
         &r.counter("erdma_webhook_admission_requests_total", help, {{"outcome", names[i]}});
+  }
+  // Every kind is registered at start-up, so each series exists (at 0) before its first warning.
+  const char* whelp = "Warnings produced by admission, by kind (the same texts go to the client, the log line and "
+                      "the pod's erdma-warnings annotation).";
+  for (size_t i = 0; i < kWarningKindCount; ++i) {
+    const std::string kind(to_string(static_cast<WarningKind>(i)));
+    warnings_[i] = &r.counter("erdma_webhook_warnings_total", whelp, {{"kind", kind}});
   }
   const char* rhelp = "Certificate and config reload attempts by kind and result.";
   reloads_[0] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "cert"}, {"result", "success"}});
@@ -39,9 +45,12 @@ ServerMetrics::ServerMetrics(m::Registry& r)
       .set(1);
 }
 
-void ServerMetrics::record_admission(Outcome outcome, size_t warnings, double seconds) noexcept {
+void ServerMetrics::record_admission(Outcome outcome, const std::array<uint32_t, kWarningKindCount>& warnings,
+                                     double seconds) noexcept {
   outcomes_[static_cast<size_t>(outcome)]->inc();
-  if (warnings > 0) warnings_.inc(warnings);
+  for (size_t i = 0; i < kWarningKindCount; ++i) {
+    if (warnings[i] > 0) warnings_[i]->inc(warnings[i]);
+  }
   duration_.observe(seconds);
 }
 

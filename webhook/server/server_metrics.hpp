@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <string>
 
 #include "common/metrics.hpp"
@@ -13,9 +14,11 @@ class ServerMetrics {
  public:
   explicit ServerMetrics(common::metrics::Registry& registry);
 
-  // One admission request: its outcome (Invalid counts as outcome="invalid"), warnings and
-  // time spent in handle().
-  void record_admission(Outcome outcome, size_t warnings, double seconds) noexcept;
+  // One admission request: its outcome (Invalid counts as outcome="invalid"), its warnings by
+  // kind (erdma_webhook_warnings_total{kind}; their sum is the number of warnings) and the time
+  // spent in handle().
+  void record_admission(Outcome outcome, const std::array<uint32_t, kWarningKindCount>& warnings,
+                        double seconds) noexcept;
   // A certificate or config reload attempt; `kind` is "cert" or "config".
   void record_reload(bool cert, bool ok) noexcept;
   void set_cert_not_after(int64_t unix_seconds) noexcept { cert_not_after_.set(static_cast<double>(unix_seconds)); }
@@ -34,7 +37,7 @@ class ServerMetrics {
  private:
   std::array<common::metrics::Counter*, 5> outcomes_{};  // indexed by Outcome
   common::metrics::Histogram& duration_;
-  common::metrics::Counter& warnings_;
+  std::array<common::metrics::Counter*, kWarningKindCount> warnings_{};  // indexed by WarningKind
   common::metrics::Gauge& cert_not_after_;
   std::array<common::metrics::Counter*, 4> reloads_{};  // cert ok, cert error, config ok, config error
   common::metrics::Gauge& open_;

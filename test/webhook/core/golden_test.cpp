@@ -16,9 +16,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -27,6 +30,8 @@
 
 #include "common/structured.hpp"
 #include "common/text.hpp"
+#include "pod_security.hpp"
+#include "webhook/core/names.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -91,11 +96,63 @@ json review_for_pod(const json& pod) {
             {"object", pod}}}};
 }
 
+// hostPath volumes of `pod` by name -> path.
+std::map<std::string, std::string> host_path_volumes(const json& pod) {
+  std::map<std::string, std::string> out;
+  if (!pod.contains("spec") || !pod["spec"].is_object() || !pod["spec"].contains("volumes")) return out;
+  for (const auto& v : pod["spec"]["volumes"]) {
+    if (v.contains("hostPath") && v["hostPath"].is_object()) {
+      out[v.value("name", "")] = v["hostPath"].value("path", "");
+    }
+  }
+  return out;
+}
+
+// The Pod Security Standards rules a hostPath volume breaks. The SMC-R preload volume is the one
+// known addition (a later change replaces it; then this set becomes empty for it).
+const std::set<std::string> kKnownHostPathViolations = {"baseline:hostPathVolumes", "restricted:volumeTypes"};
+
+// Rules newly violated by the mutation, per case, for the summary printed after the run.
+std::map<std::string, std::set<std::string>>& new_violations_by_case() {
+  static std::map<std::string, std::set<std::string>> m;
+  return m;
+}
+
+// The mutation adds no hostPath volume except the preload volume and the configured device
+// mounts, and no Pod Security Standards violation except what those volumes bring.
+void check_security(const std::string& name, const json& pod, const json& mutated, const Config& cfg) {
+  const auto before = host_path_volumes(pod);
+  const auto after = host_path_volumes(mutated);
+  bool added_host_path = false;
+  for (const auto& [vol, path] : after) {
+    if (before.count(vol) == 1) continue;
+    added_host_path = true;
+    bool known = vol == kPreloadVolumeName && path == cfg.smcr().preload_host_dir;
+    for (const auto& m : cfg.device_mounts()) known = known || (vol == m.name && path == m.host_path);
+    INFO("hostPath volume added: ", vol, " -> ", path);
+    CHECK(known);
+  }
+  const auto was = test::pod_security_violations(pod);
+  const auto now = test::pod_security_violations(mutated);
+  std::set<std::string> added;
+  std::set_difference(now.begin(), now.end(), was.begin(), was.end(), std::inserter(added, added.end()));
+  std::set<std::string> want;
+  if (added_host_path) {
+    std::set_difference(kKnownHostPathViolations.begin(), kKnownHostPathViolations.end(), was.begin(), was.end(),
+                        std::inserter(want, want.end()));
+  }
+  std::string shown;
+  for (const auto& a : added) shown += a + " ";
+  INFO("Pod Security Standards rules the mutation newly violates: ", shown);
+  CHECK(added == want);
+  new_violations_by_case()[name] = added;
+}
+
 // Paths the webhook may write: its annotation, volumes, and per container env, volumeMounts and
 // the resources that hold limits. Anything else would be a bug.
 bool owned_path(const std::string& path) {
   static const std::regex re(
-      R"(^/metadata(/annotations(/network\.alibabacloud\.com~1erdma-injected)?)?$)"
+      R"(^/metadata(/annotations(/network\.alibabacloud\.com~1erdma-(injected|warnings))?)?$)"
       R"(|^/spec/volumes(/-)?$)"
       R"(|^/spec/(initContainers|containers)/[0-9]+/(env(/-|/[0-9]+/value)?|volumeMounts(/-)?|resources(/limits(/[^/]+)?)?)$)");
   return std::regex_match(path, re);
@@ -103,6 +160,7 @@ bool owned_path(const std::string& path) {
 
 
 void run_case(const fs::path& dir) {
+  new_violations_by_case()[dir.filename().string()];
   const std::set<std::string> allowed = {"pod.json",         "review.json",       "config.json",  "config.yaml",
                                          "want_outcome.txt", "want.json",         "want_warnings.txt",
                                          "want_error.txt",   "README.md"};
@@ -176,6 +234,7 @@ void run_case(const fs::path& dir) {
       CHECK((op["op"] == "add" || op["op"] == "replace"));
     }
     REQUIRE_NOTHROW(mutated = pod.patch(patch));
+    check_security(dir.filename().string(), pod, mutated, cfg);
 
     // Idempotence: the mutated pod, sent again, needs nothing more.
     const json again_review = has_pod ? review_for_pod(mutated) : [&] {
@@ -249,5 +308,21 @@ TEST_CASE("golden mutations") {
       CAPTURE(dir.filename().string());
       run_case(dir);
     }
+  }
+  // Once every case ran (doctest runs this body once per subcase): which cases' mutations newly
+  // violate a Pod Security Standards rule, all through a known hostPath volume as checked above.
+  static bool reported = false;
+  if (!reported && new_violations_by_case().size() == dirs.size()) {
+    reported = true;
+    size_t with_violations = 0;
+    for (const auto& [name, rules] : new_violations_by_case()) {
+      if (rules.empty()) continue;
+      ++with_violations;
+      std::string shown;
+      for (const auto& r : rules) shown += " " + r;
+      std::printf("pod security: %s:%s\n", name.c_str(), shown.c_str());
+    }
+    std::printf("pod security: %zu of %zu cases add a violation (each through a known hostPath volume)\n",
+                with_violations, dirs.size());
   }
 }

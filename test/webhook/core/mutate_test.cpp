@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/json_pointer.hpp"
@@ -192,4 +194,34 @@ TEST_CASE("mutate is deterministic") {
   append_patch_json(pb, b.mutation->ops);
   CHECK(pa == pb);
   CHECK(a.mutation->warnings == b.mutation->warnings);
+}
+
+TEST_CASE("the warnings annotation: merged, cut, bounded, and stable when computed again") {
+  CHECK(warnings_annotation_value(std::nullopt, {}).empty());
+  CHECK(warnings_annotation_value(std::nullopt, {"a", "b", "a"}) == "a\nb");
+  CHECK(warnings_annotation_value(std::string_view("old\nb"), {"b", "new"}) == "old\nb\nnew");
+  CHECK(warnings_annotation_value(std::nullopt, {"tab\there\x01"}) == "tab here ");
+  // A long line is cut at a character boundary (the euro sign is 3 bytes).
+  std::string long_line(kMaxWarningLineBytes - 4, 'x');
+  long_line += "\xe2\x82\xac\xe2\x82\xac";
+  const std::string cut = warnings_annotation_value(std::nullopt, {long_line});
+  CHECK(cut.size() <= kMaxWarningLineBytes);
+  CHECK(cut.ends_with("x..."));
+  // Too many lines: the note is last, and a second pass over the result (with or without the
+  // warnings again) keeps it exactly.
+  std::vector<std::string> many;
+  for (int i = 0; i < 40; ++i) many.push_back("warning " + std::to_string(i));
+  const std::string v = warnings_annotation_value(std::nullopt, many);
+  CHECK(v.size() <= kMaxWarningsAnnotationBytes);
+  CHECK(v.ends_with(kWarningsLeftOut));
+  CHECK(std::count(v.begin(), v.end(), '\n') == static_cast<long>(kMaxWarnings) - 1);
+  CHECK(warnings_annotation_value(std::string_view(v), many) == v);
+  CHECK(warnings_annotation_value(std::string_view(v), {}) == v);
+  // Too many bytes.
+  std::vector<std::string> wide(12, std::string(200, 'w'));
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] += std::to_string(i);
+  const std::string w = warnings_annotation_value(std::nullopt, wide);
+  CHECK(w.size() <= kMaxWarningsAnnotationBytes);
+  CHECK(w.ends_with(kWarningsLeftOut));
+  CHECK(warnings_annotation_value(std::string_view(w), wide) == w);
 }

@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/metrics.hpp"
 #include "common/text.hpp"
+#include "webhook/server/server_metrics.hpp"
 
 namespace erdma::webhook::server {
 namespace {
@@ -184,4 +186,41 @@ TEST_CASE("is_json_media_type and target_path") {
 }
 
 }  // namespace
+}  // namespace erdma::webhook::server
+
+namespace erdma::webhook::server {
+
+TEST_CASE_FIXTURE(Fixture, "warnings reach the log record as text and the metrics by kind") {
+  nlohmann::json pod = smcr_pod();
+  pod["spec"]["containers"][0]["envFrom"] = nlohmann::json::array({{{"configMapRef", {{"name", "x"}}}}});
+  pod["spec"]["containers"].push_back({{"name", "side"}, {"resources", {{"requests", {{"aliyun/erdma", "1"}}}}}});
+  HttpResponse r = call("POST", "/mutate-pods", "application/json", review(pod));
+  REQUIRE(r.admission.has_value());
+  const AdmissionRecord& rec = *r.admission;
+  CHECK(rec.warnings == 2);
+  CHECK(rec.warning_text ==
+        "container \"side\" requests aliyun/erdma without a limit; the apiserver refuses extended resources whose "
+        "requests do not equal their limits: set limits.aliyun/erdma to the requested quantity\n"
+        "container \"app\" uses envFrom; injected LD_PRELOAD take precedence over the same names there");
+  CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::RequestsWithoutLimits)] == 1);
+  CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::EnvFromPrecedence)] == 1);
+
+  common::metrics::Registry registry;
+  ServerMetrics metrics(registry);
+  metrics.record_admission(rec.outcome, rec.warning_counts, 0.001);
+  metrics.record_admission(rec.outcome, rec.warning_counts, 0.001);
+  const std::string text = registry.expose();
+  CHECK(text.find("erdma_webhook_warnings_total{kind=\"envfrom_precedence\"} 2\n") != std::string::npos);
+  CHECK(text.find("erdma_webhook_warnings_total{kind=\"requests_without_limits\"} 2\n") != std::string::npos);
+  // Every kind is there from the start, and the kinds add up to the number of warnings.
+  for (size_t i = 0; i < kWarningKindCount; ++i) {
+    const std::string kind(to_string(static_cast<WarningKind>(i)));
+    CAPTURE(kind);
+    CHECK(text.find("erdma_webhook_warnings_total{kind=\"" + kind + "\"}") != std::string::npos);
+  }
+  uint64_t sum = 0;
+  for (auto n : rec.warning_counts) sum += n;
+  CHECK(sum == 2);
+}
+
 }  // namespace erdma::webhook::server

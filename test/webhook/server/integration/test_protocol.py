@@ -274,7 +274,11 @@ def main():
         expect(get("erdma_webhook_admission_duration_seconds_count") == total,
                (get("erdma_webhook_admission_duration_seconds_count"), total))
         expect(get("erdma_webhook_admission_duration_seconds_bucket", le="+Inf") == total, "histogram +Inf bucket")
-        expect(get("erdma_webhook_warnings_total") >= sent["mutated"], "warnings_total")
+        # Warnings are counted by kind; their sum is the number of warnings.
+        warnings = sum(v for (name, labels), v in m.items() if name == "erdma_webhook_warnings_total")
+        kinds = {dict(labels).get("kind") for (name, labels) in m if name == "erdma_webhook_warnings_total"}
+        expect("resource_added" in kinds and "windows_pod" in kinds, "warnings_total kinds: %r" % kinds)
+        expect(warnings >= sent["mutated"], "warnings_total: %r" % warnings)
         out = subprocess.run(["openssl", "x509", "-in", server.cert, "-noout", "-enddate"], capture_output=True,
                              text=True, check=True).stdout.strip().split("=", 1)[1]
         expect(get("erdma_webhook_tls_cert_not_after_seconds") == ssl.cert_time_to_seconds(out),
