@@ -1,8 +1,6 @@
 // SMC-R pod setup from PreStartContainer and at resync (see smcr_pod_setup.hpp).
 #include "agent/plugin/smcr_pod_setup.hpp"
 
-#include <sys/stat.h>
-
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -15,11 +13,6 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
   return out;
-}
-
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
 }
 
 PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message) {
@@ -106,62 +99,34 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   if (out.pod.empty()) out.pod = st.summary.pod_namespace + "/" + st.summary.pod_name;
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
-  if (!wants_smcr(st.summary.annotations)) {
-    return with(out, PodSetupResult::NotRequested, "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\"");
-  }
-  if (st.summary.state != SandboxState::Ready) return with(out, PodSetupResult::SandboxGone, "the sandbox is not ready");
-  if (st.netns.host_network) {
-    return with(out, PodSetupResult::HostNetwork,
-                "the pod uses the node's network namespace; the host setup already covers it");
-  }
-  if (st.netns.closed) return with(out, PodSetupResult::SandboxGone, "the runtime reports the sandbox's netns closed");
-
-  // The netns file the runtime names, if this process can see it; else the sandbox process's.
-  std::optional<NetnsRef> ref;
-  if (st.netns.path && exists(*st.netns.path)) {
-    ref = NetnsRef::of_path(*st.netns.path);
-  } else if (st.netns.pid) {
-    ref = NetnsRef::of_path(cfg_.proc_root + "/" + std::to_string(*st.netns.pid) + "/ns/net");
-  }
-  if (!ref) {
-    return with(out, st.netns.path ? PodSetupResult::SandboxGone : PodSetupResult::Failed,
-                st.netns.path ? "the sandbox's netns " + *st.netns.path +
-                                    " does not exist here and the runtime gave no pid (gone, or not mounted into the "
-                                    "agent: mount /var/run/netns or the host's /proc at procRoot)"
-                              : "the runtime's answer names neither a netns path nor a pid");
-  }
-  out.netns = ref->path;
+  SandboxFacts facts{wants_smcr(st.summary.annotations), st.summary.state, st.netns,
+                     st.netns.path && path_visible(*st.netns.path), cfg_.proc_root};
+  const auto choice = choose_pod_netns(facts);
+  if (const auto* stop = std::get_if<PodSetupStop>(&choice)) return with(out, stop->result, stop->message);
+  const NetnsRef ref = NetnsRef::of_path(std::get<std::string>(choice));
+  out.netns = ref.path;
 
   // Never change the host's namespace on a pod's behalf.
   const NetnsRef host = NetnsRef::of_path(cfg_.proc_root + "/1/ns/net");
-  if (auto h = same_netns(host, host); !h) {
-    return with(out, PodSetupResult::Failed,
-                "cannot compare with the host's netns: " + h.error().message + " (is procRoot the host's /proc?)");
-  }
-  auto same = same_netns(*ref, host);
-  if (!same) {
-    return with(out, same.error().code == ErrorCode::NotFound ? PodSetupResult::SandboxGone : PodSetupResult::Failed,
-                same.error().message);
-  }
-  if (*same) {
-    return with(out, PodSetupResult::HostNetnsRefused,
-                "the sandbox's netns " + ref->path + " is the host's; the agent never changes it for a pod");
-  }
-
+  NetnsTargetFacts target;
+  target.netns = ref.path;
+  if (auto h = same_netns(host, host); !h) target.host_readable = h.error();
+  if (target.host_readable) target.same_as_host = same_netns(ref, host);
   auto entry = PnetEntry::eth(cfg_.smcr.pnet_id, cfg_.smcr.pod_interface);
-  if (!entry) return with(out, PodSetupResult::Failed, entry.error().message);
+  if (!entry) target.entry_valid = entry.error();
+  target.time_left = Clock::now() < deadline;
+  if (auto stop = refuse_pod_netns(target)) return with(out, stop->result, stop->message);
+
   PodNetnsPlan plan{*entry, cfg_.smcr.sysctls, true, cfg_.proc_root};
-  if (Clock::now() >= deadline) return with(out, PodSetupResult::Timeout, "no time left to enter the pod's netns");
-  auto done = configurator_.configure(*ref, plan, deadline);
+  auto done = configurator_.configure(ref, plan, deadline);
   if (!done) return with(out, result_of(done.error()), done.error().message);
   {
     std::lock_guard lock(mu_);
-    tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, *ref};
+    tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, ref};
     if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
   }
-  std::string what = entry->to_string() + (done->pnet == Change::Changed ? " added" : " already present");
-  if (!done->sysctls_set.empty()) what += "; " + join(done->sysctls_set, " ");
-  return with(out, PodSetupResult::Configured, what);
+  return with(out, PodSetupResult::Configured,
+              describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
 }
 
 Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
