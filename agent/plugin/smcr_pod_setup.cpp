@@ -24,8 +24,23 @@ PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message)
 }  // namespace
 
 SmcrPodSetup::SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
-                           PodNetnsConfigurator& configurator, AgentMetrics* metrics)
-    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics) {}
+                           PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector* inspector)
+    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics), inspector_(inspector) {
+  if (inspector_ == nullptr) {
+    own_netns_ = std::make_unique<SetnsNetns>();
+    own_inspector_ = std::make_unique<KernelPodNetworkInspector>(
+        *own_netns_, NetnsRef::of_path(cfg_.proc_root + "/1/ns/net"), sysfs_rdma_lister(), netlink_pnet_opener(),
+        netlink_smc_info_opener());
+    inspector_ = own_inspector_.get();
+  }
+}
+
+SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadline deadline) {
+  if (Clock::now() >= deadline) return unknown_prediction("no time left before kubelet's deadline");
+  auto facts = inspector_->gather(pod, cfg_.smcr.pod_interface, cfg_.smcr.pnet_id, deadline);
+  if (!facts) return unknown_prediction(facts.error().message);
+  return predict_smcr(*facts);
+}
 
 Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>&,
                                Clock::time_point deadline) {
@@ -102,7 +117,11 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   SandboxFacts facts{wants_smcr(st.summary.annotations), st.summary.state, st.netns,
                      st.netns.path && path_visible(*st.netns.path), cfg_.proc_root};
   const auto choice = choose_pod_netns(facts);
-  if (const auto* stop = std::get_if<PodSetupStop>(&choice)) return with(out, stop->result, stop->message);
+  if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
+    out = with(out, stop->result, stop->message);
+    if (stop->result == PodSetupResult::HostNetwork) out.prediction = predict(std::nullopt, deadline);
+    return out;
+  }
   const NetnsRef ref = NetnsRef::of_path(std::get<std::string>(choice));
   out.netns = ref.path;
 
@@ -125,8 +144,10 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
     tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, ref};
     if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
   }
-  return with(out, PodSetupResult::Configured,
-              describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
+  out = with(out, PodSetupResult::Configured,
+             describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
+  out.prediction = predict(ref, deadline);
+  return out;
 }
 
 Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
@@ -170,8 +191,11 @@ void SmcrPodSetup::forget(const std::string& sandbox_id) {
 
 void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o) {
   if (metrics_ != nullptr) metrics_->pod_setup(o.result).inc();
+  if (metrics_ != nullptr && o.prediction) metrics_->pod_prediction(o.prediction->reason).inc();
+  // A pod whose SMC-R will fall back to TCP is degraded, not failed: say it, never silently.
   const bool bad = o.result == PodSetupResult::Failed || o.result == PodSetupResult::Timeout ||
-                   o.result == PodSetupResult::HostNetnsRefused;
+                   o.result == PodSetupResult::HostNetnsRefused ||
+                   (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack);
   const bool quiet = o.result == PodSetupResult::NotRequested;
   auto line = bad ? log::warn("SMC-R pod setup") : quiet ? log::debug("SMC-R pod setup") : log::info("SMC-R pod setup");
   line.kv("trigger", trigger).kv("result", to_string(o.result));
@@ -180,6 +204,13 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o) {
   if (!o.netns.empty()) line.kv("netns", o.netns);
   line.kv("us", static_cast<int64_t>(o.duration.count()));
   if (!o.message.empty()) line.kv(o.result == PodSetupResult::Configured ? "set" : "reason", o.message);
+  if (o.prediction) {
+    line.kv("smcr", to_string(o.prediction->verdict)).kv("smcr_reason", to_string(o.prediction->reason));
+    if (!o.prediction->fallback.empty()) {
+      line.kv("smcr_fallback", o.prediction->fallback).kv("smcr_fallback_side", to_string(o.prediction->side));
+    }
+    line.kv("smcr_detail", o.prediction->detail);
+  }
 }
 
 }  // namespace erdma::agent
