@@ -11,6 +11,7 @@
 
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
+#include "agent/sys/pod_netns.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -91,7 +92,7 @@ std::string smc_commands_usage() {
          "  erdma-agent ueid list  [-o json]\n"
          "  erdma-agent ueid add   UEID\n"
          "  erdma-agent ueid del   UEID\n"
-         "  erdma-agent smc-status [--netns PATH|--pid PID] [-a] [-o json]\n"
+         "  erdma-agent smc-status [--netns PATH|--pid PID [--interface IFNAME]] [-a] [-o json]\n"
          "  erdma-agent smc-stats  [--netns PATH|--pid PID] [-o json]\n";
 }
 
@@ -240,9 +241,39 @@ int cmd_ueid(const std::vector<std::string>& args, std::ostream& out, std::ostre
   return usage(err, "ueid: unknown verb \"" + verb + "\"");
 }
 
+namespace {
+
+// The SMC-R prediction for a pod's netns (text mode of smc-status --netns/--pid). The node is the
+// netns this command runs in (the agent's: hostNetwork). Never fails the command.
+std::string prediction_line(const NetnsRef& pod, const std::string& interface) {
+  SetnsNetns runner;
+  KernelPodNetworkInspector inspector(runner, NetnsRef::self(), sysfs_rdma_lister(), netlink_pnet_opener(),
+                                      netlink_smc_info_opener());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto same = same_netns(pod, NetnsRef::self());
+  std::optional<NetnsRef> target;
+  if (!same || !*same) target = pod;  // a pod of its own (or unknown: the inspector says why)
+  auto facts = inspector.gather(target, interface, "", deadline);
+  const auto p = facts ? predict_smcr(*facts) : unknown_prediction(facts.error().message);
+  std::string line = "prediction: " + p.summary();
+  if (!p.fallback.empty()) line += " [kernel: " + p.fallback + " at the " + std::string(to_string(p.side)) + "]";
+  return line;
+}
+
+}  // namespace
+
 int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   auto c = parse_common(args, true);
   if (!c) return usage(err, c.error().message);
+  std::string interface = "eth0";
+  for (size_t i = 0; i < c->rest.size(); ++i) {
+    if (c->rest[i] != "--interface") continue;
+    if (i + 1 >= c->rest.size()) return usage(err, "smc-status: --interface needs an interface name");
+    if (!c->netns) return usage(err, "smc-status: --interface needs --netns or --pid (the pod's interface)");
+    interface = c->rest[i + 1];
+    c->rest.erase(c->rest.begin() + static_cast<std::ptrdiff_t>(i), c->rest.begin() + static_cast<std::ptrdiff_t>(i) + 2);
+    break;
+  }
   if (!c->rest.empty()) return usage(err, "smc-status: unexpected argument \"" + c->rest[0] + "\"");
   std::vector<SmcSocket> socks;
   auto st = in_netns(*c, [&]() -> Status {
@@ -281,6 +312,9 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
     out << j.dump(2) << "\n";
     return 0;
   }
+  // For a pod: whether SMC-R can form at all, before the sockets (which may show SMCR only by
+  // joining a link group the node opened: see docs/smcr-pod-networks.md).
+  if (c->netns) out << prediction_line(*c->netns, interface) << "\n";
   out << pad("STATE", 17) << pad("MODE", 6) << pad("LOCAL", 26) << pad("PEER", 26) << "DETAIL\n";
   for (const auto& s : shown) {
     std::string detail;

@@ -143,4 +143,57 @@ PodSetupResult result_of(const Error& e) noexcept {
   }
 }
 
+NetnsChoice choose_pod_netns(const SandboxFacts& f) {
+  if (!f.wants_smcr) {
+    return PodSetupStop{PodSetupResult::NotRequested, "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""};
+  }
+  if (f.state != SandboxState::Ready) return PodSetupStop{PodSetupResult::SandboxGone, "the sandbox is not ready"};
+  if (f.netns.host_network) {
+    return PodSetupStop{PodSetupResult::HostNetwork,
+                        "the pod uses the node's network namespace; the host setup already covers it"};
+  }
+  if (f.netns.closed) return PodSetupStop{PodSetupResult::SandboxGone, "the runtime reports the sandbox's netns closed"};
+  // The netns file the runtime names, if this process can see it; else the sandbox process's.
+  if (f.netns.path && f.path_visible) return *f.netns.path;
+  if (f.netns.pid) return f.proc_root + "/" + std::to_string(*f.netns.pid) + "/ns/net";
+  if (f.netns.path) {
+    return PodSetupStop{PodSetupResult::SandboxGone,
+                        "the sandbox's netns " + *f.netns.path +
+                            " does not exist here and the runtime gave no pid (gone, or not mounted into the agent: "
+                            "mount /var/run/netns or the host's /proc at procRoot)"};
+  }
+  return PodSetupStop{PodSetupResult::Failed, "the runtime's answer names neither a netns path nor a pid"};
+}
+
+std::optional<PodSetupStop> refuse_pod_netns(const NetnsTargetFacts& f) {
+  if (!f.host_readable) {
+    return PodSetupStop{PodSetupResult::Failed, "cannot compare with the host's netns: " + f.host_readable.error().message +
+                                                    " (is procRoot the host's /proc?)"};
+  }
+  if (!f.same_as_host) {
+    return PodSetupStop{PodSetupResult::Failed, "the sandbox's netns " + f.netns + " was not compared with the host's"};
+  }
+  const auto& same = *f.same_as_host;
+  if (!same) {
+    return PodSetupStop{same.error().code == ErrorCode::NotFound ? PodSetupResult::SandboxGone : PodSetupResult::Failed,
+                        same.error().message};
+  }
+  if (*same) {
+    return PodSetupStop{PodSetupResult::HostNetnsRefused,
+                        "the sandbox's netns " + f.netns + " is the host's; the agent never changes it for a pod"};
+  }
+  if (!f.entry_valid) return PodSetupStop{PodSetupResult::Failed, f.entry_valid.error().message};
+  if (!f.time_left) return PodSetupStop{PodSetupResult::Timeout, "no time left to enter the pod's netns"};
+  return std::nullopt;
+}
+
+std::string describe_configured(const std::string& entry, bool entry_added, const std::vector<std::string>& sysctls_set) {
+  std::string what = entry + (entry_added ? " added" : " already present");
+  if (!sysctls_set.empty()) {
+    what += "; ";
+    for (size_t i = 0; i < sysctls_set.size(); ++i) what += (i == 0 ? "" : " ") + sysctls_set[i];
+  }
+  return what;
+}
+
 }  // namespace erdma::agent

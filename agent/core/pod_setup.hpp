@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "common/contract.hpp"
@@ -110,5 +111,48 @@ inline constexpr PodSetupResult kAllPodSetupResults[] = {
 // The result a failed step maps to: NotFound -> SandboxGone (a vanished netns or sandbox),
 // DeadlineExceeded -> Timeout, everything else -> Failed.
 [[nodiscard]] PodSetupResult result_of(const Error& e) noexcept;
+
+
+// Why a pod setup stops before (or instead of) changing the pod's netns.
+struct PodSetupStop {
+  PodSetupResult result = PodSetupResult::Failed;
+  std::string message;
+  friend bool operator==(const PodSetupStop&, const PodSetupStop&) = default;
+};
+
+// What the shell knows about a sandbox once the runtime answered PodSandboxStatus.
+struct SandboxFacts {
+  bool wants_smcr = false;                  // wants_smcr() of the status's annotations
+  SandboxState state = SandboxState::NotReady;
+  SandboxNetns netns;                       // parse_sandbox_netns() of the status
+  bool path_visible = false;                // stat(netns.path) succeeded in the agent's mount namespace
+  std::string proc_root = "/proc";          // the host's procfs as the agent sees it
+};
+
+// The namespace file to enter, or why not. In order: a pod without the annotation is
+// NotRequested; a sandbox that is not ready is SandboxGone; a host-network pod is HostNetwork
+// (the host setup covers it); a closed netns is SandboxGone. Then the runtime's netns path when
+// the agent can see it, else <proc_root>/<pid>/ns/net; with neither, SandboxGone when a path was
+// named (gone, or not mounted into the agent) and Failed when the runtime named nothing.
+using NetnsChoice = std::variant<PodSetupStop, std::string>;
+[[nodiscard]] NetnsChoice choose_pod_netns(const SandboxFacts& facts);
+
+// What the shell learnt about the chosen namespace before entering it.
+struct NetnsTargetFacts {
+  std::string netns;                         // the file choose_pod_netns() returned
+  Status host_readable;                      // same_netns(host, host): can the host's netns be looked at?
+  std::optional<Result<bool>> same_as_host;  // same_netns(netns, host); unset when host_readable failed
+  Status entry_valid;                        // building the pod's pnet entry from the config
+  bool time_left = true;                     // the deadline has not passed
+};
+
+// Whether the agent may enter the namespace: never the host's (HostNetnsRefused), Failed when the
+// host's netns cannot be looked at (procRoot is not the host's /proc), SandboxGone when the pod's
+// vanished meanwhile, Failed when the config's entry cannot be built, Timeout without time left. nullopt: go ahead.
+[[nodiscard]] std::optional<PodSetupStop> refuse_pod_netns(const NetnsTargetFacts& facts);
+
+// The `set` text of a configured pod: "ERDMA eth eth0 added; net.smc.wmem=262144".
+[[nodiscard]] std::string describe_configured(const std::string& entry, bool entry_added,
+                                              const std::vector<std::string>& sysctls_set);
 
 }  // namespace erdma::agent

@@ -10,6 +10,8 @@ constexpr const char* kRegistrations = "Register calls to kubelet, by result";
 constexpr const char* kScans = "Device discovery scans, by result";
 constexpr const char* kPreStart = "PreStartContainer calls, by result";
 constexpr const char* kPodSetups = "SMC-R pod network namespace setups (PreStartContainer and resync), by result";
+constexpr const char* kPredictions =
+    "Predictions of whether SMC-R can form for an SMC-R pod (at PreStartContainer and resync), by verdict and reason";
 constexpr const char* kHostSetups = "SMC-R host setups (pnet entries and UEID), by result";
 constexpr const char* kPreload = "Installations of libsmc-preload.so into the host directory, by result";
 constexpr const char* kConnections =
@@ -51,6 +53,11 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
   for (auto result : kAllPodSetupResults) {
     pod_setups[static_cast<size_t>(result)] =
         &r.counter("erdma_agent_smcr_pod_setups_total", kPodSetups, {{"result", std::string(to_string(result))}});
+  }
+  for (auto reason : kAllSmcrReasons) {
+    pod_predictions[static_cast<size_t>(reason)] =
+        &r.counter("erdma_agent_smcr_pod_prediction_total", kPredictions,
+                   {{"verdict", std::string(to_string(verdict_of(reason)))}, {"reason", std::string(to_string(reason))}});
   }
   for (const char* scope : {"host", "pods"}) {
     for (const char* side : {"client", "server"}) {

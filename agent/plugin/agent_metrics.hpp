@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "agent/core/pod_setup.hpp"
+#include "agent/core/smcr_feasibility.hpp"
 #include "common/metrics.hpp"
 
 namespace erdma::agent {
@@ -46,8 +47,14 @@ struct AgentMetrics {
   common::metrics::Counter& preload_unchanged;    // ... {result="unchanged"}
   common::metrics::Counter& preload_error;        // ... {result="error"}
   common::metrics::Gauge& smcr_pods;              // erdma_agent_smcr_pods (configured pod netns alive)
+  // erdma_agent_smcr_pod_prediction_total{verdict, reason}, indexed by SmcrReason (each reason
+  // has one verdict).
+  std::array<common::metrics::Counter*, std::size(kAllSmcrReasons)> pod_predictions{};
 
   [[nodiscard]] common::metrics::Counter& pod_setup(PodSetupResult r) { return *pod_setups[static_cast<size_t>(r)]; }
+  [[nodiscard]] common::metrics::Counter& pod_prediction(SmcrReason r) {
+    return *pod_predictions[static_cast<size_t>(r)];
+  }
 
   // The kernel's SMC-R counters (SMC_GEN_NETLINK, per network namespace), summed over a scope:
   // "host" (the node's netns) or "pods" (every SMC-R pod netns the agent configured and that still

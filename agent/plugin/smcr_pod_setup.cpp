@@ -1,8 +1,6 @@
 // SMC-R pod setup from PreStartContainer and at resync (see smcr_pod_setup.hpp).
 #include "agent/plugin/smcr_pod_setup.hpp"
 
-#include <sys/stat.h>
-
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -17,11 +15,6 @@ std::string join(const std::vector<std::string>& v, const char* sep = ",") {
   return out;
 }
 
-bool exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
-
 PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message) {
   out.result = r;
   out.message = std::move(message);
@@ -31,8 +24,23 @@ PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message)
 }  // namespace
 
 SmcrPodSetup::SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
-                           PodNetnsConfigurator& configurator, AgentMetrics* metrics)
-    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics) {}
+                           PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector* inspector)
+    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics), inspector_(inspector) {
+  if (inspector_ == nullptr) {
+    own_netns_ = std::make_unique<SetnsNetns>();
+    own_inspector_ = std::make_unique<KernelPodNetworkInspector>(
+        *own_netns_, NetnsRef::of_path(cfg_.proc_root + "/1/ns/net"), sysfs_rdma_lister(), netlink_pnet_opener(),
+        netlink_smc_info_opener());
+    inspector_ = own_inspector_.get();
+  }
+}
+
+SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadline deadline) {
+  if (Clock::now() >= deadline) return unknown_prediction("no time left before kubelet's deadline");
+  auto facts = inspector_->gather(pod, cfg_.smcr.pod_interface, cfg_.smcr.pnet_id, deadline);
+  if (!facts) return unknown_prediction(facts.error().message);
+  return predict_smcr(*facts);
+}
 
 Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>&,
                                Clock::time_point deadline) {
@@ -106,62 +114,40 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   if (out.pod.empty()) out.pod = st.summary.pod_namespace + "/" + st.summary.pod_name;
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
-  if (!wants_smcr(st.summary.annotations)) {
-    return with(out, PodSetupResult::NotRequested, "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\"");
+  SandboxFacts facts{wants_smcr(st.summary.annotations), st.summary.state, st.netns,
+                     st.netns.path && path_visible(*st.netns.path), cfg_.proc_root};
+  const auto choice = choose_pod_netns(facts);
+  if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
+    out = with(out, stop->result, stop->message);
+    if (stop->result == PodSetupResult::HostNetwork) out.prediction = predict(std::nullopt, deadline);
+    return out;
   }
-  if (st.summary.state != SandboxState::Ready) return with(out, PodSetupResult::SandboxGone, "the sandbox is not ready");
-  if (st.netns.host_network) {
-    return with(out, PodSetupResult::HostNetwork,
-                "the pod uses the node's network namespace; the host setup already covers it");
-  }
-  if (st.netns.closed) return with(out, PodSetupResult::SandboxGone, "the runtime reports the sandbox's netns closed");
-
-  // The netns file the runtime names, if this process can see it; else the sandbox process's.
-  std::optional<NetnsRef> ref;
-  if (st.netns.path && exists(*st.netns.path)) {
-    ref = NetnsRef::of_path(*st.netns.path);
-  } else if (st.netns.pid) {
-    ref = NetnsRef::of_path(cfg_.proc_root + "/" + std::to_string(*st.netns.pid) + "/ns/net");
-  }
-  if (!ref) {
-    return with(out, st.netns.path ? PodSetupResult::SandboxGone : PodSetupResult::Failed,
-                st.netns.path ? "the sandbox's netns " + *st.netns.path +
-                                    " does not exist here and the runtime gave no pid (gone, or not mounted into the "
-                                    "agent: mount /var/run/netns or the host's /proc at procRoot)"
-                              : "the runtime's answer names neither a netns path nor a pid");
-  }
-  out.netns = ref->path;
+  const NetnsRef ref = NetnsRef::of_path(std::get<std::string>(choice));
+  out.netns = ref.path;
 
   // Never change the host's namespace on a pod's behalf.
   const NetnsRef host = NetnsRef::of_path(cfg_.proc_root + "/1/ns/net");
-  if (auto h = same_netns(host, host); !h) {
-    return with(out, PodSetupResult::Failed,
-                "cannot compare with the host's netns: " + h.error().message + " (is procRoot the host's /proc?)");
-  }
-  auto same = same_netns(*ref, host);
-  if (!same) {
-    return with(out, same.error().code == ErrorCode::NotFound ? PodSetupResult::SandboxGone : PodSetupResult::Failed,
-                same.error().message);
-  }
-  if (*same) {
-    return with(out, PodSetupResult::HostNetnsRefused,
-                "the sandbox's netns " + ref->path + " is the host's; the agent never changes it for a pod");
-  }
-
+  NetnsTargetFacts target;
+  target.netns = ref.path;
+  if (auto h = same_netns(host, host); !h) target.host_readable = h.error();
+  if (target.host_readable) target.same_as_host = same_netns(ref, host);
   auto entry = PnetEntry::eth(cfg_.smcr.pnet_id, cfg_.smcr.pod_interface);
-  if (!entry) return with(out, PodSetupResult::Failed, entry.error().message);
+  if (!entry) target.entry_valid = entry.error();
+  target.time_left = Clock::now() < deadline;
+  if (auto stop = refuse_pod_netns(target)) return with(out, stop->result, stop->message);
+
   PodNetnsPlan plan{*entry, cfg_.smcr.sysctls, true, cfg_.proc_root};
-  if (Clock::now() >= deadline) return with(out, PodSetupResult::Timeout, "no time left to enter the pod's netns");
-  auto done = configurator_.configure(*ref, plan, deadline);
+  auto done = configurator_.configure(ref, plan, deadline);
   if (!done) return with(out, result_of(done.error()), done.error().message);
   {
     std::lock_guard lock(mu_);
-    tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, *ref};
+    tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, ref};
     if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
   }
-  std::string what = entry->to_string() + (done->pnet == Change::Changed ? " added" : " already present");
-  if (!done->sysctls_set.empty()) what += "; " + join(done->sysctls_set, " ");
-  return with(out, PodSetupResult::Configured, what);
+  out = with(out, PodSetupResult::Configured,
+             describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
+  out.prediction = predict(ref, deadline);
+  return out;
 }
 
 Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
@@ -205,8 +191,11 @@ void SmcrPodSetup::forget(const std::string& sandbox_id) {
 
 void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o) {
   if (metrics_ != nullptr) metrics_->pod_setup(o.result).inc();
+  if (metrics_ != nullptr && o.prediction) metrics_->pod_prediction(o.prediction->reason).inc();
+  // A pod whose SMC-R will fall back to TCP is degraded, not failed: say it, never silently.
   const bool bad = o.result == PodSetupResult::Failed || o.result == PodSetupResult::Timeout ||
-                   o.result == PodSetupResult::HostNetnsRefused;
+                   o.result == PodSetupResult::HostNetnsRefused ||
+                   (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack);
   const bool quiet = o.result == PodSetupResult::NotRequested;
   auto line = bad ? log::warn("SMC-R pod setup") : quiet ? log::debug("SMC-R pod setup") : log::info("SMC-R pod setup");
   line.kv("trigger", trigger).kv("result", to_string(o.result));
@@ -215,6 +204,13 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o) {
   if (!o.netns.empty()) line.kv("netns", o.netns);
   line.kv("us", static_cast<int64_t>(o.duration.count()));
   if (!o.message.empty()) line.kv(o.result == PodSetupResult::Configured ? "set" : "reason", o.message);
+  if (o.prediction) {
+    line.kv("smcr", to_string(o.prediction->verdict)).kv("smcr_reason", to_string(o.prediction->reason));
+    if (!o.prediction->fallback.empty()) {
+      line.kv("smcr_fallback", o.prediction->fallback).kv("smcr_fallback_side", to_string(o.prediction->side));
+    }
+    line.kv("smcr_detail", o.prediction->detail);
+  }
 }
 
 }  // namespace erdma::agent

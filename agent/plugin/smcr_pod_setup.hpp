@@ -10,12 +10,15 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/core/config.hpp"
 #include "agent/core/pod_setup.hpp"
+#include "agent/core/smcr_feasibility.hpp"
 #include "agent/plugin/agent_metrics.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/pod_netns.hpp"
@@ -29,6 +32,8 @@ struct PodSetupOutcome {
   std::string sandbox;  // sandbox ID when known
   std::string netns;    // the namespace file used, when known
   std::string message;  // why, for anything but Configured; what was set for Configured
+  // Whether SMC-R can form for the pod (Configured and HostNetwork only).
+  std::optional<SmcrPrediction> prediction;
   std::chrono::microseconds duration{0};
 };
 
@@ -48,9 +53,11 @@ struct ResyncSummary {
 
 class SmcrPodSetup final : public PreStartHook {
  public:
-  // All references must outlive the hook. `metrics` may be null.
+  // All references must outlive the hook. `metrics` may be null. `inspector` gathers the facts of
+  // the SMC-R prediction; null means the kernel's (KernelPodNetworkInspector over setns, sysfs
+  // under /sys and netlink, the node's netns at <procRoot>/1/ns/net).
   SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
-               PodNetnsConfigurator& configurator, AgentMetrics* metrics);
+               PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector* inspector = nullptr);
 
   // PreStartHook: always succeeds (see above); the outcome is logged and counted.
   [[nodiscard]] Status pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,
@@ -71,12 +78,17 @@ class SmcrPodSetup final : public PreStartHook {
  private:
   PodSetupOutcome configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out);
   void report(const char* trigger, const PodSetupOutcome& outcome);
+  // Never fails: facts that cannot be gathered make an `unknown` prediction.
+  SmcrPrediction predict(const std::optional<NetnsRef>& pod, Deadline deadline);
 
   const AgentConfig& cfg_;
   PodResourcesSource& pods_;
   SandboxSource& sandboxes_;
   PodNetnsConfigurator& configurator_;
   AgentMetrics* metrics_;
+  std::unique_ptr<Netns> own_netns_;                    // only for the default inspector
+  std::unique_ptr<PodNetworkInspector> own_inspector_;  // the default inspector
+  PodNetworkInspector* inspector_;
 
   mutable std::mutex mu_;
   std::map<std::string, TrackedPod> tracked_;  // by sandbox ID

@@ -4,9 +4,15 @@
 
 #include <cerrno>
 #include <cstring>
+#include <arpa/inet.h>
 #include <poll.h>
 
 #include <linux/genetlink.h>
+#include <linux/if_addr.h>
+#include <linux/if_link.h>
+#include <linux/net_namespace.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
 #include <netlink/genl/genl.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
@@ -160,6 +166,131 @@ Result<NlMsgPtr> GenlClient::message(uint8_t cmd, int flags) const {
     return make_error(ErrorCode::Internal, "netlink: cannot build a request header");
   }
   return msg;
+}
+
+Result<std::optional<RtLink>> decode_rtnl_link(const nlmsghdr* h) {
+  if (h->nlmsg_type != RTM_NEWLINK) return std::optional<RtLink>{};
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) {
+    return make_error(ErrorCode::InvalidArgument, "rtnetlink: truncated link message");
+  }
+  nlattr* tb[IFLA_MAX + 1] = {};
+  nla_policy policy[IFLA_MAX + 1] = {};
+  policy[IFLA_IFNAME].type = NLA_STRING;
+  policy[IFLA_LINK].type = NLA_U32;
+  policy[IFLA_LINK_NETNSID].type = NLA_S32;
+  policy[IFLA_LINKINFO].type = NLA_NESTED;
+  if (nlmsg_parse(const_cast<nlmsghdr*>(h), sizeof(ifinfomsg), tb, IFLA_MAX, policy) < 0 || !tb[IFLA_IFNAME]) {
+    return make_error(ErrorCode::InvalidArgument, "rtnetlink: malformed link message");
+  }
+  const auto* ifi = static_cast<const ifinfomsg*>(nlmsg_data(h));
+  RtLink link;
+  link.index = ifi->ifi_index;
+  const char* name = static_cast<const char*>(nla_data(tb[IFLA_IFNAME]));
+  link.name.assign(name, strnlen(name, static_cast<size_t>(nla_len(tb[IFLA_IFNAME]))));
+  if (tb[IFLA_LINK]) link.link = static_cast<int>(nla_get_u32(tb[IFLA_LINK]));
+  if (tb[IFLA_LINK_NETNSID]) link.link_netnsid = nla_get_s32(tb[IFLA_LINK_NETNSID]);
+  if (tb[IFLA_LINKINFO]) {
+    nlattr* info[IFLA_INFO_MAX + 1] = {};
+    nla_policy ipolicy[IFLA_INFO_MAX + 1] = {};
+    ipolicy[IFLA_INFO_KIND].type = NLA_STRING;
+    if (nla_parse_nested(info, IFLA_INFO_MAX, tb[IFLA_LINKINFO], ipolicy) < 0) {
+      return make_error(ErrorCode::InvalidArgument, "rtnetlink: malformed IFLA_LINKINFO of " + link.name);
+    }
+    if (info[IFLA_INFO_KIND]) {
+      const char* kind = static_cast<const char*>(nla_data(info[IFLA_INFO_KIND]));
+      link.kind.assign(kind, strnlen(kind, static_cast<size_t>(nla_len(info[IFLA_INFO_KIND]))));
+    }
+  }
+  return std::optional<RtLink>{std::move(link)};
+}
+
+Result<std::optional<RtIpv4Address>> decode_rtnl_ipv4_address(const nlmsghdr* h) {
+  if (h->nlmsg_type != RTM_NEWADDR) return std::optional<RtIpv4Address>{};
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifaddrmsg))) {
+    return make_error(ErrorCode::InvalidArgument, "rtnetlink: truncated address message");
+  }
+  const auto* ifa = static_cast<const ifaddrmsg*>(nlmsg_data(h));
+  if (ifa->ifa_family != AF_INET) return std::optional<RtIpv4Address>{};
+  nlattr* tb[IFA_MAX + 1] = {};
+  nla_policy policy[IFA_MAX + 1] = {};
+  policy[IFA_LOCAL].type = NLA_U32;
+  policy[IFA_ADDRESS].type = NLA_U32;
+  if (nlmsg_parse(const_cast<nlmsghdr*>(h), sizeof(ifaddrmsg), tb, IFA_MAX, policy) < 0) {
+    return make_error(ErrorCode::InvalidArgument, "rtnetlink: malformed address message");
+  }
+  nlattr* a = tb[IFA_LOCAL] ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+  if (a == nullptr || ifa->ifa_prefixlen > 32) {
+    return make_error(ErrorCode::InvalidArgument, "rtnetlink: IPv4 address message without an address");
+  }
+  RtIpv4Address out;
+  out.index = static_cast<int>(ifa->ifa_index);
+  uint32_t be = 0;
+  std::memcpy(&be, nla_data(a), sizeof(be));
+  out.address = ntohl(be);
+  out.prefix_len = ifa->ifa_prefixlen;
+  return std::optional<RtIpv4Address>{out};
+}
+
+namespace {
+
+template <typename T, typename Decode>
+Result<std::vector<T>> dump(NetlinkChannel& ch, int type, const void* header, size_t header_len, Decode decode,
+                            const char* what) {
+  NlMsgPtr msg(nlmsg_alloc_simple(type, NLM_F_REQUEST | NLM_F_DUMP));
+  if (!msg || nlmsg_append(msg.get(), const_cast<void*>(header), header_len, NLMSG_ALIGNTO) < 0) {
+    return make_error(ErrorCode::ResourceExhausted, std::string("rtnetlink: cannot build the ") + what + " request");
+  }
+  std::vector<T> out;
+  auto rc = ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
+    auto d = decode(h);
+    if (!d) return d.error();
+    if (*d) out.push_back(std::move(**d));
+    return {};
+  });
+  if (!rc) return rc.error();
+  if (*rc != 0) return kernel_error(*rc, std::string("dumping ") + what);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<RtLink>> dump_links(NetlinkChannel& ch) {
+  ifinfomsg hdr{};
+  hdr.ifi_family = AF_UNSPEC;
+  return dump<RtLink>(ch, RTM_GETLINK, &hdr, sizeof(hdr), decode_rtnl_link, "links");
+}
+
+Result<std::vector<RtIpv4Address>> dump_ipv4_addresses(NetlinkChannel& ch) {
+  ifaddrmsg hdr{};
+  hdr.ifa_family = AF_INET;
+  return dump<RtIpv4Address>(ch, RTM_GETADDR, &hdr, sizeof(hdr), decode_rtnl_ipv4_address, "IPv4 addresses");
+}
+
+Result<std::optional<int32_t>> netnsid_of(NetlinkChannel& ch, int netns_fd) {
+  // The ACK ends the exchange after the kernel's one reply.
+  NlMsgPtr msg(nlmsg_alloc_simple(RTM_GETNSID, NLM_F_REQUEST | NLM_F_ACK));
+  rtgenmsg hdr{};
+  hdr.rtgen_family = AF_UNSPEC;
+  if (!msg || nlmsg_append(msg.get(), &hdr, sizeof(hdr), NLMSG_ALIGNTO) < 0 ||
+      nla_put_u32(msg.get(), NETNSA_FD, static_cast<uint32_t>(netns_fd)) < 0) {
+    return make_error(ErrorCode::ResourceExhausted, "rtnetlink: cannot build the netns id request");
+  }
+  std::optional<int32_t> id;
+  auto rc = ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
+    if (h->nlmsg_type != RTM_NEWNSID) return {};
+    nlattr* tb[NETNSA_MAX + 1] = {};
+    nla_policy policy[NETNSA_MAX + 1] = {};
+    policy[NETNSA_NSID].type = NLA_S32;
+    if (nlmsg_parse(const_cast<nlmsghdr*>(h), sizeof(rtgenmsg), tb, NETNSA_MAX, policy) < 0 || !tb[NETNSA_NSID]) {
+      return make_error(ErrorCode::InvalidArgument, "rtnetlink: malformed netns id answer");
+    }
+    const int32_t v = nla_get_s32(tb[NETNSA_NSID]);
+    if (v >= 0) id = v;  // NETNSA_NSID_NOT_ASSIGNED is -1
+    return {};
+  });
+  if (!rc) return rc.error();
+  if (*rc != 0) return kernel_error(*rc, "asking for a network namespace id");
+  return id;
 }
 
 Error kernel_error(int err, const std::string& what) {

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <linux/netlink.h>
 
@@ -75,6 +77,32 @@ class GenlClient {
 // EPERM/EACCES -> PermissionDenied (CAP_NET_ADMIN), EINVAL -> InvalidArgument, ERANGE ->
 // ResourceExhausted, EOPNOTSUPP -> Unavailable, ETIMEDOUT -> DeadlineExceeded, else Internal.
 [[nodiscard]] Error kernel_error(int err, const std::string& what);
+
+// rtnetlink (NETLINK_ROUTE) facts about the calling thread's network namespace, for predicting
+// SMC-R (agent/core/smcr_feasibility.hpp).
+struct RtLink {
+  int index = 0;
+  std::string name;
+  std::string kind;                   // IFLA_INFO_KIND ("veth", "ipvlan"); "" for a device without one
+  int link = 0;                       // IFLA_LINK: the lower (ipvlan/macvlan) or peer (veth) ifindex; 0 = none
+  std::optional<int32_t> link_netnsid;  // IFLA_LINK_NETNSID: the netns `link` lives in, when not this one
+};
+struct RtIpv4Address {
+  int index = 0;           // ifindex of the interface carrying it
+  uint32_t address = 0;    // host byte order (IFA_LOCAL, else IFA_ADDRESS)
+  uint8_t prefix_len = 32;
+};
+// One RTM_NEWLINK / RTM_NEWADDR message. nullopt for other message types and for non-IPv4
+// addresses; InvalidArgument when the message is truncated or lacks the name / address.
+[[nodiscard]] Result<std::optional<RtLink>> decode_rtnl_link(const nlmsghdr* msg);
+[[nodiscard]] Result<std::optional<RtIpv4Address>> decode_rtnl_ipv4_address(const nlmsghdr* msg);
+
+// Dumps over a NETLINK_ROUTE channel (bounded by its timeout).
+[[nodiscard]] Result<std::vector<RtLink>> dump_links(NetlinkChannel& ch);
+[[nodiscard]] Result<std::vector<RtIpv4Address>> dump_ipv4_addresses(NetlinkChannel& ch);
+// RTM_GETNSID: the id this namespace gives the namespace open at `netns_fd`; nullopt when it has
+// none assigned (no device links the two).
+[[nodiscard]] Result<std::optional<int32_t>> netnsid_of(NetlinkChannel& ch, int netns_fd);
 
 // The message every SMC client uses when the kernel lacks SMC.
 inline constexpr const char* kNoSmcMessage = "the kernel has no SMC (module smc not loaded)";

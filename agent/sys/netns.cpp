@@ -90,6 +90,11 @@ Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b) {
   return *ia == *ib;
 }
 
+bool path_visible(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 Status write_sysctl(std::string_view name, std::string_view value, std::string_view proc_root) {
   const std::string path = sysctl_path(name, proc_root);
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);

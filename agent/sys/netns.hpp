@@ -49,6 +49,10 @@ class SetnsNetns final : public Netns {
 // CAP_SYS_PTRACE), each naming the path.
 [[nodiscard]] Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b);
 
+// True when `path` can be stat(2)ed from this process (a netns bind mount the runtime names may
+// live in a mount namespace the agent does not see).
+[[nodiscard]] bool path_visible(const std::string& path);
+
 // sysctls of the calling thread's network namespace (for net.*): "net.smc.wmem" is
 // <proc_root>/sys/net/smc/wmem. The netns of the thread that opens the file decides which values
 // /proc/sys/net shows, so call these from the thread that joined the namespace (Netns::run). A

@@ -1,6 +1,15 @@
 // Pod network namespace setup (see pod_netns.hpp).
 #include "agent/sys/pod_netns.hpp"
 
+#include <algorithm>
+#include <fcntl.h>
+#include <linux/netlink.h>
+
+#include "agent/sys/netlink.hpp"
+#include "agent/sys/rdma_netlink.hpp"
+#include "agent/sys/sysfs_rdma.hpp"
+#include "agent/sys/unique_fd.hpp"
+
 namespace erdma::agent {
 
 KernelPodNetns::KernelPodNetns(Netns& netns, PnetTableOpener open_table)
@@ -45,6 +54,185 @@ Result<PodNetnsReport> KernelPodNetns::configure(const NetnsRef& ns, const PodNe
       deadline);
   if (!status) return status.error();
   return *report;
+}
+
+}  // namespace erdma::agent
+
+namespace erdma::agent {
+namespace {
+
+// What the pod's netns says, before the lower device's name is known.
+struct PodSide {
+  bool found = false;
+  std::string kind;
+  std::vector<Ipv4Prefix> addresses;
+  int lower_index = 0;
+  bool lower_elsewhere = false;      // IFLA_LINK_NETNSID was sent
+  bool lower_in_node_netns = false;  // ... and it is the node's netns
+  std::string lower_local;           // the lower's name when it is in the pod's own netns
+  bool pnet_entry = false;
+};
+
+std::vector<Ipv4Prefix> addresses_of(const std::vector<RtIpv4Address>& all, int index) {
+  std::vector<Ipv4Prefix> out;
+  for (const auto& a : all) {
+    if (a.index == index) out.push_back(Ipv4Prefix{a.address, a.prefix_len});
+  }
+  return out;
+}
+
+}  // namespace
+
+RdmaDeviceLister sysfs_rdma_lister(std::string sysfs_root) {
+  return [root = std::move(sysfs_root)]() -> Result<std::vector<RdmaDevice>> {
+    sysfs::SysfsRdmaReader reader(root);
+    std::vector<RdmaDevice> out;
+    if (!reader.has_infiniband_class()) return out;
+    auto names = reader.device_names();
+    if (!names) return out;
+    const auto uverbs = reader.uverbs_by_device();
+    for (const auto& name : *names) {
+      if (auto d = reader.read_device(name, uverbs)) out.push_back(std::move(d->device));
+    }
+    // The kernel's driver names (sysfs has none for software devices such as rxe).
+    NetlinkDeviceInfo kernel;
+    if (auto k = kernel.devices()) {
+      for (auto& d : out) {
+        for (const auto& kd : *k) {
+          if (kd.name == d.name) merge_kernel_info(d, kd);
+        }
+      }
+    }
+    return out;
+  };
+}
+
+KernelPodNetworkInspector::KernelPodNetworkInspector(Netns& netns, NetnsRef node, RdmaDeviceLister devices,
+                                                     PnetTableOpener open_table, SmcInfoOpener open_info)
+    : netns_(netns),
+      node_(std::move(node)),
+      devices_(std::move(devices)),
+      open_table_(std::move(open_table)),
+      open_info_(std::move(open_info)) {}
+
+Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<NetnsRef>& pod, const std::string& interface,
+                                                       const std::string& pnet_id,
+                                                       std::chrono::steady_clock::time_point deadline) {
+  SmcrPodFacts facts;
+  facts.host_network = !pod.has_value();
+  facts.interface = interface;
+  // Shared with the workers: after a deadline a worker may still run and must find its state.
+  auto side = std::make_shared<PodSide>();
+  if (pod) {
+    auto opener = open_table_;
+    const std::string node_path = node_.path;
+    auto st = netns_.run(
+        *pod,
+        [side, interface, pnet_id, opener, node_path]() -> Status {
+          auto ch = NetlinkChannel::open(NETLINK_ROUTE);
+          if (!ch) return ch.error();
+          auto links = dump_links(*ch);
+          if (!links) return links.error();
+          auto it = std::find_if(links->begin(), links->end(), [&](const RtLink& l) { return l.name == interface; });
+          if (it == links->end()) return {};
+          side->found = true;
+          side->kind = it->kind;
+          side->lower_index = it->link;
+          auto addrs = dump_ipv4_addresses(*ch);
+          if (!addrs) return addrs.error();
+          side->addresses = addresses_of(*addrs, it->index);
+          if (it->link_netnsid) {
+            side->lower_elsewhere = true;
+            // Is the lower's netns the node's? Ask for the id this netns gives the node's netns.
+            int fd = ::open(node_path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+              UniqueFd owned(fd);
+              auto id = netnsid_of(*ch, fd);
+              side->lower_in_node_netns = id && *id && **id == *it->link_netnsid;
+            }
+          } else if (it->link != 0) {
+            for (const auto& l : *links) {
+              if (l.index == it->link) side->lower_local = l.name;
+            }
+          }
+          // Without SMC there is no pnet table: no entry.
+          if (auto table = opener()) {
+            if (auto entries = (*table)->list()) {
+              for (const auto& e : *entries) {
+                if (e.kind == PnetEntryKind::Eth && e.device == interface &&
+                    (pnet_id.empty() || e.pnet_id.str() == pnet_id)) {
+                  side->pnet_entry = true;
+                }
+              }
+            }
+          }
+          return {};
+        },
+        deadline);
+    if (!st) return st.error();
+    facts.kind = side->found ? link_kind_of(side->kind) : PodLinkKind::Missing;
+    facts.kind_name = side->kind;
+    facts.addresses = side->addresses;
+    facts.pod_pnet_entry = side->pnet_entry;
+  }
+
+  auto devices = devices_();
+  if (!devices) return devices.error();
+  struct NodeSide {
+    std::vector<NodeRdmaNetdev> rdma;
+    std::string lower;
+    bool ueid = false;
+  };
+  auto node = std::make_shared<NodeSide>();
+  for (const auto& d : *devices) {
+    if (d.netdev.empty()) continue;
+    NodeRdmaNetdev n;
+    n.netdev = d.netdev;
+    n.ib_device = d.name;
+    n.kind = driver_kind_of(!d.driver.empty() ? d.driver : d.name.rfind("rxe", 0) == 0 ? "rxe" : "");
+    for (const auto& p : d.ports) {
+      for (const auto& g : p.gids) {
+        if (g.type == GidType::IbRoceV1 && (g.netdev.empty() || g.netdev == d.netdev)) n.roce_v1_gids = true;
+      }
+    }
+    node->rdma.push_back(std::move(n));
+  }
+  const int lower_index = side->lower_in_node_netns ? side->lower_index : 0;
+  auto info_opener = open_info_;
+  auto st = netns_.run(
+      node_,
+      [node, lower_index, info_opener]() -> Status {
+        auto ch = NetlinkChannel::open(NETLINK_ROUTE);
+        if (!ch) return ch.error();
+        auto links = dump_links(*ch);
+        if (!links) return links.error();
+        auto addrs = dump_ipv4_addresses(*ch);
+        if (!addrs) return addrs.error();
+        for (auto& n : node->rdma) {
+          for (const auto& l : *links) {
+            if (l.name == n.netdev) n.addresses = addresses_of(*addrs, l.index);
+          }
+        }
+        for (const auto& l : *links) {
+          if (lower_index != 0 && l.index == lower_index) node->lower = l.name;
+        }
+        // The UEID table is global; without SMC it is empty.
+        if (auto info = info_opener()) {
+          if (auto u = (*info)->ueids()) node->ueid = !u->empty();
+        }
+        return {};
+      },
+      deadline);
+  if (!st) return st.error();
+  facts.rdma = node->rdma;
+  facts.ueid_set = node->ueid;
+  if (side->lower_in_node_netns) {
+    facts.lower = node->lower;
+    facts.lower_in_node_netns = !node->lower.empty();
+  } else if (!side->lower_elsewhere) {
+    facts.lower = side->lower_local;  // in the pod's own netns: not the node's RDMA netdev
+  }
+  return facts;
 }
 
 }  // namespace erdma::agent

@@ -7,10 +7,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/core/pnet.hpp"
+#include "agent/core/rdma_device.hpp"
+#include "agent/core/smcr_feasibility.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
 
@@ -53,6 +56,45 @@ class KernelPodNetns final : public PodNetnsConfigurator {
  private:
   Netns& netns_;
   PnetTableOpener open_table_;
+};
+
+// The facts predict_smcr() needs, from the kernel: the pod interface's kind, IPv4 addresses and
+// lower device (rtnetlink inside the pod's netns), the pod's pnet entry, the node's RDMA netdevs
+// with their addresses (rtnetlink in the node's netns) and whether the UEID table has an entry.
+class PodNetworkInspector {
+ public:
+  virtual ~PodNetworkInspector() = default;
+  // `pod`: the pod's netns, or nullopt for a host-network pod. `interface`: smcr.podInterface.
+  // `pnet_id`: the PNETID the pod's entry must carry ("" accepts any). Errors: those of
+  // Netns::run (NotFound, DeadlineExceeded), and of the netlink dumps.
+  [[nodiscard]] virtual Result<SmcrPodFacts> gather(const std::optional<NetnsRef>& pod, const std::string& interface,
+                                                    const std::string& pnet_id,
+                                                    std::chrono::steady_clock::time_point deadline) = 0;
+};
+
+// The node's RDMA devices (with driver and netdev), as device discovery reports them.
+using RdmaDeviceLister = std::function<Result<std::vector<RdmaDevice>>()>;
+// sysfs under `sysfs_root` plus the kernel's driver names over RDMA netlink (rxe has no bus
+// driver). A node without RDMA is an empty list.
+[[nodiscard]] RdmaDeviceLister sysfs_rdma_lister(std::string sysfs_root = "/sys");
+
+// The kernel implementation: Netns::run into the pod's and the node's netns, rtnetlink dumps,
+// the pod's pnet table and the UEID table.
+class KernelPodNetworkInspector final : public PodNetworkInspector {
+ public:
+  // `netns` must outlive this object. `node`: the node's netns (<procRoot>/1/ns/net).
+  KernelPodNetworkInspector(Netns& netns, NetnsRef node, RdmaDeviceLister devices, PnetTableOpener open_table,
+                            SmcInfoOpener open_info);
+  [[nodiscard]] Result<SmcrPodFacts> gather(const std::optional<NetnsRef>& pod, const std::string& interface,
+                                            const std::string& pnet_id,
+                                            std::chrono::steady_clock::time_point deadline) override;
+
+ private:
+  Netns& netns_;
+  NetnsRef node_;
+  RdmaDeviceLister devices_;
+  PnetTableOpener open_table_;
+  SmcInfoOpener open_info_;
 };
 
 }  // namespace erdma::agent

@@ -174,3 +174,111 @@ TEST_CASE("pod setup results have stable metric label values") {
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+namespace {
+
+SandboxNetns netns_of(std::optional<std::string> path, std::optional<uint32_t> pid, bool host = false, bool closed = false) {
+  SandboxNetns n;
+  n.path = std::move(path);
+  n.pid = pid;
+  n.host_network = host;
+  n.closed = closed;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("choose_pod_netns: which namespace file a sandbox's setup enters, or why none") {
+  const std::string runtime_path = "/var/run/netns/cni-1";
+  struct Case {
+    const char* name;
+    SandboxFacts facts;
+    std::optional<PodSetupResult> stop;  // nullopt: enter `netns`
+    std::string netns;
+  };
+  const auto ready = SandboxState::Ready;
+  const std::vector<Case> cases = {
+      {"no annotation", {false, ready, netns_of(runtime_path, 7), true, "/host/proc"}, PodSetupResult::NotRequested, ""},
+      {"annotation checked before readiness", {false, SandboxState::NotReady, netns_of(runtime_path, 7), true, "/proc"},
+       PodSetupResult::NotRequested, ""},
+      {"not ready", {true, SandboxState::NotReady, netns_of(runtime_path, 7), true, "/proc"}, PodSetupResult::SandboxGone, ""},
+      {"host network", {true, ready, netns_of(std::nullopt, 7, true), false, "/proc"}, PodSetupResult::HostNetwork, ""},
+      {"host network wins over a closed netns", {true, ready, netns_of(std::nullopt, 7, true, true), false, "/proc"},
+       PodSetupResult::HostNetwork, ""},
+      {"closed netns", {true, ready, netns_of(runtime_path, 7, false, true), true, "/proc"}, PodSetupResult::SandboxGone, ""},
+      {"visible path", {true, ready, netns_of(runtime_path, 7), true, "/host/proc"}, std::nullopt, runtime_path},
+      {"invisible path, pid fallback", {true, ready, netns_of(runtime_path, 7), false, "/host/proc"}, std::nullopt,
+       "/host/proc/7/ns/net"},
+      {"pid only", {true, ready, netns_of(std::nullopt, 4242), false, "/proc"}, std::nullopt, "/proc/4242/ns/net"},
+      {"invisible path, no pid", {true, ready, netns_of(runtime_path, std::nullopt), false, "/proc"},
+       PodSetupResult::SandboxGone, ""},
+      {"neither path nor pid", {true, ready, netns_of(std::nullopt, std::nullopt), false, "/proc"}, PodSetupResult::Failed, ""},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const auto got = choose_pod_netns(c.facts);
+    if (c.stop) {
+      REQUIRE(std::holds_alternative<PodSetupStop>(got));
+      CHECK(std::get<PodSetupStop>(got).result == *c.stop);
+      CHECK_FALSE(std::get<PodSetupStop>(got).message.empty());
+    } else {
+      REQUIRE(std::holds_alternative<std::string>(got));
+      CHECK(std::get<std::string>(got) == c.netns);
+    }
+  }
+  // The message for an invisible path says how to fix it.
+  const auto gone = choose_pod_netns({true, ready, netns_of(runtime_path, std::nullopt), false, "/proc"});
+  CHECK(std::get<PodSetupStop>(gone).message.find("mount /var/run/netns") != std::string::npos);
+}
+
+TEST_CASE("refuse_pod_netns: the host's namespace, a vanished one and a passed deadline stop the setup") {
+  const Error gone{ErrorCode::NotFound, "network namespace /x is gone"};
+  const Error denied{ErrorCode::PermissionDenied, "permission denied"};
+  struct Case {
+    const char* name;
+    NetnsTargetFacts facts;
+    std::optional<PodSetupResult> stop;
+  };
+  auto facts = [](Status host, std::optional<Result<bool>> same, Status entry = {}, bool time_left = true) {
+    NetnsTargetFacts f;
+    f.netns = "/var/run/netns/cni-1";
+    f.host_readable = std::move(host);
+    f.same_as_host = std::move(same);
+    f.entry_valid = std::move(entry);
+    f.time_left = time_left;
+    return f;
+  };
+  const std::vector<Case> cases = {
+      {"a pod's own netns", facts({}, Result<bool>(false)), std::nullopt},
+      {"the host's netns", facts({}, Result<bool>(true)), PodSetupResult::HostNetnsRefused},
+      {"the host's netns even without time left", facts({}, Result<bool>(true), {}, false), PodSetupResult::HostNetnsRefused},
+      {"host netns unreadable", facts(denied, std::nullopt), PodSetupResult::Failed},
+      {"pod netns vanished", facts({}, Result<bool>(gone)), PodSetupResult::SandboxGone},
+      {"pod netns unreadable", facts({}, Result<bool>(denied)), PodSetupResult::Failed},
+      {"not compared", facts({}, std::nullopt), PodSetupResult::Failed},
+      {"invalid pnet entry", facts({}, Result<bool>(false), Error{ErrorCode::InvalidArgument, "bad"}), PodSetupResult::Failed},
+      {"invalid entry before the deadline", facts({}, Result<bool>(false), Error{ErrorCode::InvalidArgument, "bad"}, false),
+       PodSetupResult::Failed},
+      {"no time left", facts({}, Result<bool>(false), {}, false), PodSetupResult::Timeout},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const auto got = refuse_pod_netns(c.facts);
+    if (!c.stop) {
+      CHECK_FALSE(got.has_value());
+    } else {
+      REQUIRE(got.has_value());
+      CHECK(got->result == *c.stop);
+    }
+  }
+  CHECK(refuse_pod_netns(facts(denied, std::nullopt))->message.find("procRoot") != std::string::npos);
+}
+
+TEST_CASE("describe_configured names the entry and the sysctls set") {
+  CHECK(describe_configured("ERDMA eth eth0", true, {}) == "ERDMA eth eth0 added");
+  CHECK(describe_configured("ERDMA eth eth0", false, {"net.smc.wmem=262144", "net.smc.tcp2smc=1"}) ==
+        "ERDMA eth eth0 already present; net.smc.wmem=262144 net.smc.tcp2smc=1");
+}
+
+}  // namespace erdma::agent

@@ -5,6 +5,7 @@
 #include "agent/plugin/smcr_pod_setup.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <thread>
 
@@ -115,6 +116,45 @@ void write_text(const std::string& path, const std::string& text) {
 
 uint64_t setups(AgentMetrics& m, PodSetupResult r) { return m.pod_setup(r).value(); }
 
+// Hands out the facts a test sets and remembers which namespaces were asked about ("host" for a
+// host-network pod).
+class FakeInspector final : public PodNetworkInspector {
+ public:
+  Result<SmcrPodFacts> gather(const std::optional<NetnsRef>& pod, const std::string& interface, const std::string& pnet,
+                              std::chrono::steady_clock::time_point) override {
+    std::lock_guard lock(mu);
+    asked.push_back(pod ? pod->path : "host");
+    pnet_ids.push_back(pnet);
+    if (failure) return *failure;
+    SmcrPodFacts f = facts;
+    f.host_network = !pod;
+    f.interface = interface;
+    return f;
+  }
+  std::vector<std::string> asked_copy() {
+    std::lock_guard lock(mu);
+    return asked;
+  }
+  std::mutex mu;
+  std::vector<std::string> asked;
+  std::vector<std::string> pnet_ids;
+  SmcrPodFacts facts;
+  std::optional<Error> failure;
+};
+
+// A node with eRDMA on eth0 10.77.0.1/24 and a UEID, a veth pod with the pod IP `pod_ip`.
+SmcrPodFacts veth_pod(const char* pod_ip) {
+  SmcrPodFacts f;
+  f.kind = PodLinkKind::Veth;
+  f.addresses = {Ipv4Prefix::parse(pod_ip).value()};
+  f.pod_pnet_entry = true;
+  f.rdma = {NodeRdmaNetdev{"eth0", "erdma_0", RdmaDriverKind::Erdma, {Ipv4Prefix::parse("10.77.0.1/24").value()}, false}};
+  f.ueid_set = true;
+  return f;
+}
+
+uint64_t predictions(AgentMetrics& m, SmcrReason r) { return m.pod_prediction(r).value(); }
+
 struct PodHarness {
   TempDir dir;
   TempDir proc;  // stands in for the host's /proc: 1/ns/net and sys/net/smc/*
@@ -123,6 +163,7 @@ struct PodHarness {
   FakeCriServer cri{dir.path() + "/cri.sock"};
   PathNetns netns;
   Tables tables;
+  FakeInspector inspector;
   KernelPodNetns configurator{netns, [this]() -> Result<std::unique_ptr<PnetTable>> {
                                 if (tables.no_smc) return make_error(ErrorCode::Unavailable, kNoSmcMessage);
                                 return std::unique_ptr<PnetTable>(new BorrowedTable(tables, current_netns));
@@ -153,7 +194,7 @@ struct PodHarness {
     cfg.smcr.call_timeout_ms = call_timeout_ms;
     podres_client = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, std::chrono::milliseconds(call_timeout_ms));
     cri_client = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, std::chrono::milliseconds(call_timeout_ms));
-    hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics);
+    hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics, &inspector);
     kubelet.start();
     RuntimeTiming t;
     t.register_backoff_min = 20ms;
@@ -175,14 +216,22 @@ struct PodHarness {
     return p;
   }
 
-  // A pod with SMC-R annotation `value` (none when empty), its devices and a ready sandbox.
-  std::string add_pod(const std::string& ns, const std::string& name, const std::vector<std::string>& ids,
-                      const std::string& value = kTrue, bool host_network = false) {
-    podres.add(ns, name, "app", "aliyun/erdma", ids);
+  // A ready sandbox of ns/name asking for SMC-R, with nothing about its netns yet.
+  static FakeSandbox sandbox(const std::string& name, const std::string& ns = "ns") {
     FakeSandbox s;
     s.id = "sb-" + name;
     s.ns = ns;
     s.name = name;
+    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
+    return s;
+  }
+
+  // A pod with SMC-R annotation `value` (none when empty), its devices and a ready sandbox.
+  std::string add_pod(const std::string& ns, const std::string& name, const std::vector<std::string>& ids,
+                      const std::string& value = kTrue, bool host_network = false) {
+    podres.add(ns, name, "app", "aliyun/erdma", ids);
+    auto s = sandbox(name, ns);
+    s.annotations.clear();
     if (!value.empty()) s.annotations[std::string(kSmcrAnnotation)] = value;
     s.annotations["kubernetes.io/config.seen"] = "2026-01-01T00:00:00Z";
     s.host_network = host_network;
@@ -276,36 +325,87 @@ TEST_CASE("the SMC-R annotation must be exactly true") {
   CHECK(read_text(h.proc.path() + "/sys/net/smc/wmem") == "65536");
 }
 
-TEST_CASE("the host's network namespace is never changed for a pod") {
+// The decisions themselves are table-tested in test/agent/core/pod_setup_test.cpp; these rows
+// check that the shell gathers the facts behind them from real answers and files: the runtime's
+// verbose info over gRPC, the netns path's visibility, the nsfs comparison with procRoot/1/ns/net.
+TEST_CASE("the shell gathers the facts of each netns decision from the runtime and the filesystem") {
   PodHarness h;
-  // A hostNetwork pod: the runtime says NODE.
-  h.add_pod("ns", "host-pod", {"erdma_0-0"}, kTrue, true);
-  REQUIRE(h.prestart({"erdma_0-0"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::HostNetwork) == 1);
-
-  // A sandbox that claims its own netns but names the host's (same nsfs inode as procRoot/1/ns/net).
-  h.podres.add("ns", "liar", "app", "aliyun/erdma", {"erdma_0-1"});
-  FakeSandbox s;
-  s.id = "sb-liar";
-  s.ns = "ns";
-  s.name = "liar";
-  s.annotations[std::string(kSmcrAnnotation)] = kTrue;
-  s.netns_path = "/proc/self/ns/net";
-  h.cri.add(s);
-  REQUIRE(h.prestart({"erdma_0-1"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::HostNetnsRefused) == 1);
-
-  // An OCI spec without a network namespace shares the host's.
-  h.podres.add("ns", "no-netns", "app", "aliyun/erdma", {"erdma_0-2"});
-  s.id = "sb-no-netns";
-  s.name = "no-netns";
-  s.raw_info = testing::containerd_info_json(std::nullopt, 77, true);
-  h.cri.add(s);
-  REQUIRE(h.prestart({"erdma_0-2"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::HostNetwork) == 2);
-
-  CHECK(h.netns.entered_copy().empty());
-  CHECK(h.hook->tracked().empty());
+  const std::string pid_ns = h.proc.path() + "/4242/ns/net";
+  write_text(pid_ns, "");
+  struct Row {
+    const char* name;
+    std::function<FakeSandbox(PodHarness&, const std::string&)> make;
+    PodSetupResult want;
+    std::string entered;  // the namespace file entered, "" for none
+  };
+  const std::vector<Row> rows = {
+      {"runtime says NODE",
+       [](PodHarness&, const std::string& n) {
+         auto s = PodHarness::sandbox(n);
+         s.host_network = true;
+         return s;
+       },
+       PodSetupResult::HostNetwork, ""},
+      {"OCI spec without a network namespace",
+       [](PodHarness&, const std::string& n) {
+         auto s = PodHarness::sandbox(n);
+         s.raw_info = testing::containerd_info_json(std::nullopt, 77, true);
+         return s;
+       },
+       PodSetupResult::HostNetwork, ""},
+      {"a pod-network sandbox naming the host's netns",
+       [](PodHarness&, const std::string& n) {
+         auto s = PodHarness::sandbox(n);
+         s.netns_path = "/proc/self/ns/net";
+         return s;
+       },
+       PodSetupResult::HostNetnsRefused, ""},
+      {"netns file removed, no pid",
+       [](PodHarness& hh, const std::string& n) {
+         auto s = PodHarness::sandbox(n);
+         s.netns_path = hh.netns_file(n);
+         fs::remove(*s.netns_path);
+         return s;
+       },
+       PodSetupResult::SandboxGone, ""},
+      {"netns path not visible here: the sandbox process's under procRoot",
+       [](PodHarness&, const std::string& n) {
+         auto s = PodHarness::sandbox(n);
+         s.netns_path = "/var/run/netns/cni-not-mounted-here";
+         s.pid = 4242;
+         return s;
+       },
+       PodSetupResult::Configured, pid_ns},
+      {"visible netns path",
+       [](PodHarness& hh, const std::string& n) {
+         auto s = PodHarness::sandbox(n);
+         s.netns_path = hh.netns_file(n);
+         s.pid = 4242;
+         return s;
+       },
+       PodSetupResult::Configured, h.dir.path() + "/netns/row5"},
+  };
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    CAPTURE(r.name);
+    const std::string name = "row" + std::to_string(i);
+    const std::string id = "erdma_" + std::to_string(i / 4) + "-" + std::to_string(i % 4);
+    h.podres.add("ns", name, "app", "aliyun/erdma", {id});
+    h.cri.add(r.make(h, name));
+    const auto before = h.netns.entered_copy().size();
+    const auto o = h.hook->set_up({id}, std::chrono::steady_clock::now() + 5s);
+    CHECK(o.result == r.want);
+    const auto entered = h.netns.entered_copy();
+    if (r.entered.empty()) {
+      CHECK(entered.size() == before);
+    } else {
+      REQUIRE(entered.size() == before + 1);
+      CHECK(entered.back() == r.entered);
+      CHECK(h.tables.entries(r.entered) == std::vector<PnetEntry>{kEth0});
+    }
+  }
+  // Only the configured ones are tracked; the host's namespace never is.
+  CHECK(h.hook->tracked().size() == 2);
 }
 
 TEST_CASE("a vanished pod or sandbox is tolerated") {
@@ -316,48 +416,74 @@ TEST_CASE("a vanished pod or sandbox is tolerated") {
   REQUIRE(h.prestart({"erdma_0-0"}).ok());
   CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 1);
 
-  // Its netns file removed and no pid to fall back to.
-  const auto path = h.add_pod("ns", "b", {"erdma_0-1"});
-  fs::remove(path);
-  REQUIRE(h.prestart({"erdma_0-1"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 2);
-
   // The namespace goes away while the agent enters it.
   const auto c = h.add_pod("ns", "c", {"erdma_0-2"});
   h.netns.gone.push_back(c);
   REQUIRE(h.prestart({"erdma_0-2"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 3);
+  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 2);
 
   // No ready sandbox at all.
   h.podres.add("ns", "d", "app", "aliyun/erdma", {"erdma_0-3"});
   REQUIRE(h.prestart({"erdma_0-3"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 4);
+  CHECK(setups(h.metrics, PodSetupResult::SandboxGone) == 3);
 
   // Kubelet does not (or no longer) list the devices.
   REQUIRE(h.prestart({"erdma_1-3"}).ok());
   CHECK(setups(h.metrics, PodSetupResult::PodNotFound) == 1);
 
-  CHECK(h.metrics.pre_start_ok.value() == 5);
+  CHECK(h.metrics.pre_start_ok.value() == 4);
   CHECK(h.metrics.pre_start_error.value() == 0);
   CHECK(h.hook->tracked().empty());
+  // No prediction without a namespace to look at.
+  CHECK(h.inspector.asked_copy().empty());
 }
 
-TEST_CASE("the sandbox process's netns under procRoot is used when the netns path is not visible") {
+TEST_CASE("PreStartContainer predicts whether SMC-R can form, and a prediction never fails the container") {
   PodHarness h;
-  h.podres.add("ns", "p", "app", "aliyun/erdma", {"erdma_1-0"});
-  FakeSandbox s;
-  s.id = "sb-p";
-  s.ns = "ns";
-  s.name = "p";
-  s.annotations[std::string(kSmcrAnnotation)] = kTrue;
-  s.netns_path = "/var/run/netns/cni-not-mounted-here";
-  s.pid = 4242;
-  h.cri.add(s);
-  const std::string pid_ns = h.proc.path() + "/4242/ns/net";
-  write_text(pid_ns, "");
-  REQUIRE(h.prestart({"erdma_1-0"}).ok());
-  CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
-  CHECK(h.tables.entries(pid_ns) == std::vector<PnetEntry>{kEth0});
+  SUBCASE("a configured veth pod in a per-node pod subnet will fall back") {
+    h.inspector.facts = veth_pod("10.244.1.2/24");
+    const auto path = h.add_pod("ns", "web", {"erdma_0-0"});
+    const auto o = h.hook->set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+    CHECK(o.result == PodSetupResult::Configured);
+    REQUIRE(o.prediction.has_value());
+    CHECK(o.prediction->verdict == SmcrVerdict::WillFallBack);
+    CHECK(o.prediction->reason == SmcrReason::PodSubnetOutsideRdmaNetdev);
+    CHECK(o.prediction->fallback == "NOSMCDEV");
+    CHECK(h.inspector.asked_copy() == std::vector<std::string>{path});
+    CHECK(h.inspector.pnet_ids.back() == "ERDMA");
+    // Through kubelet's call: counted, and the container starts.
+    REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    CHECK(predictions(h.metrics, SmcrReason::PodSubnetOutsideRdmaNetdev) == 1);
+    CHECK(h.metrics.pre_start_ok.value() == 1);
+  }
+  SUBCASE("a host-network pod is predicted from the node's netns") {
+    h.inspector.facts = veth_pod("10.244.1.2/24");  // the pod side is ignored for host network
+    h.add_pod("ns", "host", {"erdma_0-1"}, kTrue, true);
+    REQUIRE(h.prestart({"erdma_0-1"}).ok());
+    CHECK(h.inspector.asked_copy() == std::vector<std::string>{"host"});
+    CHECK(predictions(h.metrics, SmcrReason::HostNetwork) == 1);
+    h.inspector.facts.ueid_set = false;
+    REQUIRE(h.prestart({"erdma_0-1"}).ok());
+    CHECK(predictions(h.metrics, SmcrReason::NoUeid) == 1);
+    CHECK(setups(h.metrics, PodSetupResult::HostNetwork) == 2);
+  }
+  SUBCASE("facts that cannot be gathered make an unknown prediction") {
+    h.inspector.failure = Error{ErrorCode::NotFound, "network namespace x is gone"};
+    h.add_pod("ns", "gone", {"erdma_0-2"});
+    const auto o = h.hook->set_up({"erdma_0-2"}, std::chrono::steady_clock::now() + 5s);
+    CHECK(o.result == PodSetupResult::Configured);
+    REQUIRE(o.prediction.has_value());
+    CHECK(o.prediction->reason == SmcrReason::FactsUnavailable);
+    CHECK(o.prediction->detail.find("is gone") != std::string::npos);
+    REQUIRE(h.prestart({"erdma_0-2"}).ok());
+    CHECK(predictions(h.metrics, SmcrReason::FactsUnavailable) == 1);
+  }
+  SUBCASE("pods that are not set up get no prediction") {
+    h.add_pod("ns", "plain", {"erdma_0-3"}, "");
+    REQUIRE(h.prestart({"erdma_0-3"}).ok());
+    CHECK(h.inspector.asked_copy().empty());
+    for (auto r : kAllSmcrReasons) CHECK(predictions(h.metrics, r) == 0);
+  }
 }
 
 TEST_CASE("PreStartContainer answers within kubelet's budget when the runtime hangs") {
@@ -456,11 +582,7 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
   }
   SUBCASE("sandbox info that is not JSON") {
     h.add_pod("ns", "a", {"erdma_0-0"});
-    FakeSandbox s;
-    s.id = "sb-a";
-    s.ns = "ns";
-    s.name = "a";
-    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
+    auto s = PodHarness::sandbox("a");
     s.raw_info = "{\"pid\": 12, \"runtimeSpec\": ";
     h.cri.add(s);
     const auto o = run({"erdma_0-0"});
@@ -469,11 +591,7 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
   }
   SUBCASE("sandbox info without netns path or pid") {
     h.add_pod("ns", "a", {"erdma_0-0"});
-    FakeSandbox s;
-    s.id = "sb-a";
-    s.ns = "ns";
-    s.name = "a";
-    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
+    auto s = PodHarness::sandbox("a");
     s.raw_info = "{}";
     h.cri.add(s);
     const auto o = run({"erdma_0-0"});
@@ -482,11 +600,7 @@ TEST_CASE("malformed answers from kubelet and the runtime are refused with a rea
   }
   SUBCASE("a relative netns path and an absurd pid") {
     h.add_pod("ns", "a", {"erdma_0-0"});
-    FakeSandbox s;
-    s.id = "sb-a";
-    s.ns = "ns";
-    s.name = "a";
-    s.annotations[std::string(kSmcrAnnotation)] = kTrue;
+    auto s = PodHarness::sandbox("a");
     s.raw_info = testing::containerd_info_json("run/netns/x", std::nullopt, false);
     h.cri.add(s);
     CHECK(run({"erdma_0-0"}).message.find("not an absolute path") != std::string::npos);
