@@ -115,10 +115,12 @@ def main():
         os.mkdir(dp)
         port = free_port()
         config = os.path.join(work, "agent.json")
+        features = os.path.join(work, "features.d", "erdma")
+        os.mkdir(os.path.dirname(features))
         with open(config, "w") as f:
             # smcr off: this test is about the device plugin and must not touch the host's SMC tables.
             json.dump({"devicePluginDir": dp, "slotsPerDevice": 4, "metricsListen": "127.0.0.1:%d" % port,
-                       "smcr": {"enabled": False},
+                       "smcr": {"enabled": False}, "nfdFeatureFile": features,
                        "devices": {"source": "static", "static": [
                            {"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth0", "numaNode": 0},
                            {"name": "erdma_1", "uverbs": "uverbs1", "netdev": "eth1", "numaNode": 1,
@@ -202,6 +204,18 @@ def main():
             check('erdma_agent_allocate_requests_total{result="error"} 1' in body, "metrics: one refused Allocate")
             check('erdma_agent_devices{health="unhealthy"} 1' in body, "metrics: one unhealthy device")
             check('erdma_agent_slots_allocated_total 4' in body, "metrics: four slots allocated")
+
+            # Driver mode: the NFD feature file and the mismatch gauge agree on what the node has.
+            with open(features) as f:
+                feats = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
+            check(feats.get("erdma-devices") == "2", "NFD erdma-devices %r" % feats)
+            check(feats.get("erdma-driver-want") == "default", "NFD erdma-driver-want %r" % feats)
+            have = feats.get("erdma-driver-mode")
+            mismatch = "1" if have != "default" else "0"
+            check('erdma_agent_driver_mode_mismatch{want="default",have="%s"} %s' % (have, mismatch) in body,
+                  "metrics: driver mode gauge for have=%r" % have)
+            check(not any(n.startswith(".") for n in os.listdir(os.path.dirname(features))),
+                  "no temporary file left beside the NFD feature file")
 
             t0 = time.monotonic()
             kubelet.restart()
