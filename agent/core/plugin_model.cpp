@@ -177,10 +177,11 @@ void add_nccl_env(const std::vector<std::string>& names, const std::vector<RdmaD
                           "with NCCL_IB_ADDR_RANGE in the pod spec to let NCCL pick per device");
     }
   }
-  if (!without.empty()) {
+  // No device with such an entry is the normal iWARP (default mode) case and says nothing new;
+  // a mix means one card's GID table is not what its neighbours' are.
+  if (chosen && !without.empty()) {
     out.notes.push_back("no IPv4 RoCE v2 GID on " + common::join(without, ", ") +
-                        (chosen ? std::string("") : std::string("; ") + kNcclGidIndexEnv + " not set") +
-                        " (iWARP mode, or the netdev has no IPv4 address)");
+                        " (its netdev may have no IPv4 address); NCCL may fail to use it");
   }
   if (options.nccl_socket_ifname) {
     std::vector<std::string> netdevs;

@@ -102,8 +102,8 @@ struct ContainerAllocation {
 // device behind the IDs (of every device of the node with `all_devices`), rdma_cm once when the
 // host has it (a DeviceSpec for a missing node would stop the container from starting), and env.
 // With `nccl_env`: NCCL_IB_HCA="=dev0,dev1" naming exactly those devices, and NCCL_IB_GID_INDEX
-// from the first device (by name) that has an IPv4 RoCE v2 GID; devices that disagree are noted
-// (NCCL takes one index for all devices). Errors: InvalidArgument for an empty list, malformed or
+// from the first device (by name) that has an IPv4 RoCE v2 GID; devices that disagree, or lack
+// one while others have one, are noted (NCCL takes one index for all devices). Errors: InvalidArgument for an empty list, malformed or
 // duplicate IDs and absurd sizes; NotFound for IDs of devices that are not on the node;
 // FailedPrecondition for a device without a uverbs char device. Messages name the offending IDs.
 [[nodiscard]] Result<ContainerAllocation> allocate_container(const std::vector<std::string>& ids,
