@@ -22,14 +22,17 @@ Commands:
   run         run the agent: erdma-agent run [--config FILE] [--log-level debug|info|warn|error]
   devices     show what device discovery sees: erdma-agent devices [-o table|json] [--config FILE]
   config      print the effective configuration: erdma-agent config [--config FILE]
+  status      node summary: driver mode wanted/found, devices and their NCCL GID index, SMC-R
+              readiness, preload: erdma-agent status [-o table|json] [--config FILE]
   pnet        SMC-R pnet table: pnet list|add|del|flush [--netns PATH|--pid PID]
   ueid        SMC-Rv2 UEID table: ueid list|add|del
   smc-status  SMC sockets like smcss: smc-status [--netns PATH|--pid PID] [-a] [-o json]
   smc-stats   SMC connection and fallback counters: smc-stats [--netns PATH|--pid PID] [-o json]
   version     print the version
 
-Exit status: 0 ok; 1 the agent failed (run), no RDMA device was found (devices) or the kernel
-call failed (e.g. no SMC); 2 bad flags or an invalid config file.
+Exit status: 0 ok; 1 the agent failed (run), no RDMA device was found (devices), the driver
+mode is not the wanted one or no device was found (status) or the kernel call failed (e.g. no
+SMC); 2 bad flags or an invalid config file.
 )";
 
 }  // namespace
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return run_agent(args, std::cerr);
     if (cmd == "devices") return run_devices(args, std::cout, std::cerr);
     if (cmd == "config") return run_config(args, std::cout, std::cerr);
+    if (cmd == "status") return run_status(args, std::cout, std::cerr);
     if (cmd == "pnet") return cmd_pnet(args, std::cout, std::cerr);
     if (cmd == "ueid") return cmd_ueid(args, std::cout, std::cerr);
     if (cmd == "smc-status") return cmd_smc_status(args, std::cout, std::cerr);

@@ -2,6 +2,7 @@
 #include "agent/cli/commands.hpp"
 
 #include <csignal>
+#include <filesystem>
 #include <cstring>
 #include <iomanip>
 #include <ostream>
@@ -20,6 +21,7 @@
 #include "agent/plugin/smcr_host_setup.hpp"
 #include "agent/plugin/smcr_pod_setup.hpp"
 #include "agent/plugin/smcr_service.hpp"
+#include "agent/sys/kernel_modules.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
 #include "agent/sys/pod_netns.hpp"
@@ -32,6 +34,7 @@
 #include "common/log.hpp"
 #include "common/metrics.hpp"
 #include "common/structured.hpp"
+#include "common/text.hpp"
 
 namespace erdma::agent {
 namespace log = common::log;
@@ -227,6 +230,180 @@ int run_config(const std::vector<std::string>& args, std::ostream& out, std::ost
   return kExitOk;
 }
 
+std::string render_status(const NodeStatus& st) {
+  std::ostringstream out;
+  const auto& v = st.driver;
+  out << "driver:   " << v.line << "\n";
+  out << "          wanted " << v.want << ", found " << v.have;
+  if (st.facts.erdma_loaded) {
+    out << " (erdma" << (st.facts.erdma_version.empty() ? "" : " " + st.facts.erdma_version) << ", compat_mode="
+        << (st.facts.compat_mode ? (*st.facts.compat_mode ? "Y" : "N") : "-")
+        << ", ofed stack=" << (st.facts.ofed_stack ? "yes" : "no") << ")";
+  }
+  out << "\n";
+  out << "gpu:      nvidia " << (st.facts.nvidia_loaded ? "loaded" : "not loaded") << ", nvidia_peermem "
+      << (st.facts.nvidia_peermem_loaded ? "loaded" : "not loaded") << "\n";
+  for (const auto& n : v.notes) out << "note:     " << n << "\n";
+  out << "devices:  " << st.scan.devices.size() << "\n";
+  for (const auto& d : st.scan.devices) {
+    const auto gid = ipv4_roce_v2_gid_index(d);
+    std::string node_type = "-";
+    for (const auto& [name, type] : st.facts.node_types) {
+      if (name == d.name && !type.empty()) node_type = type;
+    }
+    out << "  " << std::left << std::setw(12) << d.name << std::setw(10) << (is_healthy(d) ? "Healthy" : "Unhealthy")
+        << "netdev " << std::setw(8) << (d.netdev.empty() ? "-" : d.netdev) << "numa " << std::setw(4)
+        << (d.numa_node < 0 ? std::string("-") : std::to_string(d.numa_node)) << "type " << std::setw(6) << node_type
+        << "NCCL_IB_GID_INDEX " << (gid ? std::to_string(*gid) : std::string("- (no IPv4 RoCE v2 GID)")) << "\n";
+  }
+  for (const auto& n : st.scan.notes) out << "note:     " << n << "\n";
+  if (!st.smcr_enabled) {
+    out << "smc-r:    disabled (smcr.enabled: false)\n";
+  } else {
+    out << "smc-r:    " << (v.smcr_capable ? "capable" : "not capable") << " (smc module "
+        << (st.facts.smc_loaded ? "loaded" : "not loaded") << ", driver " << v.have << ")\n";
+    out << "ueid:     ";
+    if (!st.ueid_error.empty()) {
+      out << "unreadable: " << st.ueid_error;
+    } else {
+      out << (st.ueids.empty() ? std::string("(table empty)") : common::join(st.ueids, ", "));
+      if (!st.configured_ueid.empty()) {
+        const bool present = std::find(st.ueids.begin(), st.ueids.end(), st.configured_ueid) != st.ueids.end();
+        out << "; configured " << st.configured_ueid << (present ? " present" : " MISSING (the agent adds it at start)");
+      }
+    }
+    out << "\n";
+    out << "preload:  " << st.preload_path << (st.preload_installed ? " installed" : " not installed") << "\n";
+  }
+  return out.str();
+}
+
+json render_status_json(const NodeStatus& st) {
+  json devices = json::array();
+  for (const auto& d : st.scan.devices) {
+    const auto gid = ipv4_roce_v2_gid_index(d);
+    devices.push_back({{"name", d.name},
+                       {"health", is_healthy(d) ? "Healthy" : "Unhealthy"},
+                       {"netdev", d.netdev},
+                       {"numaNode", d.numa_node},
+                       {"ncclGidIndex", gid ? json(*gid) : json(nullptr)}});
+  }
+  return json{{"driver",
+               {{"want", st.driver.want},
+                {"have", st.driver.have},
+                {"mismatch", st.driver.mismatch},
+                {"message", st.driver.line},
+                {"notes", st.driver.notes},
+                {"compatMode", st.facts.compat_mode ? json(*st.facts.compat_mode) : json(nullptr)},
+                {"ofedStack", st.facts.ofed_stack},
+                {"nvidia", st.facts.nvidia_loaded},
+                {"nvidiaPeermem", st.facts.nvidia_peermem_loaded}}},
+              {"devices", devices},
+              {"smcr",
+               {{"enabled", st.smcr_enabled},
+                {"capable", st.driver.smcr_capable},
+                {"smcModule", st.facts.smc_loaded},
+                {"ueids", st.ueids},
+                {"ueidError", st.ueid_error},
+                {"configuredUeid", st.configured_ueid},
+                {"preload", st.preload_path},
+                {"preloadInstalled", st.preload_installed}}}};
+}
+
+int run_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  Flags flags;
+  if (!parse_flags(args, flags, true, false, err)) return kExitUsage;
+  auto cfg = load_config_file(flags.config);
+  if (!cfg) {
+    err << "error: " << cfg.error().message << "\n";
+    return kExitUsage;
+  }
+  NodeStatus st;
+  st.facts = read_driver_facts("/sys");
+  st.driver = judge_driver(cfg->driver.prefer, st.facts);
+  auto source = make_device_source(*cfg);
+  if (auto scan = source->scan()) {
+    st.scan = std::move(*scan);
+  } else {
+    st.scan.notes.push_back("device discovery failed: " + scan.error().message);
+  }
+  st.smcr_enabled = cfg->smcr.enabled;
+  st.configured_ueid = cfg->smcr.ueid;
+  if (cfg->smcr.enabled) {
+    if (auto info = NetlinkSmcInfo::open()) {
+      if (auto l = (*info)->ueids()) {
+        for (const auto& u : *l) st.ueids.push_back(u.str());
+      } else {
+        st.ueid_error = l.error().message;
+      }
+    } else {
+      st.ueid_error = info.error().message;
+    }
+    st.preload_path = cfg->smcr.preload_host_dir + "/" + std::string(contract::kPreloadLibrary);
+    std::error_code ec;
+    st.preload_installed = std::filesystem::is_regular_file(st.preload_path, ec);
+  }
+  if (flags.output == "json") {
+    out << render_status_json(st).dump(2) << "\n";
+  } else {
+    out << render_status(st);
+  }
+  return !st.driver.mismatch && !st.scan.devices.empty() ? kExitOk : kExitFailure;
+}
+
+namespace {
+
+// Re-reads the node's driver state every rescan: logs one line at start and on every change,
+// keeps erdma_agent_driver_mode_mismatch{want,have} and, when configured, the NFD feature file.
+class NodeReporter {
+ public:
+  NodeReporter(const AgentConfig& cfg, common::metrics::Registry& registry, PluginRuntime& runtime)
+      : cfg_(cfg), registry_(registry), runtime_(runtime) {}
+
+  void check() {
+    const auto facts = read_driver_facts("/sys");
+    auto verdict = judge_driver(cfg_.driver.prefer, facts);
+    if (!last_ || verdict != *last_) {
+      (verdict.mismatch ? log::warn(verdict.line) : log::info(verdict.line))
+          .kv("want", verdict.want)
+          .kv("have", verdict.have)
+          .kv("smcr_capable", verdict.smcr_capable ? "true" : "false");
+      for (const auto& n : verdict.notes) log::warn("node preparation").kv("note", n);
+      if (last_ && (last_->want != verdict.want || last_->have != verdict.have)) gauge(*last_).set(0);
+      gauge(verdict).set(verdict.mismatch ? 1 : 0);
+      last_ = verdict;
+    }
+    if (!cfg_.nfd_feature_file.empty()) {
+      const auto text = nfd_features(verdict, runtime_.state().snapshot()->devices.size());
+      auto w = write_file_atomically(cfg_.nfd_feature_file, text);
+      if (!w) {
+        if (w.error().message != last_nfd_error_) {
+          log::error("cannot write the NFD feature file").kv("error", w.error().message);
+          last_nfd_error_ = w.error().message;
+        }
+      } else {
+        last_nfd_error_.clear();
+        if (*w) log::info("NFD feature file written").kv("path", cfg_.nfd_feature_file);
+      }
+    }
+  }
+
+ private:
+  common::metrics::Gauge& gauge(const DriverVerdict& v) {
+    return registry_.gauge("erdma_agent_driver_mode_mismatch",
+                           "1 when the node's erdma driver mode (have) differs from the configured one (want)",
+                           {{"want", v.want}, {"have", v.have}});
+  }
+
+  const AgentConfig& cfg_;
+  common::metrics::Registry& registry_;
+  PluginRuntime& runtime_;
+  std::optional<DriverVerdict> last_;
+  std::string last_nfd_error_;
+};
+
+}  // namespace
+
 int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   Flags flags;
   if (!parse_flags(args, flags, false, true, err)) return kExitUsage;
@@ -316,7 +493,14 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
       smcr = std::make_unique<SmcrService>(*cfg, runtime.state(), *host_setup, pod_setup.get(), stats.get(), &metrics);
       smcr->start();
     }
+    NodeReporter reporter(*cfg, registry, runtime);
+    reporter.check();
+    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg->rescan_seconds);
     for (;;) {
+      if (std::chrono::steady_clock::now() >= next_check) {
+        reporter.check();
+        next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg->rescan_seconds);
+      }
       timespec timeout{1, 0};  // bounded wait: the loop stays responsive and never blocks forever
       const int sig = sigtimedwait(&signals, nullptr, &timeout);
       if (sig == SIGTERM || sig == SIGINT) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/core/config.hpp"
+#include "agent/core/driver_mode.hpp"
 #include "agent/sys/rdma_devices.hpp"
 
 namespace erdma::agent {
@@ -28,6 +29,26 @@ inline constexpr int kExitUsage = 2;     // bad flags or an invalid config file
 [[nodiscard]] std::string render_devices_table(const DeviceScan& scan, unsigned slots_per_device);
 [[nodiscard]] nlohmann::json render_devices_json(const DeviceScan& scan, const std::string& source,
                                                  unsigned slots_per_device);
+
+// What `erdma-agent status` shows: the driver mode wanted and found, the devices with the GID
+// index NCCL gets for each, SMC-R readiness (smc module, UEID table) and the preload library.
+struct NodeStatus {
+  DriverFacts facts;
+  DriverVerdict driver;
+  DeviceScan scan;
+  std::string configured_ueid;                 // smcr.ueid ("" = not managed)
+  std::vector<std::string> ueids;              // the kernel's UEID table
+  std::string ueid_error;                      // why the table could not be read ("" = read)
+  std::string preload_path;                    // where the agent installs libsmc-preload.so
+  bool preload_installed = false;
+  bool smcr_enabled = true;
+};
+[[nodiscard]] std::string render_status(const NodeStatus& status);
+[[nodiscard]] nlohmann::json render_status_json(const NodeStatus& status);
+
+// `erdma-agent status [-o table|json] [--config FILE]`: exit 0 when the driver mode is as wanted
+// and at least one device is there, 1 otherwise.
+int run_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // `erdma-agent run --config FILE [--log-level L]`: serves until SIGTERM/SIGINT (exit 0);
 // SIGHUP asks for a device scan.

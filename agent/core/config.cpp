@@ -203,7 +203,40 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   return {};
 }
 
+Status load_driver(const json& doc, DriverConfig& out) {
+  const json* driver = cfg::get(doc, "driver");
+  if (driver == nullptr) return {};
+  if (!driver->is_object()) return cfg::type_error(*driver, "driver", "a map with prefer");
+  // The agent reports the mode; it does not load or reload modules (see docs/node-preparation.md).
+  if (auto s = cfg::check_keys(*driver, "driver", {"prefer"}); !s) return s;
+  auto prefer = cfg::get_string(*driver, "prefer", "driver.prefer", std::string(to_string(out.prefer)));
+  if (!prefer) return std::move(prefer).error();
+  bool found = false;
+  for (auto m : {DriverMode::Default, DriverMode::Compat, DriverMode::Ofed, DriverMode::Auto}) {
+    if (*prefer == to_string(m)) {
+      out.prefer = m;
+      found = true;
+    }
+  }
+  if (!found) {
+    return cfg::error("driver.prefer", "must be default (SMC-R application nodes), compat (RoCE-compatible), ofed "
+                                       "(GPU nodes running NCCL) or auto (ofed where an NVIDIA driver is loaded), got " +
+                                           json_quote(*prefer));
+  }
+  return {};
+}
+
 }  // namespace
+
+std::string_view to_string(DriverMode mode) noexcept {
+  switch (mode) {
+    case DriverMode::Default: return "default";
+    case DriverMode::Compat: return "compat";
+    case DriverMode::Ofed: return "ofed";
+    case DriverMode::Auto: return "auto";
+  }
+  return "default";
+}
 
 Result<AgentConfig> AgentConfig::load(const json& doc) {
   AgentConfig cfg;
@@ -211,7 +244,8 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   if (!doc.is_object()) return cfg::type_error(doc, "config", "a map at the top level");
   if (auto s = cfg::check_keys(doc, "",
                           {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr",
-                           "podResourcesSocket", "criSocket", "procRoot"});
+                           "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv",
+                           "ncclSocketIfname", "driver", "nfdFeatureFile"});
       !s) {
     return std::move(s).error();
   }
@@ -275,6 +309,30 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   }
 
   if (auto s = load_smcr(doc, cfg.smcr); !s) return std::move(s).error();
+  for (auto [key, field] : {std::pair<const char*, bool*>{"allocateAllDevices", &cfg.allocate_all_devices},
+                            {"ncclEnv", &cfg.nccl_env},
+                            {"ncclSocketIfname", &cfg.nccl_socket_ifname}}) {
+    auto v = cfg::get_bool(doc, key, key, *field);
+    if (!v) return std::move(v).error();
+    *field = *v;
+  }
+  if (cfg.nccl_socket_ifname && !cfg.nccl_env) {
+    return cfg::error("ncclSocketIfname", "needs ncclEnv: true (ncclEnv: false turns every NCCL_* setting off)");
+  }
+  if (auto s = load_driver(doc, cfg.driver); !s) return std::move(s).error();
+  auto nfd = cfg::get_string(doc, "nfdFeatureFile", "nfdFeatureFile", cfg.nfd_feature_file);
+  if (!nfd) return std::move(nfd).error();
+  if (!nfd->empty()) {
+    if (auto s = check_dir(*nfd, "nfdFeatureFile"); !s) return std::move(s).error();
+    const auto slash = nfd->rfind('/');
+    const std::string base = nfd->substr(slash + 1);
+    if (base.empty() || base.front() == '.') {
+      return cfg::error("nfdFeatureFile", "must name a file whose name does not start with '.' (NFD ignores those), "
+                                          "e.g. /etc/kubernetes/node-feature-discovery/features.d/erdma, got " +
+                                              json_quote(*nfd));
+    }
+  }
+  cfg.nfd_feature_file = *nfd;
   auto podres = get_socket_path(doc, "podResourcesSocket", cfg.pod_resources_socket);
   if (!podres) return std::move(podres).error();
   cfg.pod_resources_socket = *podres;
@@ -317,6 +375,11 @@ json AgentConfig::to_json() const {
                 {"preloadHostDir", smcr.preload_host_dir},
                 {"callTimeoutMs", smcr.call_timeout_ms},
                 {"statsSeconds", smcr.stats_seconds}}},
+              {"allocateAllDevices", allocate_all_devices},
+              {"ncclEnv", nccl_env},
+              {"ncclSocketIfname", nccl_socket_ifname},
+              {"driver", {{"prefer", to_string(driver.prefer)}}},
+              {"nfdFeatureFile", nfd_feature_file},
               {"podResourcesSocket", pod_resources_socket},
               {"criSocket", cri_socket},
               {"procRoot", proc_root}};

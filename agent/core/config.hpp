@@ -40,6 +40,14 @@ struct SmcrConfig {
   unsigned stats_seconds = 30;       // how often the kernel's SMC statistics are read for metrics
 };
 
+// driver.*: which erdma driver mode this node should run (see docs/node-preparation.md).
+enum class DriverMode { Default, Compat, Ofed, Auto };
+[[nodiscard]] std::string_view to_string(DriverMode mode) noexcept;
+
+struct DriverConfig {
+  DriverMode prefer = DriverMode::Default;  // the seed's SMC-R application nodes run `default`
+};
+
 struct AgentConfig {
   std::string resource_name{contract::kResourceName};
   std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
@@ -50,6 +58,11 @@ struct AgentConfig {
   unsigned rescan_seconds = 5;                // periodic re-discovery (health changes are seen this fast)
   std::string metrics_listen = "0.0.0.0:9467";  // "" = no metrics endpoint
   SmcrConfig smcr;
+  bool allocate_all_devices = false;  // every container gets every device of the node
+  bool nccl_env = true;               // Allocate sets NCCL_IB_HCA / NCCL_IB_GID_INDEX per device
+  bool nccl_socket_ifname = false;    // ... and NCCL_SOCKET_IFNAME (right only for hostNetwork pods)
+  DriverConfig driver;
+  std::string nfd_feature_file;       // "" = none; else an NFD local feature file the agent keeps
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string cri_socket = "/run/containerd/containerd.sock";  // containerd's CRI endpoint
   std::string proc_root = "/proc";  // the host's procfs (a DaemonSet mounts it at e.g. /host/proc)

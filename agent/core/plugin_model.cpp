@@ -113,9 +113,93 @@ Advertisement advertised_devices(const std::vector<RdmaDevice>& devices, unsigne
   return out;
 }
 
+bool is_ipv4_mapped_gid(std::string_view gid) noexcept {
+  static constexpr std::string_view kPrefix = "0000:0000:0000:0000:0000:ffff:";
+  if (gid.size() != 39) return false;
+  for (size_t i = 0; i < kPrefix.size(); ++i) {
+    const char c = gid[i] >= 'A' && gid[i] <= 'F' ? static_cast<char>(gid[i] - 'A' + 'a') : gid[i];
+    if (c != kPrefix[i]) return false;
+  }
+  for (size_t i = kPrefix.size(); i < gid.size(); ++i) {
+    const char c = gid[i];
+    const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+    if (i == 34 ? c != ':' : !hex) return false;
+  }
+  return true;
+}
+
+std::optional<unsigned> ipv4_roce_v2_gid_index(const RdmaDevice& device) {
+  std::vector<const RdmaPort*> ports;
+  for (const auto& p : device.ports) ports.push_back(&p);
+  std::sort(ports.begin(), ports.end(), [](const RdmaPort* a, const RdmaPort* b) { return a->number < b->number; });
+  for (const RdmaPort* p : ports) {
+    std::optional<unsigned> best;
+    for (const auto& g : p->gids) {
+      if (g.type != GidType::RoceV2 || !is_ipv4_mapped_gid(g.address)) continue;
+      if (!best || g.index < *best) best = g.index;
+    }
+    if (best) return best;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+// NCCL_IB_HCA, NCCL_IB_GID_INDEX and (optionally) NCCL_SOCKET_IFNAME for `names` (sorted).
+void add_nccl_env(const std::vector<std::string>& names, const std::vector<RdmaDevice>& devices,
+                  const AllocateOptions& options, ContainerAllocation& out) {
+  out.envs[kNcclHcaEnv] = "=" + common::join(names, ",");
+  std::optional<unsigned> chosen;
+  std::string chosen_from;
+  std::vector<std::string> per_device, without;
+  bool disagree = false;
+  for (const auto& name : names) {
+    const RdmaDevice& d = *find_device(devices, name);
+    const auto index = ipv4_roce_v2_gid_index(d);
+    if (!index) {
+      without.push_back(name);
+      continue;
+    }
+    per_device.push_back(name + ": " + std::to_string(*index));
+    if (!chosen) {
+      chosen = index;
+      chosen_from = name;
+    } else if (*chosen != *index) {
+      disagree = true;
+    }
+  }
+  if (chosen) {
+    out.envs[kNcclGidIndexEnv] = std::to_string(*chosen);
+    if (disagree) {
+      out.notes.push_back("devices disagree on the IPv4 RoCE v2 GID index (" + common::join(per_device, ", ") +
+                          "); NCCL takes one index for all devices, so " + std::string(kNcclGidIndexEnv) + "=" +
+                          std::to_string(*chosen) + " (" + chosen_from + "'s) is set; set NCCL_IB_GID_INDEX=-1 "
+                          "with NCCL_IB_ADDR_RANGE in the pod spec to let NCCL pick per device");
+    }
+  }
+  // No device with such an entry is the normal iWARP (default mode) case and says nothing new;
+  // a mix means one card's GID table is not what its neighbours' are.
+  if (chosen && !without.empty()) {
+    out.notes.push_back("no IPv4 RoCE v2 GID on " + common::join(without, ", ") +
+                        " (its netdev may have no IPv4 address); NCCL may fail to use it");
+  }
+  if (options.nccl_socket_ifname) {
+    std::vector<std::string> netdevs;
+    for (const auto& name : names) {
+      const RdmaDevice& d = *find_device(devices, name);
+      if (!d.netdev.empty() && std::find(netdevs.begin(), netdevs.end(), d.netdev) == netdevs.end()) {
+        netdevs.push_back(d.netdev);
+      }
+    }
+    if (!netdevs.empty()) out.envs[kNcclSocketIfnameEnv] = "=" + common::join(netdevs, ",");
+  }
+}
+
+}  // namespace
+
 Result<ContainerAllocation> allocate_container(const std::vector<std::string>& ids,
                                                const std::vector<RdmaDevice>& devices, unsigned slots_per_device,
-                                               bool rdma_cm_present) {
+                                               const AllocateOptions& options) {
   if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "no device IDs to allocate");
   const size_t limit = std::min(kMaxIdsPerContainer, devices.size() * slots_per_device);
   if (ids.size() > limit) {
@@ -155,6 +239,10 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
                                                (known.empty() ? std::string("none") : common::join(known, ", ")) + ")");
   }
   ContainerAllocation out;
+  if (options.all_devices) {
+    // Every advertisable device, whatever slots kubelet picked (ACK's allocateAllDevices).
+    for (const auto& slot : advertised_devices(devices, slots_per_device).slots) names.insert(slot.device);
+  }
   out.devices.assign(names.begin(), names.end());
   for (const auto& name : out.devices) {
     const RdmaDevice& d = *find_device(devices, name);
@@ -165,12 +253,13 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
     const auto path = uverbs_path(d);
     out.device_nodes.push_back(DeviceNode{path, path, "rw"});
   }
-  if (rdma_cm_present) {
+  if (options.rdma_cm_present) {
     out.device_nodes.push_back(DeviceNode{std::string(kRdmaCmPath), std::string(kRdmaCmPath), "rw"});
   } else {
     out.notes.push_back(std::string(kRdmaCmPath) + " is missing on the host (rdma_ucm not loaded); not passed on");
   }
   out.envs[kDevicesEnv] = common::join(out.devices, ",");
+  if (options.nccl_env) add_nccl_env(out.devices, devices, options, out);
   return out;
 }
 
@@ -199,7 +288,7 @@ Result<std::vector<std::string>> preferred_allocation(const PreferredRequest& re
                                                       std::to_string(available.size()) + " available device IDs");
   }
   std::vector<std::string> result;
-  std::set<std::string> must_devices;
+  std::vector<std::string> must_devices;  // in must_include order
   for (const auto& id : request.must_include) {
     auto ref = parse_slot_id(id, slots_per_device);
     if (!ref) return make_error(ErrorCode::InvalidArgument, "mustInclude: " + ref.error().message);
@@ -208,7 +297,9 @@ Result<std::vector<std::string>> preferred_allocation(const PreferredRequest& re
     }
     if (std::find(result.begin(), result.end(), id) != result.end()) continue;
     result.push_back(id);
-    must_devices.insert(ref->device);
+    if (std::find(must_devices.begin(), must_devices.end(), ref->device) == must_devices.end()) {
+      must_devices.push_back(ref->device);
+    }
     free[ref->device].erase(ref->index);
   }
   if (result.size() > size) {
@@ -223,65 +314,70 @@ Result<std::vector<std::string>> preferred_allocation(const PreferredRequest& re
     const RdmaDevice* d = find_device(devices, dev);
     return d == nullptr ? -1 : d->numa_node;
   };
-  auto take = [&](const std::vector<std::string>& order) {
-    for (const auto& dev : order) {
-      for (unsigned idx : free[dev]) {
-        if (need == 0) return;
-        result.push_back(slot_id(dev, idx));
-        --need;
+  auto is_must = [&](const std::string& dev) {
+    return std::find(must_devices.begin(), must_devices.end(), dev) != must_devices.end();
+  };
+
+  // The home NUMA node: the must_include devices' (the first one's), else the node with the most
+  // devices that have free slots (then the most free slots, then the lowest number).
+  int home = -1;
+  if (!must_devices.empty()) {
+    home = numa_of(must_devices.front());
+  } else {
+    std::map<int, std::pair<size_t, size_t>> per_numa;  // numa -> (devices, free slots)
+    for (const auto& [dev, slots] : free) {
+      if (slots.empty() || numa_of(dev) < 0) continue;
+      auto& [n, total] = per_numa[numa_of(dev)];
+      ++n;
+      total += slots.size();
+    }
+    std::pair<size_t, size_t> best{0, 0};
+    for (const auto& [numa, v] : per_numa) {
+      if (v > best) {
+        best = v;
+        home = numa;
       }
     }
-  };
-
-  // 1. One device: the fullest one that still fits (best fit), where must_include allows.
-  std::string best;
+  }
+  // Candidate devices with free slots: home node, other nodes, no NUMA; most free slots first.
+  std::vector<std::string> order;
   for (const auto& [dev, slots] : free) {
-    if (must_devices.size() > 1 || (must_devices.size() == 1 && *must_devices.begin() != dev)) continue;
-    if (slots.size() >= need && (best.empty() || slots.size() < free[best].size())) best = dev;
+    if (!slots.empty()) order.push_back(dev);
   }
-  if (!best.empty()) {
-    take({best});
-    return result;
-  }
-
-  // Devices ordered: must_include devices first, then the most free slots, then by name.
-  auto ordered = [&](const std::vector<std::string>& devs) {
-    std::vector<std::string> v = devs;
-    std::stable_sort(v.begin(), v.end(), [&](const std::string& a, const std::string& b) {
-      const bool ma = must_devices.count(a) != 0, mb = must_devices.count(b) != 0;
-      if (ma != mb) return ma;
-      if (free[a].size() != free[b].size()) return free[a].size() > free[b].size();
-      return a < b;
-    });
-    return v;
+  auto rank = [&](const std::string& dev) {
+    const int numa = numa_of(dev);
+    return numa < 0 ? 2 : (numa == home ? 0 : 1);
   };
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    const bool ma = is_must(a), mb = is_must(b);
+    if (ma != mb) return ma;
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    if (free[a].size() != free[b].size()) return free[a].size() > free[b].size();
+    return a < b;
+  });
 
-  // 2. One NUMA node: the one with the fewest free slots that still fits.
-  std::set<int> must_numas;
-  for (const auto& dev : must_devices) must_numas.insert(numa_of(dev));
-  std::map<int, std::vector<std::string>> by_numa;
-  for (const auto& [dev, slots] : free) by_numa[numa_of(dev)].push_back(dev);
-  int best_numa = -1;
-  size_t best_total = 0;
-  for (const auto& [numa, devs] : by_numa) {
-    if (numa < 0) continue;
-    if (must_numas.size() > 1 || (must_numas.size() == 1 && *must_numas.begin() != numa)) continue;
-    size_t total = 0;
-    for (const auto& dev : devs) total += free[dev].size();
-    if (total >= need && (best_numa < 0 || total < best_total)) {
-      best_numa = numa;
-      best_total = total;
+  // 1. Spread: one slot on each device not yet covered, until the request is met.
+  std::map<std::string, std::set<unsigned>::iterator> next;
+  for (const auto& dev : order) next[dev] = free[dev].begin();
+  std::vector<std::string> chosen = must_devices;
+  for (const auto& dev : order) {
+    if (need == 0) break;
+    if (is_must(dev)) continue;
+    result.push_back(slot_id(dev, *next[dev]++));
+    chosen.push_back(dev);
+    --need;
+  }
+  // 2. Pack the rest onto the chosen devices, in order, lowest indices first.
+  std::vector<std::string> pack_order;
+  for (const auto& dev : order) {
+    if (std::find(chosen.begin(), chosen.end(), dev) != chosen.end()) pack_order.push_back(dev);
+  }
+  for (const auto& dev : pack_order) {
+    for (auto it = next[dev]; it != free[dev].end() && need > 0; ++it) {
+      result.push_back(slot_id(dev, *it));
+      --need;
     }
   }
-  if (best_numa >= 0) {
-    take(ordered(by_numa[best_numa]));
-    return result;
-  }
-
-  // 3. Anything: as few devices as possible.
-  std::vector<std::string> all;
-  for (const auto& [dev, slots] : free) all.push_back(dev);
-  take(ordered(all));
   return result;
 }
 

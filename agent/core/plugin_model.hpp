@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +22,12 @@ namespace erdma::agent {
 inline constexpr size_t kMaxDeviceIdLen = 63;
 // The env variable naming the allocated devices, e.g. ERDMA_DEVICES=erdma_0,erdma_1.
 inline constexpr const char* kDevicesEnv = "ERDMA_DEVICES";
+// NCCL's settings for the allocated devices (NCCL user guide, "Environment Variables"). A leading
+// '=' makes NCCL match the listed names exactly instead of as prefixes (erdma_1 would otherwise
+// also select erdma_10).
+inline constexpr const char* kNcclHcaEnv = "NCCL_IB_HCA";
+inline constexpr const char* kNcclGidIndexEnv = "NCCL_IB_GID_INDEX";
+inline constexpr const char* kNcclSocketIfnameEnv = "NCCL_SOCKET_IFNAME";
 // Guards against absurd requests: no container can be given more slots than this.
 inline constexpr size_t kMaxIdsPerContainer = 100'000;
 inline constexpr size_t kMaxContainersPerRequest = 1024;
@@ -68,21 +75,40 @@ struct DeviceNode {
   friend bool operator==(const DeviceNode&, const DeviceNode&) = default;
 };
 
+// The GID index NCCL should use on a device: the lowest-numbered RoCE v2 entry whose GID is an
+// IPv4-mapped address (0000:0000:0000:0000:0000:ffff:XXXX:XXXX), on the lowest-numbered port that
+// has one. nullopt when no port has such an entry (iWARP devices, a netdev without IPv4 address).
+[[nodiscard]] std::optional<unsigned> ipv4_roce_v2_gid_index(const RdmaDevice& device);
+
+// True for "0000:0000:0000:0000:0000:ffff:XXXX:XXXX" (any hex case), as sysfs prints GIDs.
+[[nodiscard]] bool is_ipv4_mapped_gid(std::string_view gid) noexcept;
+
+// What Allocate hands out besides the slots it was asked for.
+struct AllocateOptions {
+  bool rdma_cm_present = true;       // /dev/infiniband/rdma_cm exists on the host
+  bool all_devices = false;          // allocateAllDevices: every device of the node, whatever the slots
+  bool nccl_env = true;              // ncclEnv: NCCL_IB_HCA and NCCL_IB_GID_INDEX for the devices
+  bool nccl_socket_ifname = false;   // ncclSocketIfname: NCCL_SOCKET_IFNAME = the devices' netdevs
+};
+
 struct ContainerAllocation {
   std::vector<std::string> devices;          // distinct device names, sorted
-  std::map<std::string, std::string> envs;   // ERDMA_DEVICES=...
+  std::map<std::string, std::string> envs;   // ERDMA_DEVICES=..., NCCL_* (see AllocateOptions)
   std::vector<DeviceNode> device_nodes;      // uverbs of each device, then rdma_cm
   std::vector<std::string> notes;            // e.g. a device that is unhealthy right now
 };
 
-// What one container gets for the slot IDs kubelet allocated to it. `rdma_cm_present` says
-// whether the host has /dev/infiniband/rdma_cm (a DeviceSpec for a missing node would stop the
-// container from starting). Errors: InvalidArgument for an empty list, malformed or duplicate IDs
-// and absurd sizes; NotFound for IDs of devices that are not on the node; FailedPrecondition for
-// a device without a uverbs char device. Messages name the offending IDs.
+// What one container gets for the slot IDs kubelet allocated to it: the uverbs node of every
+// device behind the IDs (of every device of the node with `all_devices`), rdma_cm once when the
+// host has it (a DeviceSpec for a missing node would stop the container from starting), and env.
+// With `nccl_env`: NCCL_IB_HCA="=dev0,dev1" naming exactly those devices, and NCCL_IB_GID_INDEX
+// from the first device (by name) that has an IPv4 RoCE v2 GID; devices that disagree, or lack
+// one while others have one, are noted (NCCL takes one index for all devices). Errors: InvalidArgument for an empty list, malformed or
+// duplicate IDs and absurd sizes; NotFound for IDs of devices that are not on the node;
+// FailedPrecondition for a device without a uverbs char device. Messages name the offending IDs.
 [[nodiscard]] Result<ContainerAllocation> allocate_container(const std::vector<std::string>& ids,
                                                              const std::vector<RdmaDevice>& devices,
-                                                             unsigned slots_per_device, bool rdma_cm_present);
+                                                             unsigned slots_per_device, const AllocateOptions& options);
 
 struct PreferredRequest {
   std::vector<std::string> available;
@@ -90,9 +116,12 @@ struct PreferredRequest {
   int64_t size = 0;
 };
 
-// Chooses `size` IDs out of `available`, always including `must_include`. Packs onto one device
-// when one has enough free slots (the fullest device that fits, leaving whole devices for larger
-// requests), else onto one NUMA node, else onto as few devices as possible; lowest indices first.
+// Chooses `size` IDs out of `available`, always including `must_include`. Spreads over as many
+// distinct devices as the size allows (a container asking for 2 on a 2-device node gets both
+// devices: NCCL uses every device it is given), one slot each, then packs the rest onto the chosen
+// devices. Devices are chosen NUMA-aware: those on the NUMA node of the must_include devices (or
+// the node with the most devices to offer) first, then other nodes, then devices without NUMA
+// information; within each, the most free slots first, then by name. Lowest indices first.
 // Deterministic. InvalidArgument for negative or impossible sizes, malformed IDs, or must_include
 // IDs that are not available.
 [[nodiscard]] Result<std::vector<std::string>> preferred_allocation(const PreferredRequest& request,

@@ -174,8 +174,12 @@ void HookRunner::loop() {
 // ---- DevicePluginService
 
 DevicePluginService::DevicePluginService(DeviceState& state, HookRunner& hooks, AgentMetrics* metrics,
-                                         std::function<void()> request_rescan)
-    : state_(state), hooks_(hooks), metrics_(metrics), request_rescan_(std::move(request_rescan)) {}
+                                         std::function<void()> request_rescan, AllocateOptions allocate)
+    : state_(state),
+      hooks_(hooks),
+      metrics_(metrics),
+      request_rescan_(std::move(request_rescan)),
+      allocate_(allocate) {}
 
 grpc::ServerUnaryReactor* DevicePluginService::GetDevicePluginOptions(grpc::CallbackServerContext* ctx,
                                                                       const v1beta1::Empty*,
@@ -232,11 +236,13 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
                     " container requests, more than " + std::to_string(kMaxContainersPerRequest));
   }
   const auto snap = state_.snapshot();
+  AllocateOptions options = allocate_;
+  options.rdma_cm_present = snap->rdma_cm_present;
   uint64_t slots = 0;
   std::vector<std::string> summary;
   for (int i = 0; i < request->container_requests_size(); ++i) {
     const auto ids = to_vector(request->container_requests(i).devices_ids());
-    auto alloc = allocate_container(ids, snap->devices, state_.slots_per_device(), snap->rdma_cm_present);
+    auto alloc = allocate_container(ids, snap->devices, state_.slots_per_device(), options);
     if (!alloc) {
       if (alloc.error().code == ErrorCode::NotFound && request_rescan_) request_rescan_();
       return fail(to_grpc(alloc.error().code), "container request " + std::to_string(i) + ": " + alloc.error().message);

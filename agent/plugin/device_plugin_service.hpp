@@ -59,9 +59,10 @@ class HookRunner {
 class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {
  public:
   // `request_rescan` is called when kubelet names devices the agent does not know (a device may
-  // have appeared since the last scan). All references must outlive the service.
+  // have appeared since the last scan). `allocate` says what Allocate hands out besides the slots
+  // (its rdma_cm_present is taken from each scan). All references must outlive the service.
   DevicePluginService(DeviceState& state, HookRunner& hooks, AgentMetrics* metrics,
-                      std::function<void()> request_rescan);
+                      std::function<void()> request_rescan, AllocateOptions allocate = {});
 
   // v1beta1::DevicePlugin
   grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx, const v1beta1::Empty* request,
@@ -82,6 +83,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
   HookRunner& hooks_;
   AgentMetrics* metrics_;
   std::function<void()> request_rescan_;
+  const AllocateOptions allocate_;
 };
 
 // The options the plugin registers with and answers GetDevicePluginOptions with.

@@ -48,7 +48,8 @@ PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreSt
       timing_(timing),
       state_(cfg.slots_per_device),
       hooks_(hook),
-      service_(state_, hooks_, metrics, [this] { request_rescan(); }),
+      service_(state_, hooks_, metrics, [this] { request_rescan(); },
+               AllocateOptions{true, cfg.allocate_all_devices, cfg.nccl_env, cfg.nccl_socket_ifname}),
       server_(service_) {}
 
 PluginRuntime::~PluginRuntime() {

@@ -34,7 +34,38 @@ TEST_CASE("an empty or null document gives the defaults") {
     CHECK(cfg->pod_resources_socket == "/var/lib/kubelet/pod-resources/kubelet.sock");
     CHECK(cfg->cri_socket == "/run/containerd/containerd.sock");
     CHECK(cfg->proc_root == "/proc");
+    CHECK_FALSE(cfg->allocate_all_devices);
+    CHECK(cfg->nccl_env);
+    CHECK_FALSE(cfg->nccl_socket_ifname);
+    CHECK(cfg->driver.prefer == DriverMode::Default);
+    CHECK(cfg->nfd_feature_file.empty());
   }
+}
+
+TEST_CASE("allocation, NCCL, driver and NFD keys are read and round-trip") {
+  auto cfg = AgentConfig::load(json::parse(R"({
+    "allocateAllDevices": true, "ncclEnv": true, "ncclSocketIfname": true,
+    "driver": {"prefer": "auto"},
+    "nfdFeatureFile": "/etc/kubernetes/node-feature-discovery/features.d/erdma"
+  })"));
+  REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
+  CHECK(cfg->allocate_all_devices);
+  CHECK(cfg->nccl_env);
+  CHECK(cfg->nccl_socket_ifname);
+  CHECK(cfg->driver.prefer == DriverMode::Auto);
+  CHECK(cfg->nfd_feature_file == "/etc/kubernetes/node-feature-discovery/features.d/erdma");
+  CHECK(cfg->to_json()["driver"] == json{{"prefer", "auto"}});
+  auto again = AgentConfig::load(cfg->to_json());
+  REQUIRE(again.ok());
+  CHECK(again->to_json() == cfg->to_json());
+  for (const char* mode : {"default", "compat", "ofed", "auto"}) {
+    auto m = AgentConfig::load(json{{"driver", {{"prefer", mode}}}});
+    REQUIRE(m.ok());
+    CHECK(to_string(m->driver.prefer) == mode);
+  }
+  auto off = AgentConfig::load(json{{"ncclEnv", false}});
+  REQUIRE(off.ok());
+  CHECK_FALSE(off->nccl_env);
 }
 
 TEST_CASE("the SMC-R keys are read and normalised") {
@@ -205,6 +236,16 @@ TEST_CASE("invalid configs are refused with the key named") {
       {R"({"podResourcesSocket": "/bbbbbbbbbbaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
        "podResourcesSocket:", "unix socket"},
       {R"({"procRoot": 1})", "procRoot:", "string"},
+      {R"({"allocateAllDevices": "yes"})", "allocateAllDevices:", "true or false"},
+      {R"({"ncclEnv": 1})", "ncclEnv:", "true or false"},
+      {R"({"ncclEnv": false, "ncclSocketIfname": true})", "ncclSocketIfname:", "ncclEnv: true"},
+      {R"({"driver": "ofed"})", "driver:", "map"},
+      {R"({"driver": {"prefer": "OFED2"}})", "driver.prefer:", "default (SMC-R"},
+      {R"({"driver": {"mode": "ofed"}})", "driver", "mode"},
+      {R"({"driver": {"loadModules": true}})", "driver", "loadModules"},
+      {R"({"nfdFeatureFile": "features.d/erdma"})", "nfdFeatureFile:", "absolute"},
+      {R"({"nfdFeatureFile": "/etc/kubernetes/node-feature-discovery/features.d/.erdma"})", "nfdFeatureFile:", "'.'"},
+      {R"({"nfdFeatureFile": "/etc/kubernetes/node-feature-discovery/features.d/"})", "nfdFeatureFile:", "name a file"},
       {R"({"slotsPerDevice": 1000, "devices": {"source": "static", "static": [{"name": "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij", "uverbs": "uverbs0"}]}})",
        "devices.static[0].name:", "at most 59"},
   };

@@ -3,6 +3,8 @@
 // machine has no RDMA device; the qemu VM test runs it with a real rxe device.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "agent/core/plugin_model.hpp"
 #include "agent/sys/rdma_netlink.hpp"
@@ -40,6 +42,21 @@ int main() {
       if (p.link_layer.empty()) fail("no link layer");
     }
     if (!check_device_name_fits(d.name, 64)) fail("name too long for slot IDs");
+    // NCCL's GID index as Allocate would set it: its sysfs entry must really be an IPv4-mapped
+    // RoCE v2 GID. A netdev without an IPv4 address has none; that is reported, not failed.
+    if (const auto index = ipv4_roce_v2_gid_index(d)) {
+      const std::string port = "/sys/class/infiniband/" + d.name + "/ports/" +
+                               std::to_string(d.ports.front().number);
+      std::ifstream gid(port + "/gids/" + std::to_string(*index));
+      std::ifstream type(port + "/gid_attrs/types/" + std::to_string(*index));
+      std::string g, t;
+      std::getline(gid, g);
+      std::getline(type, t);
+      std::printf("device %s NCCL_IB_GID_INDEX=%u (gid %s, %s)\n", d.name.c_str(), *index, g.c_str(), t.c_str());
+      if (!is_ipv4_mapped_gid(g) || t != "RoCE v2") fail("chosen GID index is not an IPv4 RoCE v2 entry");
+    } else {
+      std::printf("device %s: no IPv4 RoCE v2 GID (no IPv4 address on %s?)\n", d.name.c_str(), d.netdev.c_str());
+    }
   }
   return failures == 0 ? 0 : 1;
 }

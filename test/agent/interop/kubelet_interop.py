@@ -115,10 +115,12 @@ def main():
         os.mkdir(dp)
         port = free_port()
         config = os.path.join(work, "agent.json")
+        features = os.path.join(work, "features.d", "erdma")
+        os.mkdir(os.path.dirname(features))
         with open(config, "w") as f:
             # smcr off: this test is about the device plugin and must not touch the host's SMC tables.
             json.dump({"devicePluginDir": dp, "slotsPerDevice": 4, "metricsListen": "127.0.0.1:%d" % port,
-                       "smcr": {"enabled": False},
+                       "smcr": {"enabled": False}, "nfdFeatureFile": features,
                        "devices": {"source": "static", "static": [
                            {"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth0", "numaNode": 0},
                            {"name": "erdma_1", "uverbs": "uverbs1", "netdev": "eth1", "numaNode": 1,
@@ -154,7 +156,7 @@ def main():
             req.container_requests.add().devices_ids.extend(["erdma_0-1", "erdma_0-2"])
             resp = call["allocate"](req, timeout=WAIT)
             c = resp.container_responses[0]
-            check(dict(c.envs) == {"ERDMA_DEVICES": "erdma_0"}, "Allocate envs %r" % dict(c.envs))
+            check(dict(c.envs) == {"ERDMA_DEVICES": "erdma_0", "NCCL_IB_HCA": "=erdma_0"}, "Allocate envs %r" % dict(c.envs))
             specs = [(d.container_path, d.host_path, d.permissions) for d in c.devices]
             check(specs == [("/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0", "rw"),
                             ("/dev/infiniband/rdma_cm", "/dev/infiniband/rdma_cm", "rw")], "Allocate devices %r" % specs)
@@ -174,7 +176,21 @@ def main():
             pc.allocation_size = 2
             presp = call["preferred"](pref, timeout=WAIT)
             chosen = list(presp.container_responses[0].deviceIDs)
-            check(chosen == ["erdma_1-0", "erdma_1-1"], "GetPreferredAllocation chose %r" % chosen)
+            # Two devices, two slots: one slot of each (NCCL uses every device it is given).
+            check(sorted(chosen) == ["erdma_0-0", "erdma_1-0"], "GetPreferredAllocation chose %r" % chosen)
+
+            # One slot per device: both uverbs nodes, rdma_cm once, NCCL told about both devices
+            # (exact match, so erdma_1 could never also pick an erdma_10).
+            req = pb.AllocateRequest()
+            req.container_requests.add().devices_ids.extend(chosen)
+            c = call["allocate"](req, timeout=WAIT).container_responses[0]
+            specs = [d.host_path for d in c.devices]
+            check(specs == ["/dev/infiniband/uverbs0", "/dev/infiniband/uverbs1", "/dev/infiniband/rdma_cm"],
+                  "two-device Allocate devices %r" % specs)
+            check(c.envs.get("NCCL_IB_HCA") == "=erdma_0,erdma_1", "two-device NCCL_IB_HCA %r" % dict(c.envs))
+            check(c.envs.get("ERDMA_DEVICES") == "erdma_0,erdma_1", "two-device ERDMA_DEVICES %r" % dict(c.envs))
+            # Static devices carry no GID table, so no GID index is claimed.
+            check("NCCL_IB_GID_INDEX" not in c.envs, "no GID index without a GID table: %r" % dict(c.envs))
 
             pre = pb.PreStartContainerRequest()
             pre.devices_ids.append("erdma_0-1")
@@ -184,10 +200,22 @@ def main():
 
             body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=WAIT).read().decode()
             check('erdma_agent_registrations_total{result="ok"} 1' in body, "metrics: one registration")
-            check('erdma_agent_allocate_requests_total{result="ok"} 1' in body, "metrics: one Allocate")
+            check('erdma_agent_allocate_requests_total{result="ok"} 2' in body, "metrics: two Allocates")
             check('erdma_agent_allocate_requests_total{result="error"} 1' in body, "metrics: one refused Allocate")
             check('erdma_agent_devices{health="unhealthy"} 1' in body, "metrics: one unhealthy device")
-            check('erdma_agent_slots_allocated_total 2' in body, "metrics: two slots allocated")
+            check('erdma_agent_slots_allocated_total 4' in body, "metrics: four slots allocated")
+
+            # Driver mode: the NFD feature file and the mismatch gauge agree on what the node has.
+            with open(features) as f:
+                feats = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
+            check(feats.get("erdma-devices") == "2", "NFD erdma-devices %r" % feats)
+            check(feats.get("erdma-driver-want") == "default", "NFD erdma-driver-want %r" % feats)
+            have = feats.get("erdma-driver-mode")
+            mismatch = "1" if have != "default" else "0"
+            check('erdma_agent_driver_mode_mismatch{want="default",have="%s"} %s' % (have, mismatch) in body,
+                  "metrics: driver mode gauge for have=%r" % have)
+            check(not any(n.startswith(".") for n in os.listdir(os.path.dirname(features))),
+                  "no temporary file left beside the NFD feature file")
 
             t0 = time.monotonic()
             kubelet.restart()

@@ -103,3 +103,39 @@ TEST_CASE("erdma-agent devices with a static config, and its errors") {
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+
+TEST_CASE("status: mode wanted and found, each device's NCCL GID index, SMC-R and preload") {
+  NodeStatus st;
+  st.facts.erdma_loaded = true;
+  st.facts.compat_mode = true;
+  st.facts.smc_loaded = true;
+  st.facts.node_types = {{"erdma_0", "CA"}, {"erdma_1", "CA"}};
+  st.driver = judge_driver(DriverMode::Default, st.facts);
+  auto d0 = testing::make_device("erdma_0", "uverbs0", 0);
+  d0.ports[0].gids = {{3, "0000:0000:0000:0000:0000:ffff:0a00:0005", GidType::RoceV2, "eth0"}};
+  st.scan.devices = {d0, testing::make_device("erdma_1", "uverbs1", 1, PortState::Down, "eth1")};
+  st.configured_ueid = "ERDMA-CONTROLLER";
+  st.ueids = {"OTHER"};
+  st.preload_path = "/var/lib/erdma-controller/lib/libsmc-preload.so";
+
+  const std::string text = render_status(st);
+  CAPTURE(text);
+  CHECK(text.find("driver mode mismatch: want default, have compat") != std::string::npos);
+  CHECK(text.find("compat_mode=Y") != std::string::npos);
+  CHECK(text.find("NCCL_IB_GID_INDEX 3") != std::string::npos);
+  CHECK(text.find("NCCL_IB_GID_INDEX - (no IPv4 RoCE v2 GID)") != std::string::npos);
+  CHECK(text.find("smc-r:    not capable") != std::string::npos);
+  CHECK(text.find("configured ERDMA-CONTROLLER MISSING") != std::string::npos);
+  CHECK(text.find("not installed") != std::string::npos);
+
+  const auto j = render_status_json(st);
+  CHECK(j["driver"]["mismatch"] == true);
+  CHECK(j["driver"]["have"] == "compat");
+  CHECK(j["devices"][0]["ncclGidIndex"] == 3);
+  CHECK(j["devices"][1]["ncclGidIndex"].is_null());
+  CHECK(j["smcr"]["capable"] == false);
+}
+
+}  // namespace erdma::agent

@@ -74,11 +74,13 @@ struct Harness {
   std::unique_ptr<PluginRuntime> runtime;
   FakeKubelet kubelet{dir.path()};
 
-  explicit Harness(bool start_kubelet = true, std::string plugin_dir = "") {
+  explicit Harness(bool start_kubelet = true, std::string plugin_dir = "",
+                   const std::function<void(AgentConfig&)>& tweak = {}) {
     cfg.device_plugin_dir = plugin_dir.empty() ? dir.path() : plugin_dir;
     cfg.slots_per_device = 4;
     cfg.rescan_seconds = 3600;  // tests ask for scans explicitly
     cfg.metrics_listen = "";
+    if (tweak) tweak(cfg);
     if (start_kubelet) kubelet.start();
     runtime = std::make_unique<PluginRuntime>(cfg, devices, hook, &metrics, fast_timing());
     REQUIRE(runtime->start().ok());
@@ -291,57 +293,104 @@ TEST_CASE("Allocate refuses unknown, malformed and empty requests with a clear s
   CHECK(status.error_message().find("20000") != std::string::npos);
 }
 
-TEST_CASE("GetPreferredAllocation packs onto one device and one NUMA node") {
+std::vector<std::string> ids_of(const v1beta1::PreferredAllocationResponse& r) {
+  const auto& ids = r.container_responses(0).deviceids();
+  return std::vector<std::string>(ids.begin(), ids.end());
+}
+
+grpc::Status ask_preferred(v1beta1::DevicePlugin::Stub& stub, std::vector<std::string> available,
+                           std::vector<std::string> must, int size, v1beta1::PreferredAllocationResponse& out) {
+  v1beta1::PreferredAllocationRequest req;
+  auto* c = req.add_container_requests();
+  for (auto& id : available) c->add_available_deviceids(id);
+  for (auto& id : must) c->add_must_include_deviceids(id);
+  c->set_allocation_size(size);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kWait);
+  return stub.GetPreferredAllocation(&ctx, req, &out);
+}
+
+TEST_CASE("two-device node: a request for 2 gets both devices, Allocate gives both uverbs and NCCL env naming both") {
+  Harness h;
+  // The NCCL GPU node: one device per NUMA node, each with its IPv4 RoCE v2 GID at another index.
+  auto d0 = make_device("erdma_0", "uverbs0", 0);
+  d0.ports[0].gids = {{0, "fe80:0000:0000:0000:0216:3eff:fe00:0001", GidType::RoceV2, "eth0"},
+                      {1, "0000:0000:0000:0000:0000:ffff:0a00:0005", GidType::RoceV2, "eth0"}};
+  auto d1 = make_device("erdma_1", "uverbs1", 1, PortState::Active, "eth1");
+  d1.ports[0].gids = {{2, "0000:0000:0000:0000:0000:ffff:0a00:0106", GidType::RoceV2, "eth1"}};
+  h.devices.set_devices({d0, d1});
+  h.runtime->request_rescan();
+  REQUIRE(eventually([&] { return !h.runtime->state().snapshot()->devices.empty() &&
+                                  !h.runtime->state().snapshot()->devices[0].ports[0].gids.empty(); }));
+  auto stub = h.client();
+  std::vector<std::string> all;
+  for (const char* d : {"erdma_0", "erdma_1"}) {
+    for (int i = 0; i < 4; ++i) all.push_back(std::string(d) + "-" + std::to_string(i));
+  }
+  v1beta1::PreferredAllocationResponse r;
+  REQUIRE(ask_preferred(*stub, all, {}, 2, r).ok());
+  CHECK(ids_of(r) == std::vector<std::string>{"erdma_0-0", "erdma_1-0"});
+
+  v1beta1::AllocateResponse resp;
+  REQUIRE(allocate(*stub, {ids_of(r)}, resp).ok());
+  const auto& c = resp.container_responses(0);
+  REQUIRE(c.devices_size() == 3);
+  CHECK(c.devices(0).host_path() == "/dev/infiniband/uverbs0");
+  CHECK(c.devices(1).host_path() == "/dev/infiniband/uverbs1");
+  CHECK(c.devices(2).host_path() == "/dev/infiniband/rdma_cm");
+  CHECK(c.envs().at("ERDMA_DEVICES") == "erdma_0,erdma_1");
+  CHECK(c.envs().at("NCCL_IB_HCA") == "=erdma_0,erdma_1");
+  CHECK(c.envs().at("NCCL_IB_GID_INDEX") == "1");  // erdma_0's; erdma_1 (2) disagrees and is logged
+  CHECK(c.envs().count("NCCL_SOCKET_IFNAME") == 0);
+}
+
+TEST_CASE("allocateAllDevices: one slot gives the container every device") {
+  Harness h(true, "", [](AgentConfig& c) { c.allocate_all_devices = true; });
+  auto stub = h.client();
+  v1beta1::AllocateResponse resp;
+  REQUIRE(allocate(*stub, {{"erdma_1-3"}}, resp).ok());
+  const auto& c = resp.container_responses(0);
+  REQUIRE(c.devices_size() == 3);
+  CHECK(c.devices(0).host_path() == "/dev/infiniband/uverbs0");
+  CHECK(c.devices(1).host_path() == "/dev/infiniband/uverbs1");
+  CHECK(c.envs().at("NCCL_IB_HCA") == "=erdma_0,erdma_1");
+}
+
+TEST_CASE("GetPreferredAllocation spreads over devices, NUMA-aware, then packs") {
   Harness h;
   h.devices.set_devices({make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0),
                          make_device("erdma_2", "uverbs2", 1)});
   h.runtime->request_rescan();
   for (int i = 0; i < 500 && h.runtime->state().snapshot()->devices.size() != 3; ++i) std::this_thread::sleep_for(10ms);
   auto stub = h.client();
-  auto ask = [&](std::vector<std::string> available, std::vector<std::string> must, int size,
-                 v1beta1::PreferredAllocationResponse& out) {
-    v1beta1::PreferredAllocationRequest req;
-    auto* c = req.add_container_requests();
-    for (auto& id : available) c->add_available_deviceids(id);
-    for (auto& id : must) c->add_must_include_deviceids(id);
-    c->set_allocation_size(size);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + kWait);
-    return stub->GetPreferredAllocation(&ctx, req, &out);
-  };
   std::vector<std::string> all;
   for (const char* d : {"erdma_0", "erdma_1", "erdma_2"}) {
     for (int i = 0; i < 4; ++i) all.push_back(std::string(d) + "-" + std::to_string(i));
   }
   {
+    // Two devices of NUMA node 0; the one with more free slots first.
     v1beta1::PreferredAllocationResponse r;
-    REQUIRE(ask({"erdma_0-0", "erdma_1-0", "erdma_1-1", "erdma_2-3"}, {}, 2, r).ok());
+    REQUIRE(ask_preferred(*stub, {"erdma_0-0", "erdma_1-0", "erdma_1-1", "erdma_2-3"}, {}, 2, r).ok());
     REQUIRE(r.container_responses_size() == 1);
-    const auto& ids = r.container_responses(0).deviceids();
-    CHECK(std::vector<std::string>(ids.begin(), ids.end()) == std::vector<std::string>{"erdma_1-0", "erdma_1-1"});
+    CHECK(ids_of(r) == std::vector<std::string>{"erdma_1-0", "erdma_0-0"});
   }
   {
     v1beta1::PreferredAllocationResponse r;
-    REQUIRE(ask(all, {"erdma_2-1"}, 3, r).ok());
-    const auto& ids = r.container_responses(0).deviceids();
-    CHECK(std::vector<std::string>(ids.begin(), ids.end()) ==
-          std::vector<std::string>{"erdma_2-1", "erdma_2-0", "erdma_2-2"});
+    REQUIRE(ask_preferred(*stub, all, {"erdma_2-1"}, 3, r).ok());
+    CHECK(ids_of(r) == std::vector<std::string>{"erdma_2-1", "erdma_0-0", "erdma_1-0"});
   }
   {
-    // 6 slots fit no single device (4 each) but NUMA node 0 (erdma_0 + erdma_1).
+    // 6 slots: one on each device, then packed onto the first.
     v1beta1::PreferredAllocationResponse r;
-    REQUIRE(ask(all, {}, 6, r).ok());
-    for (const auto& id : r.container_responses(0).deviceids()) {
-      CAPTURE(id);
-      CHECK_FALSE(id.starts_with("erdma_2-"));
-    }
-    CHECK(r.container_responses(0).deviceids_size() == 6);
+    REQUIRE(ask_preferred(*stub, all, {}, 6, r).ok());
+    CHECK(ids_of(r) == std::vector<std::string>{"erdma_0-0", "erdma_1-0", "erdma_2-0", "erdma_0-1", "erdma_0-2",
+                                                "erdma_0-3"});
   }
   {
     v1beta1::PreferredAllocationResponse r;
-    const auto status = ask({"erdma_0-0"}, {}, 2, r);
+    const auto status = ask_preferred(*stub, {"erdma_0-0"}, {}, 2, r);
     CHECK(status.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
-    const auto bad = ask({"erdma_0-0", "bogus"}, {}, 1, r);
+    const auto bad = ask_preferred(*stub, {"erdma_0-0", "bogus"}, {}, 1, r);
     CHECK(bad.error_code() == grpc::StatusCode::INVALID_ARGUMENT);
     CHECK(bad.error_message().find("bogus") != std::string::npos);
   }

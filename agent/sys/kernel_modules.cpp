@@ -1,0 +1,110 @@
+// sysfs driver facts and the atomic feature-file write (see kernel_modules.hpp).
+#include "agent/sys/kernel_modules.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "agent/sys/sysfs_rdma.hpp"
+
+namespace erdma::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool present(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+std::optional<std::string> read_small(const fs::path& p) {
+  std::ifstream in(p);
+  if (!in) return std::nullopt;
+  std::string text(4096, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return sysfs::trim(text);
+}
+
+}  // namespace
+
+std::string parse_node_type(std::string_view text) {
+  const std::string t = sysfs::trim(text);
+  const auto colon = t.find(':');
+  if (colon == std::string::npos) return "";
+  const std::string name = sysfs::trim(std::string_view(t).substr(colon + 1));
+  return name == "CA" || name == "RNIC" || name == "SWITCH" || name == "ROUTER" || name == "USNIC" ? name : "";
+}
+
+DriverFacts read_driver_facts(const std::string& sys_root) {
+  const fs::path mod = fs::path(sys_root) / "module";
+  DriverFacts f;
+  f.erdma_loaded = present(mod / "erdma");
+  if (auto v = read_small(mod / "erdma/parameters/compat_mode")) {
+    if (*v == "Y" || *v == "1") f.compat_mode = true;
+    if (*v == "N" || *v == "0") f.compat_mode = false;
+  }
+  if (auto v = read_small(mod / "erdma/version")) f.erdma_version = *v;
+  f.ofed_stack = present(mod / "mlx_compat");
+  f.nvidia_loaded = present(mod / "nvidia");
+  f.nvidia_peermem_loaded = present(mod / "nvidia_peermem");
+  f.smc_loaded = present(mod / "smc");
+  sysfs::SysfsRdmaReader reader(sys_root);
+  if (auto names = reader.device_names()) {
+    for (const auto& name : *names) {
+      const fs::path dir = fs::path(sys_root) / "class/infiniband" / name;
+      std::error_code ec;
+      const auto driver = fs::read_symlink(dir / "device/driver", ec);
+      const bool is_erdma = name.rfind("erdma", 0) == 0 || (!ec && driver.filename() == "erdma");
+      if (!is_erdma) continue;
+      if (auto t = read_small(dir / "node_type")) f.node_types.emplace_back(name, parse_node_type(*t));
+    }
+  }
+  return f;
+}
+
+Result<bool> write_file_atomically(const std::string& path, const std::string& content) {
+  if (auto old = read_small(path); old && *old == sysfs::trim(content)) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    if (ss.str() == content) return false;
+  }
+  const fs::path target(path);
+  const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp");
+  auto fail = [&](const std::string& what) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return make_error(err == EACCES || err == EPERM || err == EROFS ? ErrorCode::PermissionDenied
+                                                                     : ErrorCode::Unavailable,
+                      path + ": " + what + ": " + std::strerror(err) +
+                          " (the directory must exist and be writable by the agent; mount it from the host)");
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return fail("cannot create " + tmp.string());
+  size_t off = 0;
+  while (off < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return fail("write");
+    }
+    off += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    return fail("fsync");
+  }
+  ::close(fd);
+  if (::rename(tmp.c_str(), target.c_str()) != 0) return fail("rename");
+  return true;
+}
+
+}  // namespace erdma::agent

@@ -1,0 +1,27 @@
+// Reading the node's RDMA driver facts from sysfs (/sys/module/<name>, module parameters, device
+// node types) and writing the node-feature-discovery local feature file. Reads a tree under a root
+// directory ("/sys" on a node, a fake tree in tests); loads nothing.
+#pragma once
+
+#include <string>
+
+#include "agent/core/driver_mode.hpp"
+#include "common/result.hpp"
+
+namespace erdma::agent {
+
+// Facts under `sys_root`: module/{erdma,mlx_compat,nvidia,nvidia_peermem,smc},
+// module/erdma/parameters/compat_mode ("Y"/"N"), module/erdma/version, and the node_type of every
+// class/infiniband device whose name starts with "erdma" or whose bus driver is erdma. Missing
+// files are facts ("not loaded"), never errors.
+[[nodiscard]] DriverFacts read_driver_facts(const std::string& sys_root = "/sys");
+
+// "1: CA\n" -> "CA", "4: RNIC\n" -> "RNIC"; "" for anything else.
+[[nodiscard]] std::string parse_node_type(std::string_view text);
+
+// Replaces `path` with `content` atomically (a dot-file beside it, fsync, rename: NFD ignores
+// dot-files, so it never reads a partial file). Returns false (Unchanged) when the file already
+// holds exactly `content`. Errors name the path: Unavailable / PermissionDenied for I/O.
+[[nodiscard]] Result<bool> write_file_atomically(const std::string& path, const std::string& content);
+
+}  // namespace erdma::agent

@@ -1,0 +1,66 @@
+// A throwaway sysfs tree under /tmp for tests: create files and symlinks relative to its root,
+// removed with everything in it on destruction.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace erdma::agent::testing {
+
+class FakeSysfs {
+ public:
+  FakeSysfs() {
+    char tmpl[] = "/tmp/erdma-sysfs-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+    root_ = tmpl;
+  }
+  ~FakeSysfs() {
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+  FakeSysfs(const FakeSysfs&) = delete;
+  FakeSysfs& operator=(const FakeSysfs&) = delete;
+
+  [[nodiscard]] const std::string& root() const noexcept { return root_; }
+
+  // Writes `content` to root/rel, creating parent directories.
+  void file(const std::string& rel, const std::string& content) const {
+    const auto p = std::filesystem::path(root_) / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::ofstream(p) << content;
+  }
+  void dir(const std::string& rel) const { std::filesystem::create_directories(std::filesystem::path(root_) / rel); }
+  void symlink(const std::string& target, const std::string& rel) const {
+    const auto p = std::filesystem::path(root_) / rel;
+    std::filesystem::create_directories(p.parent_path());
+    std::filesystem::create_symlink(target, p);
+  }
+
+  // An RDMA device with port 1 ACTIVE and GID entries {index, gid, type} (type "" = unreadable,
+  // as the kernel's EINVAL for unused entries).
+  struct GidEntry {
+    unsigned index;
+    std::string gid;
+    std::string type;
+  };
+  void rdma_device(const std::string& name, const std::string& node_type, const std::vector<GidEntry>& gids,
+                   const std::string& netdev = "eth0") const {
+    const std::string d = "class/infiniband/" + name;
+    file(d + "/node_type", node_type + "\n");
+    file(d + "/ports/1/state", "4: ACTIVE\n");
+    file(d + "/ports/1/link_layer", "Ethernet\n");
+    for (const auto& g : gids) {
+      file(d + "/ports/1/gids/" + std::to_string(g.index), g.gid + "\n");
+      if (!g.type.empty()) file(d + "/ports/1/gid_attrs/types/" + std::to_string(g.index), g.type + "\n");
+      file(d + "/ports/1/gid_attrs/ndevs/" + std::to_string(g.index), netdev + "\n");
+    }
+  }
+
+ private:
+  std::string root_;
+};
+
+}  // namespace erdma::agent::testing
