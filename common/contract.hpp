@@ -18,6 +18,10 @@ inline constexpr std::string_view kSmcrEnabled = "true";
 inline constexpr std::string_view kInjectAnnotation = "network.alibabacloud.com/erdma-inject";
 // Pod annotation the webhook writes: what it injected (the marker tokens below, comma-separated).
 inline constexpr std::string_view kInjectedAnnotation = "network.alibabacloud.com/erdma-injected";
+// Pod annotation the webhook writes when it has warnings: one warning per line, so a person sees
+// them in `kubectl describe pod` even when a controller created the pod and got the admission
+// warnings itself.
+inline constexpr std::string_view kWarningsAnnotation = "network.alibabacloud.com/erdma-warnings";
 // Namespace label opting a namespace in ("enabled").
 inline constexpr std::string_view kNamespaceLabel = "erdma-injection";
 
@@ -37,5 +41,8 @@ inline constexpr std::string_view kTokenErdmaEnv = "erdma-env";
 inline constexpr std::string_view kTokenDeviceMounts = "device-mounts";
 inline constexpr std::string_view kTokenSmcrPreload = "smcr-preload";
 inline constexpr std::string_view kTokenErdmaResource = "erdma-resource";
+// Written after kTokenSmcrPreload when some containers of an SMC-R pod did not get the library
+// (their LD_PRELOAD comes from valueFrom); the warnings annotation names them.
+inline constexpr std::string_view kTokenSmcrPreloadPartial = "smcr-preload-partial";
 
 }  // namespace erdma::contract

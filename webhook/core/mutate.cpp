@@ -557,10 +557,15 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   }
 
   // An SMC-R pod must land on an eRDMA node and pass through the agent's PreStartContainer hook,
-  // which only runs for containers holding the device: give it to the container that starts first.
+  // which only runs for containers holding the device: give it to the first regular container.
+  // Not to an init container although it starts earlier: kubelet's PodResources List, where the
+  // agent looks up whose device the hook is called for, reports regular (and sidecar) containers
+  // only, so the agent could not find the pod and its network namespace would stay unconfigured.
+  // Init containers therefore run before the namespace is set up; their TCP falls back.
   std::optional<size_t> resource_to;
   if (smcr && !any_erdma && !holds_ours) {
-    const ContainerView& first = pod.containers.front();
+    const size_t first_regular = pod.init_count;
+    const ContainerView& first = pod.containers[first_regular];
     if (!cfg.smcr().add_resource) {
       b.warn(WarningKind::AddResourceOff,
              "no container requests " + cfg.resource_name() +
@@ -569,7 +574,7 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
       b.warn(WarningKind::ResourceZero, describe(first) + " requests 0 " + cfg.resource_name() +
                                             "; not changed, so SMC-R may fall back to TCP");
     } else {
-      resource_to = 0;
+      resource_to = first_regular;
       b.warn(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe(first) +
                                              " so the pod is placed on an eRDMA node for SMC-R");
     }

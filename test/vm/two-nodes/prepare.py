@@ -125,7 +125,14 @@ def main():
         elif pod["metadata"]["annotations"].get(SMCR_ANNOTATION) != "true":
             die("examples/smcr-deployment.yaml no longer carries %s: \"true\"" % SMCR_ANNOTATION)
         spec = pod["spec"]
-        spec.pop("initContainers", None)
+        inits = spec.pop("initContainers", None) or []
+        if name == "smcr-pod" and inits:
+            # The pod-netns pods keep the example's init container: the webhook must give the
+            # eRDMA slot to the first regular container (kubelet's PodResources, where the agent
+            # finds the pod, does not list init containers), or the netns stays unconfigured.
+            init = inits[0]
+            init["image"] = WORKLOAD
+            spec["initContainers"] = [init]
         c = spec["containers"][0]
         c.pop("args", None)
         c.pop("ports", None)

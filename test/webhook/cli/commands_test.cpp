@@ -247,7 +247,8 @@ TEST_CASE("the examples the demo shows mutate as documented") {
   const CliRun smcr = mutate_cli({"-f", kExamples + "smcr-deployment.yaml", "-o", "pod"});
   REQUIRE(smcr.status == kExitOk);
   const json spod = json::parse(smcr.out);
-  CHECK(spod["spec"]["initContainers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK(spod["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK_FALSE(spod["spec"]["initContainers"][0].contains("resources"));
   CHECK(has(spod["spec"]["containers"][0]["env"], "LD_PRELOAD", "/usr/lib/smc/libsmc-preload.so"));
   CHECK(has(spod["spec"]["containers"][1]["env"], "LD_PRELOAD",
             "/usr/lib/libjemalloc.so.2:/usr/lib/smc/libsmc-preload.so"));

@@ -120,8 +120,11 @@ TEST_CASE("init containers come first whatever the key order, and paths use the 
     "spec":{"containers":[{"name":"app"}],"initContainers":[{"name":"init"}]}})");
   Run r = run(pod);
   REQUIRE(r.mutation.ok());
-  CHECK(r.patched["spec"]["initContainers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
-  CHECK_FALSE(r.patched["spec"]["containers"][0].contains("resources"));
+  // The SMC-R slot goes to the first regular container: kubelet's PodResources (where the agent
+  // finds the pod) does not report init containers.
+  CHECK(r.patched["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK_FALSE(r.patched["spec"]["initContainers"][0].contains("resources"));
+  CHECK(r.patched["spec"]["initContainers"][0]["env"][0]["name"] == "LD_PRELOAD");
 }
 
 TEST_CASE("a pod without metadata gets the whole metadata map") {
