@@ -7,6 +7,7 @@
 # DIR/IMAGE.tar. Import with `ctr -n k8s.io images import DIR/IMAGE.tar`; see images/README.md.
 # Needs bash, gcc (static libc for pause), strip, dpkg and /usr/bin/python3 (images/oci_image.py).
 # Same inputs give the same digests; set SOURCE_DATE_EPOCH to date the files (default 0).
+# ERDMA_IMAGE_LAYER=tar writes uncompressed layers (for importers on slow, emulated CPUs).
 set -euo pipefail
 shopt -s inherit_errexit
 

@@ -33,6 +33,10 @@ MEDIA_INDEX = "application/vnd.oci.image.index.v1+json"
 MEDIA_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 MEDIA_CONFIG = "application/vnd.oci.image.config.v1+json"
 MEDIA_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+MEDIA_LAYER_PLAIN = "application/vnd.oci.image.layer.v1.tar"
+# ERDMA_IMAGE_LAYER=tar writes the layer uncompressed: larger archives, but an importer on a slow
+# (emulated) CPU unpacks them much faster. The default is gzip, as registries expect.
+LAYER_FORMAT = os.environ.get("ERDMA_IMAGE_LAYER", "gzip")
 
 # Package paths that an image does not need.
 SKIPPED_PREFIXES = ("usr/share/doc/", "usr/share/doc-base/", "usr/share/man/", "usr/share/info/",
@@ -299,11 +303,32 @@ def tar_info(name, kind, mode, mtime, size=0, target=""):
     return ti
 
 
+class _NoClose:
+    """A file object whose close() leaves the underlying file open (for the uncompressed layer)."""
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, data):
+        return self._f.write(data)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def write_layer(rootfs, path, mtime):
-    """Writes the gzip layer to path; returns (diff_id, digest, size)."""
+    """Writes the layer (gzip, or plain tar with ERDMA_IMAGE_LAYER=tar) to path; returns (diff_id,
+    digest, size)."""
+    if LAYER_FORMAT not in ("gzip", "tar"):
+        raise SystemExit("oci_image: ERDMA_IMAGE_LAYER must be gzip or tar, got %r" % LAYER_FORMAT)
     with open(path, "wb") as out:
         compressed = HashingWriter(out)
-        with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=compressed, mtime=0) as gz:
+        opener = (_NoClose(compressed) if LAYER_FORMAT == "tar" else
+                  gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=compressed, mtime=0))
+        with opener as gz:
             plain = HashingWriter(gz)
             with tarfile.open(fileobj=plain, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 for name in sorted(rootfs.entries, key=lambda p: p.split("/")):
@@ -420,7 +445,8 @@ def build(args):
             "schemaVersion": 2,
             "mediaType": MEDIA_MANIFEST,
             "config": {"mediaType": MEDIA_CONFIG, "digest": config_digest, "size": len(config)},
-            "layers": [{"mediaType": MEDIA_LAYER, "digest": layer_digest, "size": layer_size}],
+            "layers": [{"mediaType": MEDIA_LAYER if LAYER_FORMAT == "gzip" else MEDIA_LAYER_PLAIN,
+                        "digest": layer_digest, "size": layer_size}],
         })
         manifest_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
         index = canonical_json({

@@ -115,10 +115,18 @@ check "the agent installed libsmc-preload.so into /var/lib/erdma-controller/lib"
 # --- e. pod-netns layouts, fresh nodes -----------------------------------------------------------------------
 # layout NAME CLIENT_REASON SERVER_REASON: node 2 serves from an SMC-R pod, node 1's SMC-R pod
 # sends 4 MiB to the server pod's IP; both must fall back to TCP with the named reasons.
+# The agent's own prediction for POD, from its PreStartContainer log line: VERDICT REASON.
+prediction_of() {
+  line=$(agent_log | grep '"msg":"SMC-R pod setup"' | grep "\"pod\":\"[^\"]*/$1\"" | tail -1)
+  v=$(echo "$line" | sed -n 's/.*"smcr":"\([^"]*\)".*/\1/p')
+  r=$(echo "$line" | sed -n 's/.*"smcr_reason":"\([^"]*\)".*/\1/p')
+  echo "${v:-none} ${r:-none}"
+}
 layout() {
   ly=$1
   want_client=$2
   want_server=$3
+  want_prediction=$4
   barrier "layout-$ly" 240 || { fail "$ly: node $PEER did not reach the layout"; return; }
   pod=smcr-$ly-$ME
   if [ "$ME" = 2 ]; then
@@ -138,6 +146,15 @@ layout() {
   check "$ly: PreStartContainer configured the pod's netns (eth0 -> ERDMA, read back with erdma-agent pnet list --netns in the agent's container)" \
     pod_netns_configured "$pod"
   check "$ly: the pod's net.smc.wmem and net.smc.rmem are the configured 262144" pod_sysctls "$pod"
+  # No silent fallback: the agent said at PreStartContainer what the kernel then does.
+  pred=$(prediction_of "$pod")
+  result "layout $ly, node $ME: agent's prediction $pred"
+  if [ "$pred" = "$want_prediction" ]; then
+    pass "$ly: the agent predicted it at PreStartContainer ($pred)"
+  else
+    fail "$ly: the agent predicted \"$want_prediction\" at PreStartContainer (got \"$pred\")"
+    agent_log | grep '"msg":"SMC-R pod setup"' | tail -2 | cut -c1-600 | sed 's/^/    agent| /'
+  fi
   ns=$(pod_ns "$pod")
   if [ "$ME" = 1 ]; then
     wait_bulk "$pod" 120
@@ -162,10 +179,10 @@ layout() {
   barrier "layout-$ly-done" 240
   delete_pod "$pod"
 }
-layout bridge "NOSMCDEV(0x03030000)" "PEERDECL"
+layout bridge "NOSMCDEV(0x03030000)" "PEERDECL" "will-fall-back pod-subnet-outside-rdma-netdev"
 "$PY" "$HERE/cni.py" --role "$ME" --layout ipvlan --out /run/cni/net.d/10-pods.conflist > /dev/null
 sleep 2  # containerd reloads its CNI config on the directory's change event
-layout ipvlan "PEERDECL" "TIMEOUT_CL(0x02010000)"
+layout ipvlan "PEERDECL" "TIMEOUT_CL(0x02010000)" "will-fall-back ipvlan-softroce-routing"
 "$PY" "$HERE/cni.py" --role "$ME" --layout bridge --out /run/cni/net.d/10-pods.conflist > /dev/null
 
 # --- c./d. node to node over hostNetwork pods ---------------------------------------------------------------
