@@ -2,18 +2,13 @@
 #include "agent/plugin/smcr_pod_setup.hpp"
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace erdma::agent {
 namespace log = common::log;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-std::string join(const std::vector<std::string>& v, const char* sep = ",") {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : sep) + s;
-  return out;
-}
 
 PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message) {
   out.result = r;
@@ -55,7 +50,7 @@ Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const
 Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids) {
   PodSetupOutcome out;
   out.result = PodSetupResult::Timeout;
-  out.message = "the PreStartContainer deadline passed while earlier pod setups ran; devices " + join(device_ids) +
+  out.message = "the PreStartContainer deadline passed while earlier pod setups ran; devices " + common::join(device_ids, ",") +
                 " (SMC-R falls back to TCP for this pod)";
   report("PreStartContainer", out);
   return {};

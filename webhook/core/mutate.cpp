@@ -480,6 +480,16 @@ void append_patch_json(std::string& out, const std::vector<PatchOp>& ops) {
   out += ']';
 }
 
+// The order of the decisions, each one final:
+//   1. read the pod view (a malformed field the rules read is an error naming it);
+//   2. leave alone: excluded namespaces, mirror pods, pods opted out by annotation;
+//   3. warn about near-miss annotation values ("True" enables nothing);
+//   4. skip pods that ask for neither eRDMA nor SMC-R, and Windows pods (with a warning);
+//   5. warn about requests without limits (the apiserver refuses them);
+//   6. SMC-R without any eRDMA container: one slot for the first regular container;
+//   7. per container: NCCL env and device mounts where eRDMA was asked for, the preload library
+//      where SMC-R applies (not where LD_PRELOAD comes from valueFrom);
+//   8. the marker and warnings annotations, and the patch as diff(pod, edited).
 Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo& ns, const Config& cfg) {
   auto read = read_pod(pod_element, cfg.resource_name());
   if (!read) {

@@ -368,7 +368,6 @@ Status read_spec(element e, std::string_view resource_name, PodView& pod) {
   if (e.is_null()) return {};
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map", e);
-  pod.has_spec = true;
   bool seen_init = false, seen_main = false, seen_vol = false, seen_hn = false, seen_os = false, seen_ns = false;
   // Init containers come first in the view whatever the key order in the document.
   element init_list, main_list;
@@ -396,9 +395,9 @@ Status read_spec(element e, std::string_view resource_name, PodView& pod) {
     } else if (k == "hostNetwork") {
       if (auto s = once(seen_hn, path, k); !s) return s;
       if (field.value.is_null()) continue;
-      auto b = as_bool(field.value, child(path, k));
-      if (!b) return std::move(b).error();
-      pod.host_network = *b;
+      // Not needed by the rules (hostNetwork pods are mutated like any other), only checked: a
+      // wrong type here is a malformed pod.
+      if (auto b = as_bool(field.value, child(path, k)); !b) return std::move(b).error();
     }
   }
   if (seen_init) {

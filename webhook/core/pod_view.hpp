@@ -64,8 +64,6 @@ struct PodView {
   std::optional<std::string_view> warnings_annotation;
   bool is_mirror = false;
 
-  bool has_spec = false;
-  bool host_network = false;
   // Where the pod says it runs on Windows: "spec.os.name" or "spec.nodeSelector" (the
   // kubernetes.io/os label); empty for a Linux (or unspecified) pod.
   std::string_view windows_by;

@@ -1,8 +1,6 @@
 // The request -> response function of the admission server (see handler.hpp).
 #include "webhook/server/handler.hpp"
 
-#include <cctype>
-
 #include "common/text.hpp"
 
 namespace erdma::webhook::server {
@@ -21,14 +19,6 @@ HttpResponse method_not_allowed(std::string allow) {
   HttpResponse r = text(405, "method not allowed; use " + allow);
   r.allow = std::move(allow);
   return r;
-}
-
-bool iequals(std::string_view a, std::string_view b) noexcept {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
-  }
-  return true;
 }
 
 std::string_view trim(std::string_view s) noexcept {
@@ -78,7 +68,7 @@ HttpResponse admit(const HttpRequest& req, const Config& cfg, Reviewer& reviewer
 
 bool is_json_media_type(std::string_view content_type) noexcept {
   const auto semi = content_type.find(';');
-  return iequals(trim(content_type.substr(0, semi)), "application/json");
+  return common::iequals(trim(content_type.substr(0, semi)), "application/json");
 }
 
 std::string_view target_path(std::string_view target) noexcept {
