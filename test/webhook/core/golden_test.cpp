@@ -124,7 +124,10 @@ void check_security(const std::string& name, const json& pod, const json& mutate
   const auto before = host_path_volumes(pod);
   const auto after = host_path_volumes(mutated);
   bool added_host_path = false;
-  for (const auto& [vol, path] : after) {
+  for (const auto& entry : after) {
+    // plain variables: clang 14 cannot capture structured bindings (INFO captures them)
+    const std::string& vol = entry.first;
+    const std::string& path = entry.second;
     if (before.count(vol) == 1) continue;
     added_host_path = true;
     bool known = vol == kPreloadVolumeName && path == cfg.smcr().preload_host_dir;
