@@ -331,7 +331,7 @@ second: doc
   CHECK(d["list"] == json::array({true, "no", 16}));
   CHECK((*docs)[1] == json({{"second", "doc"}}));
 
-  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& tc : std::vector<std::pair<std::string, std::string>>{
            {"a: .inf\n", "t.yaml:1:4: \".inf\" reads as a float with no JSON form"},
            {"a: 1\na: 2\n", "t.yaml:2:1: duplicate key \"a\""},
            {"1.5: x\n", "t.yaml:1:1: map key 1.5 is a number"},
@@ -340,6 +340,8 @@ second: doc
            {"a: !!int x\n", "does not match its tag"},
            {"a: [\n", "invalid YAML"},
        }) {
+    const auto& text = tc.first;  // plain variables: clang 14 cannot capture bindings
+    const auto& want = tc.second;
     CAPTURE(text);
     auto r = parse_kube_manifests(text, "t.yaml");
     REQUIRE_FALSE(r.ok());
