@@ -58,25 +58,8 @@ mkdir -p "$here/.cache"
 work=$(mktemp -d "$here/.cache/run.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 out=$work/out
-mkdir -p "$out" "$work/initrd/bin" "$work/initrd/lib/modules"
-cp /bin/busybox "$work/initrd/bin/busybox"
-cp "$here/init.sh" "$work/initrd/init"
-chmod +x "$work/initrd/init"
-: > "$work/initrd/modules.order"
-# The 9p root needs these before switch_root; the initramfs has no kmod, so resolve the
-# dependency order here and unpack .ko.xz (busybox insmod wants plain .ko).
-# (one module per modprobe call: further names would be taken as module parameters)
-for line in $(for m in virtio_pci 9pnet_virtio 9p; do modprobe -d "$kdir" -S "$kver" --show-depends "$m"; done |
-              awk '$1 == "insmod" {print $2}'); do
-  name=$(basename "$line" .xz)
-  grep -qx "$name" "$work/initrd/modules.order" && continue
-  case "$line" in
-    *.xz) xz -dc "$line" > "$work/initrd/lib/modules/$name" ;;
-    *) cp "$line" "$work/initrd/lib/modules/$name" ;;
-  esac
-  echo "$name" >> "$work/initrd/modules.order"
-done
-(cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1 > "$work/initrd.cpio.gz")
+mkdir -p "$out"
+"$here/make-initramfs.sh" "$kdir" "$kver" "$work" || summary_fail "building the initramfs failed"
 
 echo "==> vm: boot (qemu TCG, 2 vCPUs, 2 GiB, no network)"
 qemu_secs=$(($(left) - 15))

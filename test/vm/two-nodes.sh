@@ -107,23 +107,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 step "initramfs"
-mkdir -p "$work/initrd/bin" "$work/initrd/lib/modules"
-cp /bin/busybox "$work/initrd/bin/busybox"
-cp "$here/init.sh" "$work/initrd/init"
-chmod +x "$work/initrd/init"
-: > "$work/initrd/modules.order"
-# As run.sh: the 9p root needs these before switch_root; resolve the order here, unpack .ko.xz.
-for line in $(for m in virtio_pci 9pnet_virtio 9p; do modprobe -d "$kdir" -S "$kver" --show-depends "$m"; done |
-              awk '$1 == "insmod" {print $2}'); do
-  name=$(basename "$line" .xz)
-  grep -qx "$name" "$work/initrd/modules.order" && continue
-  case "$line" in
-    *.xz) xz -dc "$line" > "$work/initrd/lib/modules/$name" ;;
-    *) cp "$line" "$work/initrd/lib/modules/$name" ;;
-  esac
-  echo "$name" >> "$work/initrd/modules.order"
-done
-(cd "$work/initrd" && find . | cpio -o -H newc --quiet | gzip -1 > "$work/initrd.cpio.gz")
+"$here/make-initramfs.sh" "$kdir" "$kver" "$work" || summary_fail "building the initramfs failed"
 step_done
 
 step "images (images/build-images.sh)"
