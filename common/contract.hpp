@@ -22,13 +22,18 @@ inline constexpr std::string_view kInjectedAnnotation = "network.alibabacloud.co
 // them in `kubectl describe pod` even when a controller created the pod and got the admission
 // warnings itself.
 inline constexpr std::string_view kWarningsAnnotation = "network.alibabacloud.com/erdma-warnings";
+// Pod annotation the webhook writes when it gives containers kResourceName for SMC-R: their names,
+// comma-separated, so a later pass knows they hold it because of the webhook (no NCCL env there).
+inline constexpr std::string_view kResourceAddedAnnotation = "network.alibabacloud.com/erdma-resource-added";
 // Namespace label opting a namespace in ("enabled").
 inline constexpr std::string_view kNamespaceLabel = "erdma-injection";
 
 // The SMC-R preload library: the agent installs it as kPreloadHostDir/kPreloadLibrary on the node
 // (default directory; both programs' configs can move it, and the manifests' test checks that they
 // agree); pods load it from kPreloadMountPath/kPreloadLibrary. The file name is fixed: a name only
-// one side knew would leave pods silently on TCP.
+// one side knew would leave pods silently on TCP. By default the directory reaches a container as
+// a read-only mount in the device plugin's Allocate answer (every container holding kResourceName);
+// the webhook's smcr.libraryFrom: hostPath adds a hostPath volume instead.
 inline constexpr std::string_view kPreloadLibrary = "libsmc-preload.so";
 inline constexpr std::string_view kPreloadHostDir = "/var/lib/erdma-controller/lib";
 inline constexpr std::string_view kPreloadMountPath = "/usr/lib/smc";

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/contract.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
@@ -257,6 +258,9 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
     out.device_nodes.push_back(DeviceNode{std::string(kRdmaCmPath), std::string(kRdmaCmPath), "rw"});
   } else {
     out.notes.push_back(std::string(kRdmaCmPath) + " is missing on the host (rdma_ucm not loaded); not passed on");
+  }
+  if (!options.preload_host_dir.empty()) {
+    out.mounts.push_back(HostMount{std::string(contract::kPreloadMountPath), options.preload_host_dir, true});
   }
   out.envs[kDevicesEnv] = common::join(out.devices, ",");
   if (options.nccl_env) add_nccl_env(out.devices, devices, options, out);

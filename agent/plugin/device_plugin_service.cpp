@@ -256,6 +256,12 @@ grpc::ServerUnaryReactor* DevicePluginService::Allocate(grpc::CallbackServerCont
       spec->set_host_path(node.host_path);
       spec->set_permissions(node.permissions);
     }
+    for (const auto& m : alloc->mounts) {
+      auto* mount = out->add_mounts();
+      mount->set_container_path(m.container_path);
+      mount->set_host_path(m.host_path);
+      mount->set_read_only(m.read_only);
+    }
     slots += ids.size();
     summary.push_back(common::join(alloc->devices, ","));
   }

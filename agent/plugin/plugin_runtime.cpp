@@ -49,7 +49,8 @@ PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreSt
       state_(cfg.slots_per_device),
       hooks_(hook),
       service_(state_, hooks_, metrics, [this] { request_rescan(); },
-               AllocateOptions{true, cfg.allocate_all_devices, cfg.nccl_env, cfg.nccl_socket_ifname}),
+               AllocateOptions{true, cfg.allocate_all_devices, cfg.nccl_env, cfg.nccl_socket_ifname,
+                               cfg.smcr.enabled ? cfg.smcr.preload_host_dir : std::string()}),
       server_(service_) {}
 
 PluginRuntime::~PluginRuntime() {

@@ -156,6 +156,10 @@ std::string mount_fragment(std::string_view name, std::string_view mount_path, b
 
 }  // namespace
 
+std::string_view to_string(LibraryFrom f) noexcept {
+  return f == LibraryFrom::HostPath ? "hostPath" : "devicePlugin";
+}
+
 Config Config::defaults() {
   Config c;
   c.resource_name_ = std::string(contract::kResourceName);
@@ -211,8 +215,19 @@ Result<Config> Config::load(const json& doc) {
   if (const json* v = cfg::get(doc, "smcr"); v != nullptr) {
     const json& s = *v;
     if (auto st = cfg::expect_map(s, "smcr"); !st) return std::move(st).error();
-    if (auto st = cfg::check_keys(s, "smcr", {"preloadHostDir", "mountPath", "library", "env", "addResource"}); !st) {
+    if (auto st = cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource"}); !st) {
       return std::move(st).error();
+    }
+    auto from = cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from)));
+    if (!from) return std::move(from).error();
+    if (*from == to_string(LibraryFrom::DevicePlugin)) {
+      c.smcr_.library_from = LibraryFrom::DevicePlugin;
+    } else if (*from == to_string(LibraryFrom::HostPath)) {
+      c.smcr_.library_from = LibraryFrom::HostPath;
+    } else {
+      return cfg::error("smcr.libraryFrom", "must be \"devicePlugin\" (erdma-agent mounts the library) or \"hostPath\" " +
+                                                std::string("(a hostPath volume, for another device plugin), got ") +
+                                                json_quote(*from));
     }
     auto host = cfg::get_string(s, "preloadHostDir", "smcr.preloadHostDir", c.smcr_.preload_host_dir);
     if (!host) return std::move(host).error();
@@ -244,6 +259,14 @@ Result<Config> Config::load(const json& doc) {
                                               json_quote(c.smcr_.mount_path));
   }
   if (c.smcr_.mount_path == "/") return cfg::error("smcr.mountPath", "must not be \"/\"");
+  // erdma-agent mounts the directory where the contract says; the webhook cannot move it.
+  if (c.smcr_.library_from == LibraryFrom::DevicePlugin) {
+    if (c.smcr_.mount_path != contract::kPreloadMountPath) {
+      return cfg::error("smcr.mountPath", "can only be changed with smcr.libraryFrom: hostPath; erdma-agent mounts the "
+                                          "library at " + std::string(contract::kPreloadMountPath) + ", got " +
+                                              json_quote(c.smcr_.mount_path));
+    }
+  }
   for (const auto& m : c.device_mounts_) {
     if (m.mount_path == c.smcr_.mount_path) {
       return cfg::error("deviceMounts", "mountPath " + m.mount_path + " is also smcr.mountPath");
@@ -295,7 +318,8 @@ json Config::to_json() const {
               {"erdmaEnv", env_list(erdma_env_)},
               {"deviceMounts", std::move(mounts)},
               {"smcr",
-               {{"preloadHostDir", smcr_.preload_host_dir},
+               {{"libraryFrom", to_string(smcr_.library_from)},
+                {"preloadHostDir", smcr_.preload_host_dir},
                 {"mountPath", smcr_.mount_path},
                 {"library", smcr_.library},
                 {"env", env_list(smcr_.env)},

@@ -27,7 +27,21 @@ struct HostMount {
   std::string type;        // hostPath type ("" = no check), e.g. "CharDevice", "Directory"
 };
 
+// How the preload library reaches an SMC-R pod's containers.
+enum class LibraryFrom {
+  // erdma-agent's Allocate answer mounts the library directory read-only into every container
+  // holding the eRDMA resource; the webhook gives the resource to each regular container of an
+  // SMC-R pod and preloads exactly the containers that hold it. No volume in the pod spec, so
+  // Pod Security "baseline" and "restricted" namespaces accept the pod.
+  DevicePlugin,
+  // A hostPath volume of preloadHostDir mounted into every container: for nodes whose device
+  // plugin for the resource is not erdma-agent's. Refused where hostPath volumes are.
+  HostPath,
+};
+[[nodiscard]] std::string_view to_string(LibraryFrom f) noexcept;
+
 struct SmcrSettings {
+  LibraryFrom library_from = LibraryFrom::DevicePlugin;
   std::string preload_host_dir{contract::kPreloadHostDir};
   std::string mount_path{contract::kPreloadMountPath};
   // Always contract::kPreloadLibrary, the name the agent installs; `smcr.library` accepts only it.
@@ -44,8 +58,8 @@ struct RenderedFragments {
   std::vector<std::string> mount_mounts;  // volumeMount per deviceMounts entry
   std::string preload_path;               // <mountPath>/<library>
   std::string preload_env;                // {"name":"LD_PRELOAD","value":<preload_path>}
-  std::string preload_volume;             // the erdma-smc-preload hostPath volume
-  std::string preload_mount;              // its read-only volumeMount
+  std::string preload_volume;             // the erdma-smc-preload hostPath volume (libraryFrom: hostPath)
+  std::string preload_mount;              // its read-only volumeMount (libraryFrom: hostPath)
   std::string resource_token;             // resourceName escaped as a JSON Pointer token
   std::string resource_one;               // {"<resourceName>":"1"}
 };

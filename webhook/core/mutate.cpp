@@ -78,7 +78,9 @@ std::vector<std::string_view> known_tokens(std::optional<std::string_view> marke
 
 class Builder {
  public:
-  Builder(const PodView& pod, const Config& cfg, std::string display) : pod_(pod), cfg_(cfg), display_(std::move(display)) {}
+  Builder(const PodView& pod, const Config& cfg, std::string display)
+      : pod_(pod), cfg_(cfg), display_(std::move(display)),
+        host_path_library_(cfg.smcr().library_from == LibraryFrom::HostPath) {}
 
   void warn(WarningKind kind, std::string w) {
     warnings_.push_back(std::move(w));
@@ -151,7 +153,9 @@ class Builder {
         env_names.push_back(cfg_.smcr().env[i].name);
       }
       preload(c, prefix, env, env_names);
-      if (auto s = need_mount(c, kPreloadVolumeName, cfg_.smcr().mount_path, r.preload_mount, mounts); !s) return s;
+      if (host_path_library_) {
+        if (auto s = need_mount(c, kPreloadVolumeName, cfg_.smcr().mount_path, r.preload_mount, mounts); !s) return s;
+      }
     }
 
     if (!env.empty()) {
@@ -239,6 +243,17 @@ class Builder {
     return tokens;
   }
 
+  // The names of the containers holding the resource because of the webhook, kept across passes.
+  void resource_added_annotation(const std::vector<std::string_view>& names) {
+    if (names.empty()) return;
+    std::string value;
+    for (auto n : names) {
+      if (!value.empty()) value += ',';
+      value += n;
+    }
+    set_annotation(kResourceAddedAnnotation, pod_.resource_added_annotation, std::move(value));
+  }
+
   // The warnings annotation, merged with the one the pod has.
   void warnings_annotation() {
     std::string value = warnings_annotation_value(pod_.warnings_annotation, warnings_);
@@ -300,6 +315,7 @@ class Builder {
   const PodView& pod_;
   const Config& cfg_;
   std::string display_;
+  bool host_path_library_;
   std::vector<const std::string*> new_volumes_;
   struct Annotation {
     std::string_view key;
@@ -361,6 +377,32 @@ std::string annotation_line(std::string_view s) {
   out.resize(end);
   out += kCut;
   return out;
+}
+
+// The comma-separated names of kResourceAddedAnnotation.
+std::vector<std::string_view> split_names(std::optional<std::string_view> value) {
+  std::vector<std::string_view> out;
+  if (!value) return out;
+  std::string_view rest = *value;
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    std::string_view name = rest.substr(0, comma);
+    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
+    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
+    if (!name.empty() && std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
+std::string describe_all(const std::vector<const ContainerView*>& cs) {
+  std::string s;
+  for (size_t i = 0; i < cs.size(); ++i) {
+    if (i > 0) s += i + 1 == cs.size() ? " and " : ", ";
+    s += describe(*cs[i]);
+  }
+  return s;
 }
 
 // Best effort "ns/name" for an error about a pod we could not read.
@@ -486,10 +528,11 @@ void append_patch_json(std::string& out, const std::vector<PatchOp>& ops) {
 //   3. warn about near-miss annotation values ("True" enables nothing);
 //   4. skip pods that ask for neither eRDMA nor SMC-R, and Windows pods (with a warning);
 //   5. warn about requests without limits (the apiserver refuses them);
-//   6. SMC-R without any eRDMA container: one slot for the first regular container;
+//   6. SMC-R: with libraryFrom devicePlugin, a slot for every regular container without one;
+//      with hostPath, one slot for the first regular container when no container has one;
 //   7. per container: NCCL env and device mounts where eRDMA was asked for, the preload library
-//      where SMC-R applies (not where LD_PRELOAD comes from valueFrom);
-//   8. the marker and warnings annotations, and the patch as diff(pod, edited).
+//      where SMC-R applies and the file is (not where LD_PRELOAD comes from valueFrom);
+//   8. the marker, resource-added and warnings annotations, and the patch as diff(pod, edited).
 Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo& ns, const Config& cfg) {
   auto read = read_pod(pod_element, cfg.resource_name());
   if (!read) {
@@ -525,20 +568,20 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
     }
   }
 
-  // Containers that ask for eRDMA themselves. After a first pass, the container the webhook gave
-  // the resource to for SMC-R (marker token erdma-resource: the first one holding it) asks for it
-  // only because of us: it gets no NCCL env and no device mounts, on any pass.
-  const auto tokens = known_tokens(pod.injected_annotation);
-  const bool resource_was_ours = std::find(tokens.begin(), tokens.end(), kTokenErdmaResource) != tokens.end();
+  // Containers that ask for eRDMA themselves. The containers the webhook gave the resource to for
+  // SMC-R (named in kResourceAddedAnnotation after a first pass) ask for it only because of us:
+  // they get no NCCL env and no device mounts, on any pass.
+  const auto ours = split_names(pod.resource_added_annotation);
+  auto is_ours = [&](const ContainerView& c) {
+    return c.resource_positive && std::find(ours.begin(), ours.end(), c.name) != ours.end();
+  };
   std::vector<bool> erdma(pod.containers.size());
-  bool any_erdma = false, holds_ours = false;
+  bool any_erdma = false, any_ours = false;
   for (size_t i = 0; i < pod.containers.size(); ++i) {
-    erdma[i] = pod.containers[i].resource_positive;
-    if (erdma[i] && resource_was_ours && smcr && !holds_ours) {
-      erdma[i] = false;
-      holds_ours = true;
-    }
+    const bool mine = is_ours(pod.containers[i]);
+    erdma[i] = pod.containers[i].resource_positive && !mine;
     any_erdma = any_erdma || erdma[i];
+    any_ours = any_ours || mine;
   }
   if (!smcr && !any_erdma) {
     return finish(Decision::Skipped,
@@ -567,13 +610,45 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   }
 
   // An SMC-R pod must land on an eRDMA node and pass through the agent's PreStartContainer hook,
-  // which only runs for containers holding the device: give it to the first regular container.
-  // Not to an init container although it starts earlier: kubelet's PodResources List, where the
-  // agent looks up whose device the hook is called for, reports regular (and sidecar) containers
-  // only, so the agent could not find the pod and its network namespace would stay unconfigured.
-  // Init containers therefore run before the namespace is set up; their TCP falls back.
-  std::optional<size_t> resource_to;
-  if (smcr && !any_erdma && !holds_ours) {
+  // which only runs for containers holding the device; with libraryFrom: devicePlugin the library
+  // also reaches only those containers (the agent's Allocate answer mounts it). Regular containers
+  // get it, init containers do not: kubelet's PodResources List, where the agent looks up whose
+  // device the hook is called for, reports regular (and sidecar) containers only, so the agent
+  // could not find a pod whose only holder is an init container. Init containers run before the
+  // pod's network namespace is set up anyway; their TCP would fall back.
+  const bool via_plugin = cfg.smcr().library_from == LibraryFrom::DevicePlugin;
+  std::vector<bool> holds(pod.containers.size()), add_to(pod.containers.size());
+  std::vector<const ContainerView*> added, unserved;
+  for (size_t i = 0; i < pod.containers.size(); ++i) holds[i] = pod.containers[i].resource_positive;
+  if (smcr && via_plugin) {
+    for (size_t i = pod.init_count; i < pod.containers.size(); ++i) {
+      const ContainerView& c = pod.containers[i];
+      if (c.resource_positive) continue;
+      if (c.resource_listed) {
+        b.warn(WarningKind::ResourceZero, describe(c) + " requests 0 " + cfg.resource_name() +
+                                              "; not changed, so it gets no SMC-R preload library and its TCP stays TCP");
+        unserved.push_back(&c);
+      } else if (!cfg.smcr().add_resource) {
+        unserved.push_back(&c);
+      } else {
+        holds[i] = add_to[i] = true;
+        added.push_back(&c);
+      }
+    }
+    if (!cfg.smcr().add_resource && !unserved.empty()) {
+      const bool none = std::none_of(holds.begin(), holds.end(), [](bool h) { return h; });
+      b.warn(WarningKind::AddResourceOff,
+             "smcr.addResource is off: " + describe_all(unserved) + (unserved.size() == 1 ? " holds" : " hold") +
+                 " no " + cfg.resource_name() + ", so " + (unserved.size() == 1 ? "it gets" : "they get") +
+                 " no SMC-R preload library" +
+                 (none ? "; the pod may not land on an eRDMA node and SMC-R would fall back to TCP" : ""));
+    }
+    if (!added.empty()) {
+      b.warn(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe_all(added) +
+                                             ": SMC-R needs an eRDMA node, and erdma-agent mounts the preload " +
+                                             "library into the containers holding it");
+    }
+  } else if (smcr && !any_erdma && !any_ours) {
     const size_t first_regular = pod.init_count;
     const ContainerView& first = pod.containers[first_regular];
     if (!cfg.smcr().add_resource) {
@@ -584,18 +659,23 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
       b.warn(WarningKind::ResourceZero, describe(first) + " requests 0 " + cfg.resource_name() +
                                             "; not changed, so SMC-R may fall back to TCP");
     } else {
-      resource_to = first_regular;
+      add_to[first_regular] = holds[first_regular] = true;
+      added.push_back(&first);
       b.warn(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe(first) +
                                              " so the pod is placed on an eRDMA node for SMC-R");
     }
   }
 
-  // SMC-R containers get the preload library unless their LD_PRELOAD comes from valueFrom: its
-  // value is unknown here, and replacing it would drop what the user preloads.
+  // SMC-R containers get the preload library where the file is (with devicePlugin: where the
+  // resource is), unless their LD_PRELOAD comes from valueFrom: its value is unknown here, and
+  // replacing it would drop what the user preloads. A container never gets LD_PRELOAD without the
+  // file: the dynamic loader would only print an error and run the program over TCP.
+  const auto& r = cfg.rendered();
   std::vector<bool> preload(pod.containers.size());
-  size_t preloaded = 0, left_out = 0;
+  size_t preloaded = 0, left_out = unserved.size();
   for (size_t i = 0; i < pod.containers.size() && smcr; ++i) {
     const ContainerView& c = pod.containers[i];
+    if (via_plugin && !holds[i]) continue;
     const EnvEntryView* last = nullptr;
     for (const auto& e : c.env) {
       if (e.name == kLdPreload) last = &e;
@@ -603,32 +683,36 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
     if (last != nullptr && last->has_value_from) {
       ++left_out;
       b.warn(WarningKind::LdPreloadValueFrom,
-             describe(c) + " takes LD_PRELOAD from valueFrom; it gets no SMC-R preload library (no volume mount, " +
-                 "no SMC env) and its TCP stays TCP unless that value loads the library itself");
+             describe(c) + " takes LD_PRELOAD from valueFrom; the webhook leaves it and the SMC env alone" +
+                 (via_plugin ? "" : " and mounts no library") + ", so its TCP stays TCP unless that value includes " +
+                 r.preload_path);
       continue;
     }
     preload[i] = true;
     ++preloaded;
   }
 
-  const auto& r = cfg.rendered();
   if (any_erdma) {
     for (size_t i = 0; i < cfg.device_mounts().size(); ++i) {
       const auto& m = cfg.device_mounts()[i];
       if (auto s = b.need_volume(m.name, m.host_path, r.mount_volumes[i]); !s) return std::move(s).error();
     }
   }
-  if (preloaded > 0) {
+  if (preloaded > 0 && !via_plugin) {
     if (auto s = b.need_volume(kPreloadVolumeName, cfg.smcr().preload_host_dir, r.preload_volume); !s) {
       return std::move(s).error();
     }
   }
   b.volumes();
   for (size_t i = 0; i < pod.containers.size(); ++i) {
-    if (!erdma[i] && !preload[i] && resource_to != i) continue;
-    if (auto s = b.container(pod.containers[i], erdma[i], preload[i], resource_to == i); !s) {
+    if (!erdma[i] && !preload[i] && !add_to[i]) continue;
+    if (auto s = b.container(pod.containers[i], erdma[i], preload[i], add_to[i]); !s) {
       return std::move(s).error();
     }
+  }
+  std::vector<std::string_view> added_names = ours;
+  for (const auto* c : added) {
+    if (std::find(added_names.begin(), added_names.end(), c->name) == added_names.end()) added_names.push_back(c->name);
   }
 
   std::vector<std::string_view> computed;
@@ -636,11 +720,12 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   if (any_erdma && !cfg.device_mounts().empty()) computed.push_back(kTokenDeviceMounts);
   if (preloaded > 0) computed.push_back(kTokenSmcrPreload);
   if (preloaded > 0 && left_out > 0) computed.push_back(kTokenSmcrPreloadPartial);
-  if (resource_to) computed.push_back(kTokenErdmaResource);
+  if (!added.empty()) computed.push_back(kTokenErdmaResource);
 
   Mutation m;
   m.pod = b.display();
   m.injected = b.marker(computed);
+  b.resource_added_annotation(added_names);
   b.warnings_annotation();
   b.annotation_ops();
   m.ops = b.take_ops();

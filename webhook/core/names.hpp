@@ -12,6 +12,7 @@ using contract::kInjectAnnotation;
 using contract::kInjectedAnnotation;
 using contract::kNamespaceLabel;
 using contract::kPreloadVolumeName;
+using contract::kResourceAddedAnnotation;
 using contract::kSmcrAnnotation;
 using contract::kTokenDeviceMounts;
 using contract::kTokenErdmaEnv;

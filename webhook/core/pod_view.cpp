@@ -319,7 +319,8 @@ Status read_metadata(element e, PodView& pod) {
     } else if (k == "annotations") {
       if (auto s = once(seen_ann, path, k); !s) return s;
       // Keys of a JSON object from the apiserver are unique, but a hand-made review may repeat one.
-      bool seen_smcr = false, seen_inject = false, seen_injected = false, seen_warnings = false, seen_mirror = false;
+      bool seen_smcr = false, seen_inject = false, seen_injected = false, seen_warnings = false, seen_mirror = false,
+           seen_added = false;
       const Path ap = child(path, k);
       auto r = read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
         if (key == kSmcrAnnotation) {
@@ -334,6 +335,9 @@ Status read_metadata(element e, PodView& pod) {
         } else if (key == kWarningsAnnotation) {
           if (auto s = once(seen_warnings, ap, key); !s) return s;
           pod.warnings_annotation = value;
+        } else if (key == kResourceAddedAnnotation) {
+          if (auto s = once(seen_added, ap, key); !s) return s;
+          pod.resource_added_annotation = value;
         } else if (key == kMirrorAnnotation) {
           if (auto s = once(seen_mirror, ap, key); !s) return s;
           pod.is_mirror = true;

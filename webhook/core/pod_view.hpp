@@ -62,6 +62,7 @@ struct PodView {
   std::optional<std::string_view> inject_annotation;
   std::optional<std::string_view> injected_annotation;
   std::optional<std::string_view> warnings_annotation;
+  std::optional<std::string_view> resource_added_annotation;
   bool is_mirror = false;
 
   // Where the pod says it runs on Windows: "spec.os.name" or "spec.nodeSelector" (the

@@ -113,6 +113,14 @@ TEST_CASE("allocate_container: device nodes, env, notes") {
   REQUIRE(a->notes.size() == 1);  // erdma_1 is down right now (no GID anywhere is not worth a note)
   CHECK(a->notes[0].find("erdma_1") != std::string::npos);
 
+  CHECK(a->mounts.empty());  // no preload directory configured
+
+  AllocateOptions with_preload = opts();
+  with_preload.preload_host_dir = "/var/lib/erdma-controller/lib";
+  auto p = allocate_container({"erdma_0-0"}, devices, 4, with_preload);
+  REQUIRE(p.ok());
+  CHECK(p->mounts == std::vector<HostMount>{{"/usr/lib/smc", "/var/lib/erdma-controller/lib", true}});
+
   auto no_cm = allocate_container({"erdma_0-0"}, devices, 4, opts(false));
   REQUIRE(no_cm.ok());
   CHECK(no_cm->device_nodes.size() == 1);

@@ -228,7 +228,11 @@ TEST_CASE("Allocate gives uverbs and rdma_cm device specs and names the devices 
   CHECK(c0.devices(1).container_path() == "/dev/infiniband/rdma_cm");
   CHECK(c0.devices(1).host_path() == "/dev/infiniband/rdma_cm");
   CHECK(c0.devices(1).permissions() == "rw");
-  CHECK(c0.mounts_size() == 0);
+  // The SMC-R preload library's directory, read-only, where the webhook's LD_PRELOAD points.
+  REQUIRE(c0.mounts_size() == 1);
+  CHECK(c0.mounts(0).container_path() == "/usr/lib/smc");
+  CHECK(c0.mounts(0).host_path() == h.cfg.smcr.preload_host_dir);
+  CHECK(c0.mounts(0).read_only());
 
   const auto& c1 = resp.container_responses(1);
   CHECK(c1.envs().at("ERDMA_DEVICES") == "erdma_0,erdma_1");
@@ -236,6 +240,7 @@ TEST_CASE("Allocate gives uverbs and rdma_cm device specs and names the devices 
   CHECK(c1.devices(0).host_path() == "/dev/infiniband/uverbs0");
   CHECK(c1.devices(1).host_path() == "/dev/infiniband/uverbs1");
   CHECK(c1.devices(2).host_path() == "/dev/infiniband/rdma_cm");
+  CHECK(c1.mounts_size() == 1);
   CHECK(h.metrics.allocate_ok.value() == 1);
   CHECK(h.metrics.slots_allocated.value() == 3);
 }
@@ -345,7 +350,10 @@ TEST_CASE("two-device node: a request for 2 gets both devices, Allocate gives bo
 }
 
 TEST_CASE("allocateAllDevices: one slot gives the container every device") {
-  Harness h(true, "", [](AgentConfig& c) { c.allocate_all_devices = true; });
+  Harness h(true, "", [](AgentConfig& c) {
+    c.allocate_all_devices = true;
+    c.smcr.enabled = false;
+  });
   auto stub = h.client();
   v1beta1::AllocateResponse resp;
   REQUIRE(allocate(*stub, {{"erdma_1-3"}}, resp).ok());
@@ -354,6 +362,7 @@ TEST_CASE("allocateAllDevices: one slot gives the container every device") {
   CHECK(c.devices(0).host_path() == "/dev/infiniband/uverbs0");
   CHECK(c.devices(1).host_path() == "/dev/infiniband/uverbs1");
   CHECK(c.envs().at("NCCL_IB_HCA") == "=erdma_0,erdma_1");
+  CHECK(c.mounts_size() == 0);  // smcr.enabled off: no preload library directory
 }
 
 TEST_CASE("GetPreferredAllocation spreads over devices, NUMA-aware, then packs") {

@@ -205,6 +205,12 @@ hostpair() {
     t_hp=$(now)
     run_pod "$hp-cli" "$3" --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$PEERIP:$4\",\"--bytes\",\"$5\",\"--hold\",\"120\",\"--timeout\",\"200\"]" ||
       { fail "$hp: client pod on node 1"; put "$hp.sent" 0; return 1; }
+    if [ "$hp" = smcr ]; then
+      # No hostPath in the pod spec: the library directory came in the agent's Allocate answer.
+      k "$hp-lib" 60 exec --state "$KS" "team-a/$hp-cli" bulk -- ls /usr/lib/smc/
+      check "$hp: the client container sees /usr/lib/smc/libsmc-preload.so through the Allocate mount (no hostPath volume)" \
+        sh -c "$KJ stdout '$W/$hp-lib.json' | grep -qx libsmc-preload.so"
+    fi
     wait_bulk "$hp-cli" 180
     in_agent "st-$hp" smc-status -a
     $KJ conn "$W/st-$hp.out" "$MYIP:" "$PEERIP:$4" > "$W/$hp.mode"

@@ -29,6 +29,7 @@ import yaml
 
 WORKLOAD = "localhost/erdma-controller/workload:1"
 SMCR_ANNOTATION = "network.alibabacloud.com/erdma-smcr"
+RESOURCE = "aliyun/erdma"
 
 
 def die(msg):
@@ -54,6 +55,22 @@ def mutate(webhook, pod, out):
     for line in r.stderr.strip().splitlines():
         print("    webhook: " + line)
     return docs[0]
+
+
+def check_library_delivery(name, pod):
+    """The library comes in the agent's Allocate answer: no hostPath in the spec (Pod Security
+    baseline forbids it), and LD_PRELOAD exactly where the container holds aliyun/erdma."""
+    spec = pod["spec"]
+    for v in spec.get("volumes") or []:
+        if "hostPath" in v:
+            die("%s: the mutated pod has hostPath volume %s" % (name, v.get("name")))
+    for c in (spec.get("initContainers") or []) + spec["containers"]:
+        preload = any(e.get("name") == "LD_PRELOAD" for e in c.get("env") or [])
+        holds = str((c.get("resources") or {}).get("limits", {}).get(RESOURCE, "0")) not in ("0", "")
+        if preload and not holds:
+            die("%s: container %s gets LD_PRELOAD without %s (no library mount)" % (name, c["name"], RESOURCE))
+        if any(m.get("mountPath") == "/usr/lib/smc" for m in c.get("volumeMounts") or []):
+            die("%s: container %s mounts a volume at /usr/lib/smc" % (name, c["name"]))
 
 
 def template_pod(doc, name, namespace):
@@ -145,6 +162,7 @@ def main():
             spec["hostNetwork"] = True
         out = os.path.join(a.out, name + ".yaml")
         m = mutate(webhook, pod, out)
+        check_library_delivery(name, m)
         print("%s.yaml: hostNetwork %s, annotations %s, limits %s, env %s" % (
             name, bool(m["spec"].get("hostNetwork")), json.dumps(m["metadata"].get("annotations", {})),
             json.dumps(m["spec"]["containers"][0].get("resources", {}).get("limits", {})),

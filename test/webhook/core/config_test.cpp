@@ -33,6 +33,7 @@ TEST_CASE("defaults are those of docs/design.md") {
   CHECK(c.smcr().mount_path == "/usr/lib/smc");
   CHECK(c.smcr().library == "libsmc-preload.so");
   CHECK(c.smcr().add_resource);
+  CHECK(c.smcr().library_from == LibraryFrom::DevicePlugin);
   CHECK(c.rendered().preload_path == "/usr/lib/smc/libsmc-preload.so");
   CHECK(c.rendered().resource_token == "aliyun~1erdma");
   CHECK(c.is_excluded_namespace("kube-system"));
@@ -56,6 +57,7 @@ erdmaEnv:
 deviceMounts:
 - {name: sys-ib, hostPath: /sys/class/infiniband/, mountPath: /sys/class/infiniband, readOnly: true, type: Directory}
 smcr:
+  libraryFrom: hostPath
   preloadHostDir: /opt/lib/
   mountPath: /opt/smc
   library: libsmc-preload.so
@@ -70,6 +72,7 @@ smcr:
   CHECK(c->device_mounts()[0].host_path == "/sys/class/infiniband");  // trailing slash trimmed
   CHECK(c->device_mounts()[0].type == "Directory");
   CHECK(c->smcr().preload_host_dir == "/opt/lib");
+  CHECK(c->smcr().library_from == LibraryFrom::HostPath);
   CHECK(c->rendered().preload_path == "/opt/smc/libsmc-preload.so");
   CHECK_FALSE(c->smcr().add_resource);
   CHECK(c->rendered().resource_one == R"({"example.com/rdma":"1"})");
@@ -90,7 +93,7 @@ TEST_CASE("invalid configurations are errors that name the key") {
   const std::vector<Case> cases = {
       {"top-level list", "[1, 2]", "config: expected a map at the top level, got list"},
       {"unknown top key", "resourceNmae: x/y", "resourceNmae: unknown key (known keys: resourceName, "},
-      {"unknown nested key", "smcr: {libary: x.so}", "smcr.libary: unknown key (known keys of smcr: preloadHostDir, "},
+      {"unknown nested key", "smcr: {libary: x.so}", "smcr.libary: unknown key (known keys of smcr: libraryFrom, preloadHostDir, "},
       {"resource wrong type", "resourceName: 5", "resourceName: expected a string, got number"},
       {"resource without domain", "resourceName: erdma", "resourceName: must be an extended resource name"},
       {"resource kubernetes.io", "resourceName: kubernetes.io/erdma", "resourceName: must be an extended resource"},
@@ -129,6 +132,11 @@ TEST_CASE("invalid configurations are errors that name the key") {
        "smcr.library: must be \"libsmc-preload.so\", the file name erdma-agent installs"},
       {"smcr library with slash", "smcr: {library: lib/x.so}", "smcr.library: must be \"libsmc-preload.so\""},
       {"smcr library empty", "smcr: {library: \"\"}", "smcr.library: must be \"libsmc-preload.so\""},
+      {"smcr libraryFrom unknown", "smcr: {libraryFrom: volume}",
+       "smcr.libraryFrom: must be \"devicePlugin\" (erdma-agent mounts the library) or \"hostPath\""},
+      {"smcr libraryFrom case", "smcr: {libraryFrom: hostpath}", "smcr.libraryFrom: must be \"devicePlugin\""},
+      {"smcr mountPath moved without hostPath", "smcr: {mountPath: /opt/smc}",
+       "smcr.mountPath: can only be changed with smcr.libraryFrom: hostPath; erdma-agent mounts the library at /usr/lib/smc"},
       {"smcr mountPath relative", "smcr: {mountPath: lib}", "smcr.mountPath: must be an absolute path, got \"lib\""},
       {"smcr mountPath root", "smcr: {mountPath: /}", "smcr.mountPath: must not be \"/\""},
       {"smcr mountPath blank", "smcr: {mountPath: /usr/lib/my smc}", "smcr.mountPath: must not contain ':' or blanks"},

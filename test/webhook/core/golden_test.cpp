@@ -108,8 +108,9 @@ std::map<std::string, std::string> host_path_volumes(const json& pod) {
   return out;
 }
 
-// The Pod Security Standards rules a hostPath volume breaks. The SMC-R preload volume is the one
-// known addition (a later change replaces it; then this set becomes empty for it).
+// The Pod Security Standards rules a hostPath volume breaks. Only configurations that ask for one
+// (smcr.libraryFrom: hostPath, deviceMounts) may bring them; by default the preload library
+// comes through the device plugin and a mutated pod breaks no rule its input kept.
 const std::set<std::string> kKnownHostPathViolations = {"baseline:hostPathVolumes", "restricted:volumeTypes"};
 
 // Rules newly violated by the mutation, per case, for the summary printed after the run.
@@ -118,8 +119,9 @@ std::map<std::string, std::set<std::string>>& new_violations_by_case() {
   return m;
 }
 
-// The mutation adds no hostPath volume except the preload volume and the configured device
-// mounts, and no Pod Security Standards violation except what those volumes bring.
+// The mutation adds no hostPath volume except the preload volume (with smcr.libraryFrom: hostPath)
+// and the configured device mounts, and no Pod Security Standards violation except what those
+// volumes bring.
 void check_security(const std::string& name, const json& pod, const json& mutated, const Config& cfg) {
   const auto before = host_path_volumes(pod);
   const auto after = host_path_volumes(mutated);
@@ -130,7 +132,8 @@ void check_security(const std::string& name, const json& pod, const json& mutate
     const std::string& path = entry.second;
     if (before.count(vol) == 1) continue;
     added_host_path = true;
-    bool known = vol == kPreloadVolumeName && path == cfg.smcr().preload_host_dir;
+    bool known = cfg.smcr().library_from == LibraryFrom::HostPath && vol == kPreloadVolumeName &&
+                 path == cfg.smcr().preload_host_dir;
     for (const auto& m : cfg.device_mounts()) known = known || (vol == m.name && path == m.host_path);
     INFO("hostPath volume added: ", vol, " -> ", path);
     CHECK(known);
@@ -155,7 +158,7 @@ void check_security(const std::string& name, const json& pod, const json& mutate
 // the resources that hold limits. Anything else would be a bug.
 bool owned_path(const std::string& path) {
   static const std::regex re(
-      R"(^/metadata(/annotations(/network\.alibabacloud\.com~1erdma-(injected|warnings))?)?$)"
+      R"(^/metadata(/annotations(/network\.alibabacloud\.com~1erdma-(injected|warnings|resource-added))?)?$)"
       R"(|^/spec/volumes(/-)?$)"
       R"(|^/spec/(initContainers|containers)/[0-9]+/(env(/-|/[0-9]+/value)?|volumeMounts(/-)?|resources(/limits(/[^/]+)?)?)$)");
   return std::regex_match(path, re);

@@ -78,13 +78,52 @@ TEST_CASE("LD_PRELOAD splits like ld.so and merges without duplicates") {
   }
 }
 
-TEST_CASE("a pod with 1000 containers and 1000 init containers mutates correctly and idempotently") {
+Config host_path_config() {
+  auto c = Config::load(json{{"smcr", {{"libraryFrom", "hostPath"}}}});
+  REQUIRE(c.ok());
+  return *c;
+}
+
+json huge_pod() {
   json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", "huge"}, {"annotations", {{"network.alibabacloud.com/erdma-smcr", "true"}}}}}};
   for (int i = 0; i < 1000; ++i) {
     pod["spec"]["containers"].push_back(container("c" + std::to_string(i), i % 2 == 0));
     pod["spec"]["initContainers"].push_back(container("i" + std::to_string(i), false));
   }
+  return pod;
+}
+
+TEST_CASE("a pod with 1000 containers and 1000 init containers mutates correctly and idempotently (devicePlugin)") {
+  const json pod = huge_pod();
   Run first = run(pod);
+  REQUIRE(first.mutation.ok());
+  CHECK(first.mutation->decision == Decision::Mutated);
+  // 3 annotations (marker, resource-added, warnings) + per container: env, and the resource for
+  // the 500 without one. Init containers hold no resource, so no file and no LD_PRELOAD.
+  CHECK(first.mutation->ops.size() == 3 + 1000 + 500);
+  const json& spec = first.patched["spec"];
+  CHECK_FALSE(spec.contains("volumes"));
+  for (int i = 0; i < 1000; ++i) {
+    const json& c = spec["containers"][static_cast<size_t>(i)];
+    CHECK_FALSE(c.contains("volumeMounts"));
+    CHECK(c["resources"]["limits"]["aliyun/erdma"] == "1");
+    const bool erdma = i % 2 == 0;
+    CHECK(c["env"].size() == (erdma ? 3u : 1u));
+    CHECK(c["env"].back()["name"] == "LD_PRELOAD");
+    CHECK_FALSE(spec["initContainers"][static_cast<size_t>(i)].contains("env"));
+  }
+  const std::string added = first.patched["metadata"]["annotations"]["network.alibabacloud.com/erdma-resource-added"];
+  CHECK(added.rfind("c1,c3,c5,", 0) == 0);
+  CHECK(std::count(added.begin(), added.end(), ',') == 499);
+  Run second = run(first.patched);
+  REQUIRE(second.mutation.ok());
+  CHECK(second.mutation->decision == Decision::Unchanged);
+  CHECK(second.mutation->ops.empty());
+}
+
+TEST_CASE("a pod with 1000 containers and 1000 init containers mutates correctly and idempotently (hostPath)") {
+  const Config cfg = host_path_config();
+  Run first = run(huge_pod(), cfg);
   REQUIRE(first.mutation.ok());
   CHECK(first.mutation->decision == Decision::Mutated);
   // annotation + volumes + per init container (env, mounts) + per container (env, mounts).
@@ -96,10 +135,41 @@ TEST_CASE("a pod with 1000 containers and 1000 init containers mutates correctly
     const bool erdma = i % 2 == 0;
     CHECK(c["env"].size() == (erdma ? 3u : 1u));
   }
-  Run second = run(first.patched);
+  Run second = run(first.patched, cfg);
   REQUIRE(second.mutation.ok());
   CHECK(second.mutation->decision == Decision::Unchanged);
   CHECK(second.mutation->ops.empty());
+}
+
+TEST_CASE("with devicePlugin, exactly the containers holding the resource get LD_PRELOAD") {
+  // An eRDMA container, one asking for 0, one the webhook gives a slot, one init container the
+  // user gave the resource, one init container without.
+  const json pod = json::parse(R"({"metadata":{"name":"p","annotations":{"network.alibabacloud.com/erdma-smcr":"true"}},
+    "spec":{"initContainers":[{"name":"i-dev","resources":{"limits":{"aliyun/erdma":"1"}}},{"name":"i-plain"}],
+            "containers":[{"name":"nccl","resources":{"limits":{"aliyun/erdma":"2"}}},
+                          {"name":"zero","resources":{"limits":{"aliyun/erdma":"0"}}},{"name":"web"}]}})");
+  Run r = run(pod);
+  REQUIRE(r.mutation.ok());
+  auto has_preload = [](const json& c) {
+    if (!c.contains("env")) return false;
+    return std::any_of(c["env"].begin(), c["env"].end(), [](const json& e) { return e["name"] == "LD_PRELOAD"; });
+  };
+  const json& spec = r.patched["spec"];
+  CHECK(has_preload(spec["initContainers"][0]));
+  CHECK_FALSE(has_preload(spec["initContainers"][1]));
+  CHECK(has_preload(spec["containers"][0]));
+  CHECK_FALSE(has_preload(spec["containers"][1]));
+  CHECK(has_preload(spec["containers"][2]));
+  CHECK(spec["containers"][1]["resources"]["limits"]["aliyun/erdma"] == "0");
+  CHECK(spec["containers"][2]["resources"]["limits"]["aliyun/erdma"] == "1");
+  const json& ann = r.patched["metadata"]["annotations"];
+  CHECK(ann["network.alibabacloud.com/erdma-resource-added"] == "web");
+  CHECK(ann["network.alibabacloud.com/erdma-injected"] == "erdma-env,smcr-preload,smcr-preload-partial,erdma-resource");
+  // The container the webhook gave a slot gets no NCCL env, now or on a second pass.
+  CHECK(spec["containers"][2]["env"].size() == 1);
+  Run again = run(r.patched);
+  REQUIRE(again.mutation.ok());
+  CHECK(again.mutation->ops.empty());
 }
 
 TEST_CASE("warnings are capped, the last one counting what was left out") {
@@ -124,7 +194,13 @@ TEST_CASE("init containers come first whatever the key order, and paths use the 
   // finds the pod) does not report init containers.
   CHECK(r.patched["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
   CHECK_FALSE(r.patched["spec"]["initContainers"][0].contains("resources"));
-  CHECK(r.patched["spec"]["initContainers"][0]["env"][0]["name"] == "LD_PRELOAD");
+  // Without the resource the init container gets no library, so no LD_PRELOAD either ...
+  CHECK_FALSE(r.patched["spec"]["initContainers"][0].contains("env"));
+  // ... unless the library comes from a hostPath volume.
+  Run h = run(pod, host_path_config());
+  REQUIRE(h.mutation.ok());
+  CHECK(h.patched["spec"]["initContainers"][0]["env"][0]["name"] == "LD_PRELOAD");
+  CHECK(h.patched["spec"]["initContainers"][0]["volumeMounts"][0]["name"] == "erdma-smc-preload");
 }
 
 TEST_CASE("a pod without metadata gets the whole metadata map") {

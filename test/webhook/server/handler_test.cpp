@@ -116,6 +116,10 @@ TEST_CASE_FIXTURE(Fixture, "malformed bodies answer 400 with a plain-text reason
 }
 
 TEST_CASE_FIXTURE(Fixture, "a pod the webhook cannot mutate is 200 with allowed: false") {
+  // Only with the library from a hostPath volume can a pod's own volume be in the way.
+  auto host_path = Config::load(nlohmann::json{{"smcr", {{"libraryFrom", "hostPath"}}}});
+  REQUIRE(host_path.ok());
+  cfg = *host_path;
   nlohmann::json pod = smcr_pod();
   pod["spec"]["volumes"] = {{{"name", "erdma-smc-preload"}, {"emptyDir", nlohmann::json::object()}}};
   HttpResponse r = call("POST", "/mutate-pods", "application/json", review(pod, "uid-r"));
@@ -197,12 +201,15 @@ TEST_CASE_FIXTURE(Fixture, "warnings reach the log record as text and the metric
   HttpResponse r = call("POST", "/mutate-pods", "application/json", review(pod));
   REQUIRE(r.admission.has_value());
   const AdmissionRecord& rec = *r.admission;
-  CHECK(rec.warnings == 2);
+  CHECK(rec.warnings == 3);
   CHECK(rec.warning_text ==
         "container \"side\" requests aliyun/erdma without a limit; the apiserver refuses extended resources whose "
         "requests do not equal their limits: set limits.aliyun/erdma to the requested quantity\n"
+        "added aliyun/erdma: 1 to container \"app\": SMC-R needs an eRDMA node, and erdma-agent mounts the preload "
+        "library into the containers holding it\n"
         "container \"app\" uses envFrom; injected LD_PRELOAD take precedence over the same names there");
   CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::RequestsWithoutLimits)] == 1);
+  CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::ResourceAdded)] == 1);
   CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::EnvFromPrecedence)] == 1);
 
   common::metrics::Registry registry;
@@ -220,7 +227,7 @@ TEST_CASE_FIXTURE(Fixture, "warnings reach the log record as text and the metric
   }
   uint64_t sum = 0;
   for (auto n : rec.warning_counts) sum += n;
-  CHECK(sum == 2);
+  CHECK(sum == 3);
 }
 
 }  // namespace erdma::webhook::server

@@ -58,7 +58,12 @@ def s_client(server, *args, stdin=b"Q\n"):
 
 def main():
     suite = Suite("protocol")
-    server = Server(suite.workdir)
+    # The library from a hostPath volume: the one configuration where a pod can be refused (its
+    # own volume of the preload volume's name), so every admission outcome is on the wire here.
+    config = os.path.join(suite.workdir, "config.yaml")
+    with open(config, "w") as f:
+        f.write("smcr: {libraryFrom: hostPath}\n")
+    server = Server(suite.workdir, config=config)
     body = review(pod(), uid="uid-mutate")
     sent = {"mutated": 0, "skipped": 0, "invalid": 0, "rejected": 0}
 
