@@ -111,19 +111,15 @@ void warn_untrusted(const beast::error_code& ec, const tcp::endpoint& peer) {
       .kv("error", ec.message());
 }
 
-// With --client-ca: why this client's certificate was refused, from the handshake's own state.
-std::string client_certificate_problem(SSL* ssl) {
-  X509* presented = SSL_get0_peer_certificate(ssl);
-  if (presented == nullptr) return "no client certificate presented";
+// With --client-ca: why this client's certificate was refused. OpenSSL drops a certificate that
+// failed verification, so the reason comes from the error and the verify result.
+std::string client_certificate_problem(const beast::error_code& ec, SSL* ssl) {
+  if (ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+    return "no client certificate presented";
+  }
   const long result = SSL_get_verify_result(ssl);
-  std::string out = "client certificate refused: ";
-  out += result != X509_V_OK ? X509_verify_cert_error_string(result) : "verification failed";
-  char subject[256] = {0};
-  X509_NAME_oneline(X509_get_subject_name(presented), subject, sizeof subject);
-  out += " (subject ";
-  out += subject;
-  out += ")";
-  return out;
+  return std::string("client certificate refused: ") +
+         (result != X509_V_OK ? X509_verify_cert_error_string(result) : "verification failed");
 }
 
 // A refused client certificate: every connection gets one debug line with the reason, and a
@@ -219,7 +215,7 @@ class Session : public std::enable_shared_from_this<Session> {
         warn_untrusted(ec, lowest().socket().remote_endpoint(ignored));
       } else if (why == HandshakeFailure::ClientCertificate) {
         beast::error_code ignored;
-        log_client_certificate_refused(client_certificate_problem(stream_.native_handle()),
+        log_client_certificate_refused(client_certificate_problem(ec, stream_.native_handle()),
                                        lowest().socket().remote_endpoint(ignored), id_);
       } else {
         fail(ec, "handshake", id_);

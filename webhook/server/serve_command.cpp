@@ -171,7 +171,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   };
   events.failed = [&](bool cert, const Error& e) {
     metrics.record_reload(cert, false);
-    log::error(cert ? "certificate reload refused (serving pair or client CA); the previous certificate keeps serving"
+    log::error(cert ? "certificate reload refused; the previous certificate keeps serving"
                     : "config reload refused; the previous config keeps serving")
         .kv("error", e.message);
   };
