@@ -75,6 +75,9 @@ HandshakeFailure classify_handshake_error(const beast::error_code& ec) {
       case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
       case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
         return HandshakeFailure::UntrustedCertificate;
+      case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
+      case SSL_R_CERTIFICATE_VERIFY_FAILED:
+        return HandshakeFailure::ClientCertificate;
       case SSL_R_UNSUPPORTED_PROTOCOL:
       case SSL_R_WRONG_VERSION_NUMBER:
       case SSL_R_VERSION_TOO_LOW:
@@ -88,19 +91,51 @@ HandshakeFailure classify_handshake_error(const beast::error_code& ec) {
   return HandshakeFailure::Other;
 }
 
-// A client refusing the serving certificate needs an operator (the caBundle in the webhook
-// configuration does not match the certificate), so it is logged at warn, but at most once per
-// 10 s: the apiserver retries every pod creation and would flood the log.
-void warn_untrusted(const beast::error_code& ec, const tcp::endpoint& peer) {
-  static std::atomic<int64_t> last{0};
+// True at most once per 10 s for each `last`: handshake failures that need an operator are logged
+// at warn, but the apiserver retries every pod creation and would flood the log.
+bool warn_due(std::atomic<int64_t>& last) {
   const int64_t now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   int64_t prev = last.load();
-  if (now - prev < 10 || !last.compare_exchange_strong(prev, now)) return;
+  return now - prev >= 10 && last.compare_exchange_strong(prev, now);
+}
+
+// A client refusing the serving certificate needs an operator: the caBundle in the webhook
+// configuration does not match the certificate.
+void warn_untrusted(const beast::error_code& ec, const tcp::endpoint& peer) {
+  static std::atomic<int64_t> last{0};
+  if (!warn_due(last)) return;
   log::warn("a client refused the serving certificate; check that the caBundle of the webhook "
             "configuration holds the CA that signed it")
       .kv("peer", peer.address().to_string())
       .kv("error", ec.message());
+}
+
+// With --client-ca: why this client's certificate was refused. OpenSSL drops a certificate that
+// failed verification, so the reason comes from the error and the verify result.
+std::string client_certificate_problem(const beast::error_code& ec, SSL* ssl) {
+  if (ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+    return "no client certificate presented";
+  }
+  const long result = SSL_get_verify_result(ssl);
+  return std::string("client certificate refused: ") +
+         (result != X509_V_OK ? X509_verify_cert_error_string(result) : "verification failed");
+}
+
+// A refused client certificate: every connection gets one debug line with the reason, and a
+// warn line (at most one per 10 s) tells the operator what to check. A kubelet HTTPS probe sent
+// to this port (it presents no certificate) shows up here too.
+void log_client_certificate_refused(const std::string& problem, const tcp::endpoint& peer, uint64_t conn) {
+  static std::atomic<int64_t> last{0};
+  log::debug("handshake refused: client certificate").kv("conn", conn).kv("peer", peer.address().to_string())
+      .kv("error", problem);
+  if (!warn_due(last)) return;
+  log::warn("a client was refused for its TLS client certificate (--client-ca); check that kube-apiserver's "
+            "admission kubeconfig gives a client certificate signed by that CA, and that no HTTPS probe "
+            "targets this port (probe the metrics port instead)")
+      .kv("conn", conn)
+      .kv("peer", peer.address().to_string())
+      .kv("error", problem);
 }
 
 }  // namespace
@@ -178,6 +213,10 @@ class Session : public std::enable_shared_from_this<Session> {
       if (why == HandshakeFailure::UntrustedCertificate) {
         beast::error_code ignored;
         warn_untrusted(ec, lowest().socket().remote_endpoint(ignored));
+      } else if (why == HandshakeFailure::ClientCertificate) {
+        beast::error_code ignored;
+        log_client_certificate_refused(client_certificate_problem(ec, stream_.native_handle()),
+                                       lowest().socket().remote_endpoint(ignored), id_);
       } else {
         fail(ec, "handshake", id_);
       }

@@ -35,17 +35,24 @@ auto guarded(F&& load) -> decltype(load()) {
 }  // namespace
 
 Reloader::Reloader(ReloadPaths paths, Current<SslContext>& tls, Current<const Config>& config,
-                   ConfigLoader load_config, ReloadEvents events)
+                   ConfigLoader load_config, ReloadEvents events, TlsSettings tls_settings)
     : paths_(std::move(paths)),
+      tls_settings_(std::move(tls_settings)),
       tls_(tls),
       config_(config),
       load_config_(std::move(load_config)),
       events_(std::move(events)) {
-  cert_seen_ = fingerprint(paths_.cert) + "|" + fingerprint(paths_.key);
+  cert_seen_ = tls_fingerprint();
   if (!paths_.config.empty()) config_seen_ = fingerprint(paths_.config);
 }
 
 Reloader::~Reloader() { stop(); }
+
+std::string Reloader::tls_fingerprint() const {
+  std::string out = fingerprint(paths_.cert) + "|" + fingerprint(paths_.key);
+  if (!tls_settings_.client_ca_file.empty()) out += "|" + fingerprint(tls_settings_.client_ca_file);
+  return out;
+}
 
 std::string Reloader::fingerprint(const std::string& path) {
   struct stat st {};
@@ -65,11 +72,11 @@ std::string Reloader::fingerprint(const std::string& path) {
 int Reloader::check_now() {
   std::lock_guard<std::mutex> lock(check_mu_);
   int attempts = 0;
-  const std::string cert_now = fingerprint(paths_.cert) + "|" + fingerprint(paths_.key);
+  const std::string cert_now = tls_fingerprint();
   if (cert_now != cert_seen_) {
     cert_seen_ = cert_now;
     ++attempts;
-    auto creds = guarded([&] { return load_tls_credentials(paths_.cert, paths_.key, unix_now()); });
+    auto creds = guarded([&] { return load_tls_credentials(paths_.cert, paths_.key, unix_now(), tls_settings_); });
     if (creds) {
       tls_.set(creds->context);
       if (events_.cert_loaded) events_.cert_loaded(creds->info);
@@ -96,6 +103,7 @@ int Reloader::check_now() {
 
 void Reloader::add_watches() {
   std::set<std::string> dirs{dir_of(paths_.cert), dir_of(paths_.key)};
+  if (!tls_settings_.client_ca_file.empty()) dirs.insert(dir_of(tls_settings_.client_ca_file));
   if (!paths_.config.empty()) dirs.insert(dir_of(paths_.config));
   constexpr uint32_t kMask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_CLOSE_WRITE | IN_DELETE | IN_ATTRIB |
                              IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;

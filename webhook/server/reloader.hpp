@@ -1,4 +1,5 @@
-// Hot reload of the serving certificate/key and the webhook config from their files.
+// Hot reload of the serving certificate/key (with the client CA file, when there is one) and the
+// webhook config from their files.
 //
 // Kubernetes Secret and ConfigMap volumes update by writing a new hidden directory and renaming a
 // `..data` symlink onto it (one atomic rename; see notes on atomic_writer). A watch on the file
@@ -42,10 +43,13 @@ class Reloader {
  public:
   using ConfigLoader = std::function<Result<Config>(const std::string& path)>;
 
-  // `tls` and `config` must already hold the values loaded from `paths` at start-up; the
-  // fingerprints taken now are their baseline. `load_config` reads a config file.
+  // `tls` and `config` must already hold the values loaded from `paths` (and `tls_settings`) at
+  // start-up; the fingerprints taken now are their baseline. `load_config` reads a config file.
+  // Every new TLS context is built with `tls_settings` (policy and client CA file), and a change of
+  // the client CA file counts as a change of the pair: a CA file that does not load is refused
+  // like a bad pair, and the last good context keeps serving.
   Reloader(ReloadPaths paths, Current<SslContext>& tls, Current<const Config>& config, ConfigLoader load_config,
-           ReloadEvents events);
+           ReloadEvents events, TlsSettings tls_settings = {});
   ~Reloader();
   Reloader(const Reloader&) = delete;
   Reloader& operator=(const Reloader&) = delete;
@@ -69,15 +73,17 @@ class Reloader {
  private:
   void run(std::chrono::milliseconds interval, std::chrono::milliseconds settle);
   void add_watches();
+  [[nodiscard]] std::string tls_fingerprint() const;
 
   ReloadPaths paths_;
+  TlsSettings tls_settings_;
   Current<SslContext>& tls_;
   Current<const Config>& config_;
   ConfigLoader load_config_;
   ReloadEvents events_;
 
   std::mutex check_mu_;
-  std::string cert_seen_;    // fingerprints of cert+key at the last load attempt
+  std::string cert_seen_;    // fingerprints of cert+key(+client CA) at the last load attempt
   std::string config_seen_;  // of the config file at the last load attempt
 
   int inotify_fd_ = -1;

@@ -23,6 +23,7 @@
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
 #include "common/metrics.hpp"
+#include "common/text.hpp"
 #include "erdma/version.hpp"
 #include "webhook/config_io/config_file.hpp"
 #include "webhook/server/listener.hpp"
@@ -108,9 +109,13 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   }
   const unsigned threads = o.threads > 0 ? o.threads : usable_cores();
 
-  auto creds = load_tls_credentials(o.tls_cert, o.tls_key, unix_now());
+  // The same settings build every later context: a reload changes the files, never the policy.
+  const TlsSettings tls_settings{o.tls_policy, o.client_ca};
+  auto creds = load_tls_credentials(o.tls_cert, o.tls_key, unix_now(), tls_settings);
   if (!creds) {
-    log::error("cannot start: TLS certificate refused").kv("error", creds.error().message);
+    log::error(o.client_ca.empty() ? "cannot start: TLS certificate refused"
+                                   : "cannot start: TLS certificate or client CA refused")
+        .kv("error", creds.error().message);
     return kExitStart;
   }
 
@@ -157,7 +162,8 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
         .kv("subject", info.subject)
         .kv("key_type", info.key_type)
         .kv("sha256", info.sha256)
-        .kv("not_after", format_utc(info.not_after));
+        .kv("not_after", format_utc(info.not_after))
+        .kv("client_ca", common::join(info.client_ca_subjects, "; "));
   };
   events.config_loaded = [&] {
     metrics.record_reload(false, true);
@@ -170,7 +176,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
         .kv("error", e.message);
   };
   Reloader reloader({o.tls_cert, o.tls_key, o.config}, tls, config,
-                    [](const std::string& path) { return load_config_file(path); }, std::move(events));
+                    [](const std::string& path) { return load_config_file(path); }, std::move(events), tls_settings);
   if (auto s = reloader.start(o.reload_interval); !s) log::warn("reload watch degraded").kv("error", s.error().message);
 
   log::info("serving")
@@ -183,6 +189,12 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
       .kv("cert_key_type", creds->info.key_type)
       .kv("cert_sha256", creds->info.sha256)
       .kv("cert_not_after", format_utc(creds->info.not_after))
+      .kv("tls_min_version", to_string(o.tls_policy.min_version))
+      .kv("tls12_ciphers", o.tls_policy.min_version == TlsVersion::Tls13 ? std::string() : tls12_cipher_list(o.tls_policy))
+      .kv("tls13_ciphers", o.tls_policy.tls13_suites.empty() ? std::string("<OpenSSL defaults>")
+                                                             : tls13_cipher_list(o.tls_policy))
+      .kv("client_ca", creds->info.client_ca_subjects.empty() ? std::string("<none: client certificates not asked for>")
+                                                              : common::join(creds->info.client_ca_subjects, "; "))
       .kv("config", o.config.empty() ? std::string("<defaults>") : o.config);
 
   // SIGTERM/SIGINT: drain; a second signal stops at once.

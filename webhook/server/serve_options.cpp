@@ -30,6 +30,25 @@ Flags:
   --metrics-listen ADDR    plain-HTTP metrics address (default 0.0.0.0:8080)
   --tls-cert FILE          serving certificate, PEM, leaf first then intermediates (required)
   --tls-key FILE           its private key, PEM, unencrypted (required)
+  --tls-min-version V      lowest TLS version accepted: 1.2 or 1.3 (default 1.2)
+  --tls-cipher-suites LIST comma-separated IANA names, as kube-apiserver and Go write them
+                           (default: all of them); TLS 1.2 suites are restricted by the
+                           TLS_ECDHE_* names, TLS 1.3 suites by the TLS_AES_*/TLS_CHACHA20_*
+                           names (none named: all three TLS 1.3 suites). Accepted:
+                             TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+                             TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256
+                             TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+                             TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384
+                             TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+                             TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+                             TLS_AES_128_GCM_SHA256, TLS_AES_256_GCM_SHA384,
+                             TLS_CHACHA20_POLY1305_SHA256
+                           (the ECDSA suites serve an ECDSA certificate, the RSA ones an RSA one)
+  --client-ca FILE         PEM CA certificate(s): every TLS connection must present a client
+                           certificate signed by one of them (kube-apiserver does when its
+                           admission kubeconfig names one), others fail the handshake. The
+                           kubelet's HTTPS probes present none: probe the metrics port instead.
+                           Reloaded with the serving certificate (default: none asked for)
   --config FILE            webhook configuration, YAML or JSON (default: built-in defaults)
   --threads N              I/O threads (default: the cores this process may run on)
   --max-body-bytes SIZE    larger request bodies get 413 (default 8Mi; e.g. 3Mi, 1048576)
@@ -47,8 +66,9 @@ Flags:
 ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with ms, s, m or h
 (a bare number is seconds). Every flag except --config and --port-file can also be set in the
 config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
-threads, maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel);
-flags win. The server section is read at start-up only.
+tlsMinVersion, tlsCipherSuites (a list or a comma-separated string), clientCA, threads,
+maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel); flags win.
+The server section is read at start-up only.
 
 Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
 )";
@@ -62,7 +82,8 @@ constexpr FlagSpec kFlags[] = {
     {"--listen", false},       {"--metrics-listen", false}, {"--tls-cert", false},        {"--tls-key", false},
     {"--config", false},       {"--threads", true},         {"--max-body-bytes", false},  {"--max-connections", true},
     {"--shutdown-grace", false}, {"--reload-interval", false}, {"--log-level", false},    {"--port-file", false},
-    {"--idle-timeout", false},
+    {"--idle-timeout", false}, {"--tls-min-version", false}, {"--tls-cipher-suites", false},
+    {"--client-ca", false},
 };
 
 Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
@@ -86,6 +107,18 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
     o.tls_cert = value;
   } else if (name == "--tls-key") {
     o.tls_key = value;
+  } else if (name == "--tls-min-version") {
+    auto v = parse_tls_version(value);
+    if (!v) return std::move(v).error();
+    o.tls_policy.min_version = *v;
+  } else if (name == "--tls-cipher-suites") {
+    auto v = parse_cipher_suites(value);
+    if (!v) return std::move(v).error();
+    o.tls_policy.tls12_ciphers = std::move(v->tls12);
+    o.tls_policy.tls13_suites = std::move(v->tls13);
+  } else if (name == "--client-ca") {
+    if (value.empty()) return make_error(ErrorCode::InvalidArgument, "--client-ca: expected a file name");
+    o.client_ca = value;
   } else if (name == "--config") {
     o.config = value;
   } else if (name == "--threads") {
@@ -165,6 +198,7 @@ Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, con
   for (const auto& [name, value] : raw->values) {
     if (auto s = set_option(out.options, name, value); !s) return std::move(s).error();
   }
+  if (auto s = check_tls_policy(out.options.tls_policy); !s) return std::move(s).error();
   return out;
 }
 
@@ -214,8 +248,9 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
   namespace cfg = common::config;
   if (auto s = cfg::expect_map(section, "server"); !s) return s;
   if (auto s = cfg::check_keys(section, "server",
-                               {"listen", "metricsListen", "tlsCert", "tlsKey", "threads", "maxBodyBytes",
-                                "maxConnections", "shutdownGrace", "reloadInterval", "idleTimeout", "logLevel"});
+                               {"listen", "metricsListen", "tlsCert", "tlsKey", "tlsMinVersion", "tlsCipherSuites",
+                                "clientCA", "threads", "maxBodyBytes", "maxConnections", "shutdownGrace",
+                                "reloadInterval", "idleTimeout", "logLevel"});
       !s) {
     return s;
   }
@@ -225,7 +260,8 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
       {"maxConnections", "--max-connections"}, {"shutdownGrace", "--shutdown-grace"},
       {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
-      {"idleTimeout", "--idle-timeout"},
+      {"idleTimeout", "--idle-timeout"},       {"tlsMinVersion", "--tls-min-version"},
+      {"tlsCipherSuites", "--tls-cipher-suites"}, {"clientCA", "--client-ca"},
   };
   for (const auto& [key, flag] : kSectionKeys) {
     const nlohmann::json* value = cfg::get(section, key);
@@ -236,6 +272,13 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       text = value->get<std::string>();
     } else if (value->is_number_integer()) {
       text = value->dump();
+    } else if (value->is_array() && std::string_view(key) == "tlsCipherSuites") {
+      // The YAML list form, as kube-apiserver's config files write cipher suites.
+      for (size_t i = 0; i < value->size(); ++i) {
+        const auto& item = (*value)[i];
+        if (!item.is_string()) return cfg::type_error(item, path + "[" + std::to_string(i) + "]", "a suite name");
+        text += (i == 0 ? "" : ",") + item.get<std::string>();
+      }
     } else {
       return cfg::type_error(*value, path, "a string or a whole number");
     }

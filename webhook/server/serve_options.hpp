@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/result.hpp"
+#include "webhook/server/tls_policy.hpp"
 
 namespace erdma::webhook::server {
 
@@ -17,6 +18,8 @@ struct ServeOptions {
   std::string metrics_listen = "0.0.0.0:8080";
   std::string tls_cert;
   std::string tls_key;
+  TlsPolicy tls_policy;                    // --tls-min-version, --tls-cipher-suites (OpenSSL names)
+  std::string client_ca;                   // --client-ca: require client certificates from these CAs
   std::string config;                      // webhook config file; empty = defaults
   unsigned threads = 0;                    // 0 = one per core
   size_t max_body_bytes = 8u << 20;
@@ -34,12 +37,14 @@ struct ServeOptions {
 // Parses a byte size: "8388608", "8Mi", "512Ki", "1Gi". Errors name the input.
 [[nodiscard]] Result<size_t> parse_bytes(std::string_view text);
 
-// Applies a config file's `server` section (keys listen, metricsListen, tlsCert, tlsKey, threads,
-// maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel) onto `opts`. Unknown keys
-// and wrong types are errors naming the key.
+// Applies a config file's `server` section (keys listen, metricsListen, tlsCert, tlsKey,
+// tlsMinVersion, tlsCipherSuites, clientCA, threads, maxBodyBytes, maxConnections, shutdownGrace,
+// reloadInterval, idleTimeout, logLevel) onto `opts`. tlsCipherSuites is a list of names or one
+// comma-separated string. Unknown keys and wrong types are errors naming the key.
 [[nodiscard]] Status apply_server_section(const nlohmann::json& section, ServeOptions& opts);
 
-// Parses the command line of `serve` (flags win over the config file's server section).
+// Parses the command line of `serve` (flags win over the config file's server section), then checks
+// the settings that depend on each other (the TLS minimum version against the suites).
 // Returns the options, or an error message; `help` is set for -h/--help.
 struct ParsedServe {
   ServeOptions options;

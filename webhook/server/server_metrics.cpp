@@ -36,9 +36,10 @@ ServerMetrics::ServerMetrics(m::Registry& r)
   reloads_[2] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "config"}, {"result", "success"}});
   reloads_[3] = &r.counter("erdma_webhook_reloads_total", rhelp, {{"kind", "config"}, {"result", "error"}});
   const char* hhelp = "TLS handshakes that failed, by reason (untrusted_certificate: the client refused the "
-                      "serving certificate, e.g. a caBundle that does not match it).";
-  const char* reasons[] = {"untrusted_certificate", "protocol", "timeout", "closed", "other"};
-  for (size_t i = 0; i < 5; ++i) {
+                      "serving certificate, e.g. a caBundle that does not match it; client_certificate: the "
+                      "client presented no certificate or one the --client-ca CAs do not verify).";
+  const char* reasons[] = {"untrusted_certificate", "protocol", "timeout", "closed", "other", "client_certificate"};
+  for (size_t i = 0; i < 6; ++i) {
     handshake_failures_[i] = &r.counter("erdma_webhook_tls_handshake_failures_total", hhelp, {{"reason", reasons[i]}});
   }
   r.gauge("erdma_webhook_build_info", "Build information; the value is always 1.", {{"version", erdma::kVersion}})

@@ -27,9 +27,11 @@ class ServerMetrics {
   void connection_refused() noexcept { refused_.inc(); }
 
   // Why a TLS handshake failed. untrusted_certificate: the client refused our certificate (an
-  // apiserver whose caBundle does not match it); protocol: not TLS 1.2+ / no shared suite / plain
-  // HTTP; timeout; closed: the peer went away (TCP probes, scanners); other.
-  enum class HandshakeFailure { UntrustedCertificate, Protocol, Timeout, Closed, Other };
+  // apiserver whose caBundle does not match it); client_certificate: with --client-ca, the client
+  // presented no certificate or one that does not verify; protocol: not TLS 1.2+ (or below
+  // --tls-min-version) / no shared suite / plain HTTP; timeout; closed: the peer went away (TCP
+  // probes, scanners); other.
+  enum class HandshakeFailure { UntrustedCertificate, Protocol, Timeout, Closed, Other, ClientCertificate };
   void handshake_failed(HandshakeFailure why) noexcept { handshake_failures_[static_cast<size_t>(why)]->inc(); }
 
   [[nodiscard]] double open_connections() const noexcept { return open_.value(); }
@@ -42,7 +44,7 @@ class ServerMetrics {
   std::array<common::metrics::Counter*, 4> reloads_{};  // cert ok, cert error, config ok, config error
   common::metrics::Gauge& open_;
   common::metrics::Counter& refused_;
-  std::array<common::metrics::Counter*, 5> handshake_failures_{};  // indexed by HandshakeFailure
+  std::array<common::metrics::Counter*, 6> handshake_failures_{};  // indexed by HandshakeFailure
 };
 
 }  // namespace erdma::webhook::server

@@ -7,6 +7,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <chrono>
 #include <ctime>
@@ -95,6 +96,26 @@ std::string sha256_hex(X509* cert) {
   return out;
 }
 
+// Every PEM CERTIFICATE block of `pem`, in order. InvalidArgument (naming `name`) when there is
+// none or one is broken.
+Result<std::vector<X509Ptr>> read_certificates(const std::string& pem, const std::string& name) {
+  std::vector<X509Ptr> out;
+  BioPtr bio = memory_bio(pem);
+  if (!bio) return make_error(ErrorCode::Internal, "out of memory reading " + name);
+  while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) out.emplace_back(x);
+  const unsigned long last = ERR_peek_last_error();
+  // Reading stops with "no start line" at the end of the input; anything else is a broken block.
+  if (out.empty()) {
+    ERR_clear_error();
+    return invalid(name, "no PEM certificate found (expected -----BEGIN CERTIFICATE-----)");
+  }
+  if (last != 0 && !(ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE)) {
+    return invalid(name, "certificate " + std::to_string(out.size() + 1) + " is malformed: " + openssl_error());
+  }
+  ERR_clear_error();
+  return out;
+}
+
 std::string subject_of(X509* cert) {
   BioPtr bio(BIO_new(BIO_s_mem()));
   if (!bio) return "";
@@ -102,6 +123,47 @@ std::string subject_of(X509* cert) {
   char* data = nullptr;
   const long len = BIO_get_mem_data(bio.get(), &data);
   return len > 0 ? std::string(data, static_cast<size_t>(len)) : "";
+}
+
+// Makes `ctx` require a client certificate that chains to one of the CAs in `ca`, and returns
+// their subjects. Every certificate in the file must be a CA and valid at `now`: a client
+// certificate put there by mistake, or an expired CA, would make every handshake fail, which is
+// better said at load than discovered by the apiserver.
+Result<std::vector<std::string>> require_client_certificates(SSL_CTX* ctx, const ClientCaPem& ca, int64_t now) {
+  auto certs = read_certificates(ca.pem, ca.name);
+  if (!certs) return std::move(certs).error();
+  std::vector<std::string> subjects;
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  for (size_t i = 0; i < certs->size(); ++i) {
+    X509* x = (*certs)[i].get();
+    const std::string which = "certificate " + std::to_string(i + 1) + " (" + subject_of(x) + ")";
+    if (X509_check_ca(x) == 0) {
+      return invalid(ca.name, which + " is not a CA certificate (no basicConstraints CA:TRUE): give the CA that "
+                                      "signed the client certificate, not the client certificate itself");
+    }
+    auto na = to_unix(X509_get0_notAfter(x), ca.name);
+    if (!na) return std::move(na).error();
+    if (*na <= now) return invalid(ca.name, which + " expired at " + format_utc(*na) + "; renew it");
+    if (X509_STORE_add_cert(store, x) != 1 || SSL_CTX_add_client_CA(ctx, x) != 1) {
+      return invalid(ca.name, which + ": the TLS library refused it: " + openssl_error());
+    }
+    subjects.push_back(subject_of(x));
+  }
+  // A CA in the file is a trust anchor even when it is an intermediate, as a Go server's ClientCAs
+  // pool treats it; without this OpenSSL would also want the root.
+  X509_STORE_set_flags(store, X509_V_FLAG_PARTIAL_CHAIN);
+  // No certificate, or one that does not verify, fails the handshake. OpenSSL checks the client
+  // certificate's purpose too (extendedKeyUsage, when present, must allow clientAuth).
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  // Sessions resumed from a ticket skip verification, so they must be bound to this context:
+  // OpenSSL refuses to resume without a session id context once peers are verified, and each
+  // context has its own ticket keys, so a session verified under the previous CA file does not
+  // resume on the context built from a new one.
+  static constexpr unsigned char kSessionContext[] = "erdma-webhook client-auth";
+  if (SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1) != 1) {
+    return make_error(ErrorCode::Internal, "TLS session id context: " + openssl_error());
+  }
+  return subjects;
 }
 
 }  // namespace
@@ -120,25 +182,14 @@ std::string format_utc(int64_t t) {
 }
 
 Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const std::string& key_pem, int64_t now,
-                                            const std::string& cert_name, const std::string& key_name) {
+                                            const std::string& cert_name, const std::string& key_name,
+                                            const TlsPolicy& policy, const std::optional<ClientCaPem>& client_ca) {
+  if (auto s = check_tls_policy(policy); !s) return std::move(s).error();
   ERR_clear_error();
   // The certificate chain: every PEM CERTIFICATE block in order, the leaf first.
-  std::vector<X509Ptr> chain;
-  {
-    BioPtr bio = memory_bio(cert_pem);
-    if (!bio) return make_error(ErrorCode::Internal, "out of memory reading " + cert_name);
-    while (X509* x = PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr)) chain.emplace_back(x);
-    const unsigned long last = ERR_peek_last_error();
-    // Reading stops with "no start line" at the end of the input; anything else is a broken block.
-    if (chain.empty()) {
-      ERR_clear_error();
-      return invalid(cert_name, "no PEM certificate found (expected -----BEGIN CERTIFICATE-----)");
-    }
-    if (last != 0 && !(ERR_GET_LIB(last) == ERR_LIB_PEM && ERR_GET_REASON(last) == PEM_R_NO_START_LINE)) {
-      return invalid(cert_name, "certificate " + std::to_string(chain.size() + 1) + " is malformed: " + openssl_error());
-    }
-    ERR_clear_error();
-  }
+  auto read_chain = read_certificates(cert_pem, cert_name);
+  if (!read_chain) return std::move(read_chain).error();
+  std::vector<X509Ptr> chain = std::move(read_chain).value();
   PkeyPtr key;
   {
     BioPtr bio = memory_bio(key_pem);
@@ -175,20 +226,32 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   if (*nb > now + kClockSkew) {
     return invalid(cert_name, "certificate is not valid before " + format_utc(*nb) + " (check the clocks)");
   }
+  const bool ecdsa = EVP_PKEY_get_base_id(key.get()) == EVP_PKEY_EC;
+  if (!has_tls12_suite_for_key(policy, ecdsa)) {
+    return invalid(cert_name, std::string("none of the TLS 1.2 suites in --tls-cipher-suites works with its ") +
+                                  (ecdsa ? "ECDSA key: add a TLS_ECDHE_ECDSA_WITH_... suite"
+                                         : "RSA key: add a TLS_ECDHE_RSA_WITH_... suite") +
+                                  ", or set --tls-min-version 1.3");
+  }
 
   namespace ssl = boost::asio::ssl;
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
   SSL_CTX* native = ctx->native_handle();
-  // TLS 1.2 and 1.3 only: what kube-apiserver speaks, and nothing with known weaknesses.
-  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+  // TLS 1.2 (unless the policy says 1.3) and 1.3 only: what kube-apiserver speaks, and nothing
+  // with known weaknesses.
+  SSL_CTX_set_min_proto_version(native, policy.min_version == TlsVersion::Tls13 ? TLS1_3_VERSION : TLS1_2_VERSION);
   SSL_CTX_set_max_proto_version(native, TLS1_3_VERSION);
   // The client's order decides among the suites on offer: every one of them is AEAD with ECDHE, so
   // letting kube-apiserver (Go: AES-128-GCM first where the CPU has AES) choose costs no security
   // and spares it AES-256/SHA-384, which server preference forced on every handshake.
   SSL_CTX_clear_options(native, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_options(native, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-  if (SSL_CTX_set_cipher_list(native, kTls12Ciphers) != 1) {
+  if (SSL_CTX_set_cipher_list(native, tls12_cipher_list(policy).c_str()) != 1) {
     return make_error(ErrorCode::Internal, "TLS 1.2 cipher list: " + openssl_error());
+  }
+  if (const std::string suites = tls13_cipher_list(policy);
+      !suites.empty() && SSL_CTX_set_ciphersuites(native, suites.c_str()) != 1) {
+    return make_error(ErrorCode::Internal, "TLS 1.3 cipher suites: " + openssl_error());
   }
   if (SSL_CTX_set1_groups_list(native, "X25519:P-256:P-384") != 1) {
     return make_error(ErrorCode::Internal, "TLS groups: " + openssl_error());
@@ -199,18 +262,30 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   sk_X509_free(extra);  // the context took its own references
   if (used != 1) return invalid(cert_name, "the TLS library refused the certificate: " + openssl_error());
   if (SSL_CTX_check_private_key(native) != 1) return invalid(key_name, "key check failed: " + openssl_error());
+  if (client_ca) {
+    auto subjects = require_client_certificates(native, *client_ca, now);
+    if (!subjects) return std::move(subjects).error();
+    out.info.client_ca_subjects = std::move(subjects).value();
+  }
   out.context = std::move(ctx);
   return out;
 }
 
-Result<TlsCredentials> load_tls_credentials(const std::string& cert_path, const std::string& key_path, int64_t now) {
+Result<TlsCredentials> load_tls_credentials(const std::string& cert_path, const std::string& key_path, int64_t now,
+                                            const TlsSettings& settings) {
   // 1 MiB is far above any real chain or key; the cap keeps a wrong path (a log file) harmless.
   constexpr size_t kMaxPemBytes = 1u << 20;
   auto cert = common::read_file(cert_path, kMaxPemBytes);
   if (!cert) return make_error(cert.error().code, "TLS certificate: " + cert.error().message);
   auto key = common::read_file(key_path, kMaxPemBytes);
   if (!key) return make_error(key.error().code, "TLS key: " + key.error().message);
-  return make_tls_credentials(*cert, *key, now, cert_path, key_path);
+  std::optional<ClientCaPem> client_ca;
+  if (!settings.client_ca_file.empty()) {
+    auto ca = common::read_file(settings.client_ca_file, kMaxPemBytes);
+    if (!ca) return make_error(ca.error().code, "client CA (--client-ca): " + ca.error().message);
+    client_ca = ClientCaPem{std::move(ca).value(), settings.client_ca_file};
+  }
+  return make_tls_credentials(*cert, *key, now, cert_path, key_path, settings.policy, client_ca);
 }
 
 }  // namespace erdma::webhook::server

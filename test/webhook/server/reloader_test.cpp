@@ -2,6 +2,7 @@
 #include "webhook/server/reloader.hpp"
 
 #include <doctest/doctest.h>
+#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -10,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
+
+#include <boost/asio/ssl/context.hpp>
 
 #include "test_certs.hpp"
 #include "webhook/config_io/config_file.hpp"
@@ -223,6 +227,93 @@ TEST_CASE("fingerprints follow symlinks and report missing files") {
   v.update({{"a", "1"}});
   CHECK(Reloader::fingerprint(v.path("a")) != f1);  // same content, new inode behind ..data
   CHECK(Reloader::fingerprint(v.path("missing")).starts_with("missing:"));
+}
+
+TEST_CASE("the client CA file is reloaded with the pair, under the same settings") {
+  ProjectedVolume tls_volume;
+  ProjectedVolume ca_volume;
+  testing::CertSpec ca_spec;
+  ca_spec.ca = true;
+  ca_spec.common_name = "client-ca-1";
+  const auto ca1 = testing::make_cert(ca_spec);
+  ca_spec.common_name = "client-ca-2";
+  const auto ca2 = testing::make_cert(ca_spec);
+  const auto pair = testing::make_cert({});
+  tls_volume.update({{"tls.crt", pair.cert}, {"tls.key", pair.key}});
+  ca_volume.update({{"ca.crt", ca1.cert}});
+  TlsSettings settings;
+  settings.policy.min_version = TlsVersion::Tls13;
+  settings.client_ca_file = ca_volume.path("ca.crt");
+  auto creds = load_tls_credentials(tls_volume.path("tls.crt"), tls_volume.path("tls.key"), now(), settings);
+  REQUIRE(creds.ok());
+  Current<SslContext> tls(creds->context);
+  Current<const Config> config(std::make_shared<const Config>(Config::defaults()));
+  Seen seen;
+  std::vector<std::string> subjects;
+  ReloadEvents events = seen.events();
+  events.cert_loaded = [&](const CertInfo& info) {
+    subjects = info.client_ca_subjects;
+    ++seen.certs;
+  };
+  Reloader reloader(ReloadPaths{tls_volume.path("tls.crt"), tls_volume.path("tls.key"), ""}, tls, config,
+                    file_loader(), std::move(events), settings);
+  CHECK(reloader.check_now() == 0);
+
+  // A new CA alone (the pair unchanged) builds a new context that requires it, still TLS 1.3 only.
+  const auto first = tls.get();
+  ca_volume.update({{"ca.crt", ca2.cert}});
+  CHECK(reloader.check_now() == 1);
+  CHECK(seen.certs == 1);
+  CHECK(tls.get() != first);
+  REQUIRE(subjects.size() == 1);
+  CHECK(subjects[0].find("client-ca-2") != std::string::npos);
+  SSL_CTX* ctx = tls.get()->native_handle();
+  CHECK(SSL_CTX_get_min_proto_version(ctx) == TLS1_3_VERSION);
+  CHECK((SSL_CTX_get_verify_mode(ctx) & SSL_VERIFY_FAIL_IF_NO_PEER_CERT) != 0);
+
+  // A broken CA file is refused once, and the context built from the last good one keeps serving.
+  const auto good = tls.get();
+  for (const std::string& broken : {std::string("not a certificate\n"), pair.cert /* a leaf, not a CA */}) {
+    ca_volume.update({{"ca.crt", broken}});
+    CHECK(reloader.check_now() == 1);
+    CHECK(tls.get() == good);
+    CHECK(reloader.check_now() == 0);
+  }
+  CHECK(seen.cert_failures == 2);
+  CHECK(seen.last_error.find(ca_volume.path("ca.crt")) != std::string::npos);
+  ca_volume.update({{"ca.crt", ca1.cert}});
+  CHECK(reloader.check_now() == 1);
+  CHECK(tls.get() != good);
+  CHECK(seen.certs == 2);
+}
+
+TEST_CASE("the watching thread sees a swap of the client CA's own volume") {
+  ProjectedVolume tls_volume;
+  ProjectedVolume ca_volume;
+  testing::CertSpec ca_spec;
+  ca_spec.ca = true;
+  const auto ca1 = testing::make_cert(ca_spec);
+  const auto ca2 = testing::make_cert(ca_spec);
+  const auto pair = testing::make_cert({});
+  tls_volume.update({{"tls.crt", pair.cert}, {"tls.key", pair.key}});
+  ca_volume.update({{"ca.crt", ca1.cert}});
+  TlsSettings settings;
+  settings.client_ca_file = ca_volume.path("ca.crt");
+  auto creds = load_tls_credentials(tls_volume.path("tls.crt"), tls_volume.path("tls.key"), now(), settings);
+  REQUIRE(creds.ok());
+  Current<SslContext> tls(creds->context);
+  Current<const Config> config(std::make_shared<const Config>(Config::defaults()));
+  Seen seen;
+  Reloader reloader(ReloadPaths{tls_volume.path("tls.crt"), tls_volume.path("tls.key"), ""}, tls, config,
+                    file_loader(), seen.events(), settings);
+  REQUIRE(reloader.start(std::chrono::hours(1), std::chrono::milliseconds(20)).ok());
+  ca_volume.update({{"ca.crt", ca2.cert}});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (seen.certs == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  reloader.stop();
+  CHECK(seen.certs == 1);
 }
 
 }  // namespace

@@ -85,5 +85,97 @@ TEST_CASE("config file server section") {
   CHECK_FALSE(apply_server_section(nlohmann::json::array(), o).ok());
 }
 
+TEST_CASE("TLS flags: minimum version, cipher suites, client CA") {
+  auto d = parse_serve_args({});
+  REQUIRE(d.ok());
+  CHECK(d->options.tls_policy.min_version == TlsVersion::Tls12);
+  CHECK(d->options.tls_policy.tls12_ciphers.empty());
+  CHECK(d->options.tls_policy.tls13_suites.empty());
+  CHECK(d->options.client_ca.empty());
+
+  auto p = parse_serve_args({"--tls-min-version", "1.2", "--tls-cipher-suites",
+                             "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384",
+                             "--client-ca=/etc/erdma-webhook/client-ca/ca.crt"});
+  REQUIRE(p.ok());
+  CHECK(p->options.tls_policy.tls12_ciphers == std::vector<std::string>{"ECDHE-ECDSA-AES128-GCM-SHA256"});
+  CHECK(p->options.tls_policy.tls13_suites == std::vector<std::string>{"TLS_AES_256_GCM_SHA384"});
+  CHECK(p->options.client_ca == "/etc/erdma-webhook/client-ca/ca.crt");
+  CHECK(parse_serve_args({"--tls-min-version=1.3"}).value().options.tls_policy.min_version == TlsVersion::Tls13);
+
+  struct Case {
+    std::vector<std::string> args;
+    const char* want;
+  };
+  const std::vector<Case> bad = {
+      {{"--tls-min-version", "1.1"}, "expected 1.2 or 1.3"},
+      {{"--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"}, "accepted: TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"},
+      {{"--tls-cipher-suites", ""}, "names no suite"},
+      {{"--tls-min-version", "1.3", "--tls-cipher-suites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}, "never uses them"},
+      {{"--tls-cipher-suites", "TLS_AES_128_GCM_SHA256"}, "TLS 1.2 clients would find no suite"},
+      {{"--client-ca="}, "--client-ca: expected a file name"},
+      {{"--client-ca"}, "needs a value"},
+  };
+  for (const auto& c : bad) {
+    CAPTURE(c.args.front());
+    auto r = parse_serve_args(c.args);
+    REQUIRE_FALSE(r.ok());
+    CAPTURE(r.error().message);
+    CHECK(r.error().message.find(c.want) != std::string::npos);
+  }
+  // The order of the two flags does not matter: they are checked together at the end.
+  CHECK(parse_serve_args({"--tls-cipher-suites", "TLS_AES_128_GCM_SHA256", "--tls-min-version", "1.3"}).ok());
+}
+
+TEST_CASE("TLS keys of the server section, and flags over them") {
+  const nlohmann::json section = {
+      {"tlsMinVersion", "1.3"},
+      {"tlsCipherSuites", nlohmann::json::array({"TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256"})},
+      {"clientCA", "/etc/client-ca.crt"},
+  };
+  auto from_file = parse_serve_args({}, section);
+  REQUIRE(from_file.ok());
+  CHECK(from_file->options.tls_policy.min_version == TlsVersion::Tls13);
+  CHECK(from_file->options.tls_policy.tls13_suites ==
+        std::vector<std::string>{"TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256"});
+  CHECK(from_file->options.client_ca == "/etc/client-ca.crt");
+
+  // Flags win, key by key; the combination is checked after both.
+  auto flags = parse_serve_args({"--client-ca", "/other.crt", "--tls-cipher-suites", "TLS_AES_256_GCM_SHA384"}, section);
+  REQUIRE(flags.ok());
+  CHECK(flags->options.client_ca == "/other.crt");
+  CHECK(flags->options.tls_policy.tls13_suites == std::vector<std::string>{"TLS_AES_256_GCM_SHA384"});
+  CHECK(flags->options.tls_policy.min_version == TlsVersion::Tls13);
+  auto clash = parse_serve_args({"--tls-min-version", "1.2"}, section);  // 1.3 suites only, 1.2 allowed
+  REQUIRE_FALSE(clash.ok());
+  CHECK(clash.error().message.find("TLS 1.2 clients would find no suite") != std::string::npos);
+
+  ServeOptions o;
+  CHECK(apply_server_section({{"tlsCipherSuites", "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256"}}, o)
+            .ok());
+  CHECK(o.tls_policy.tls12_ciphers == std::vector<std::string>{"ECDHE-RSA-AES128-GCM-SHA256"});
+  auto bad_item = apply_server_section({{"tlsCipherSuites", nlohmann::json::array({"TLS_AES_128_GCM_SHA256", 5})}}, o);
+  REQUIRE_FALSE(bad_item.ok());
+  CHECK(bad_item.error().message.find("server.tlsCipherSuites[1]") != std::string::npos);
+  auto bad_name = apply_server_section({{"tlsCipherSuites", nlohmann::json::array({"RC4"})}}, o);
+  REQUIRE_FALSE(bad_name.ok());
+  CHECK(bad_name.error().message.find("server.tlsCipherSuites") != std::string::npos);
+  auto bad_version = apply_server_section({{"tlsMinVersion", 1}}, o);
+  REQUIRE_FALSE(bad_version.ok());
+  CHECK(bad_version.error().message.find("server.tlsMinVersion") != std::string::npos);
+}
+
+TEST_CASE("--help names the TLS flags and every accepted suite") {
+  const std::string usage = serve_usage();
+  for (const char* flag : {"--tls-min-version", "--tls-cipher-suites", "--client-ca", "tlsMinVersion",
+                           "tlsCipherSuites", "clientCA"}) {
+    CAPTURE(flag);
+    CHECK(usage.find(flag) != std::string::npos);
+  }
+  for (const auto& suite : supported_cipher_suites()) {
+    CAPTURE(std::string(suite.iana));
+    CHECK(usage.find(suite.iana) != std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace erdma::webhook::server

@@ -83,6 +83,9 @@ PemPair make_cert(const CertSpec& spec, const PemPair* issuer) {
     const std::string san = "DNS:" + spec.common_name;
     add_ext(cert.get(), signer_cert, NID_subject_alt_name, san.c_str());
   }
+  if (!spec.extended_key_usage.empty()) {
+    add_ext(cert.get(), signer_cert, NID_ext_key_usage, spec.extended_key_usage.c_str());
+  }
   check(X509_sign(cert.get(), issuer_key ? issuer_key.get() : key.get(), EVP_sha256()) > 0, "sign");
 
   PemPair out;

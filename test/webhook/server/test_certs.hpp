@@ -20,6 +20,7 @@ struct CertSpec {
   int64_t not_before_offset = -60;          // seconds from now
   int64_t not_after_offset = 24 * 3600;     // seconds from now
   bool ca = false;
+  std::string extended_key_usage;           // e.g. "clientAuth", "serverAuth"; empty: none
 };
 
 // A new key and a certificate for it; signed by `issuer` when given, else self-signed.
