@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <cstring>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -58,6 +59,7 @@ struct Flags {
   std::string config;
   std::string output = "table";
   std::string log_level;
+  std::optional<std::string> metrics_listen;  // run --metrics-listen: replaces metricsListen
 };
 
 // Parses --config FILE, -o FORMAT, --log-level L (also --flag=value). Unknown flags are errors.
@@ -91,6 +93,16 @@ bool parse_flags(const std::vector<std::string>& args, Flags& f, bool allow_outp
         err << "error: -o must be table or json, got \"" << f.output << "\"\n";
         return false;
       }
+    } else if (allow_log && a == "--metrics-listen") {
+      std::string v;
+      if (!take(v)) return false;
+      if (!v.empty()) {
+        if (auto addr = common::parse_listen_address(v); !addr) {
+          err << "error: --metrics-listen: " << addr.error().message << " (e.g. 127.0.0.1:9467, or $(NODE_IP):9467 from the downward API)\n";
+          return false;
+        }
+      }
+      f.metrics_listen = v;
     } else if (allow_log && a == "--log-level") {
       if (!take(f.log_level)) return false;
       if (!log::parse_level(f.log_level)) {
@@ -115,6 +127,11 @@ std::string gid_list(const RdmaPort& p) {
 }
 
 }  // namespace
+
+std::string default_config_path() {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(kDefaultConfigPath, ec) ? kDefaultConfigPath : "";
+}
 
 Result<AgentConfig> load_config_file(const std::string& path) {
   if (path.empty()) return AgentConfig{};
@@ -414,6 +431,7 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
     log::error("invalid configuration").kv("error", cfg.error().message);
     return kExitUsage;
   }
+  if (flags.metrics_listen) cfg->metrics_listen = *flags.metrics_listen;
 
   // Signals are taken synchronously by this thread (sigtimedwait); block them before any other
   // thread exists so that every thread inherits the mask.

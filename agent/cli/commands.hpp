@@ -1,5 +1,5 @@
 // Subcommands of the erdma-agent binary: run (the node agent), devices (what discovery sees),
-// config (the effective configuration).
+// config (the effective configuration), status (node summary), cleanup (undo the node setup).
 #pragma once
 
 #include <iosfwd>
@@ -18,6 +18,13 @@ namespace erdma::agent {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;   // run: the agent could not start; devices: none found
 inline constexpr int kExitUsage = 2;     // bad flags or an invalid config file
+
+// The config file the DaemonSet mounts; the admin commands (smc-status/smc-stats --pod, cleanup)
+// read it when no --config is given, so `kubectl exec ... -- erdma-agent cleanup` sees the
+// agent's own settings.
+inline constexpr const char* kDefaultConfigPath = "/etc/erdma-agent/config.yaml";
+// kDefaultConfigPath when that file exists, else "" (the built-in defaults).
+[[nodiscard]] std::string default_config_path();
 
 // Reads and validates a config file (YAML or JSON); "" gives the defaults. Errors name the file.
 [[nodiscard]] Result<AgentConfig> load_config_file(const std::string& path);
@@ -57,5 +64,9 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err);
 int run_devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 // `erdma-agent config [--config FILE]`.
 int run_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `erdma-agent cleanup [--dry-run] [--config FILE] [--host-root DIR]`: removes the pnet entries of
+// smcr.pnetId, smcr.ueid, the preload library (and its directory when empty) and the NFD feature
+// file; prints one line per action. 0 done or nothing to do, 1 a fact or an action failed.
+int run_cleanup(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 }  // namespace erdma::agent

@@ -9,23 +9,30 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/cli/commands.hpp"
+#include "agent/core/admin.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
 #include "agent/sys/pod_netns.hpp"
+#include "agent/sys/pod_sources.hpp"
 
 namespace erdma::agent {
 namespace {
 
 struct Common {
   std::optional<NetnsRef> netns;
+  std::optional<PodName> pod;  // --pod: resolved into netns by resolve_pod()
+  std::string config;          // --config (for --pod)
   bool json = false;
   bool all = false;
   std::vector<std::string> rest;
 };
 
-// Parses --netns PATH, --pid PID, -o json|text, -a; everything else is positional or a flag the
-// command checks itself.
-Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all) {
+constexpr const char* kOneTarget = "give one of --netns PATH, --pid PID or --pod NAMESPACE/NAME";
+
+// Parses --netns PATH, --pid PID, --pod NS/NAME (with `allow_pod`), --config FILE, -o json|text,
+// -a; everything else is positional or a flag the command checks itself.
+Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all, bool allow_pod = false) {
   Common c;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -36,12 +43,23 @@ Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all
     if (a == "--netns") {
       auto v = value("a path");
       if (!v) return v.error();
-      if (c.netns) return make_error(ErrorCode::InvalidArgument, "give --netns or --pid once");
+      if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
       c.netns = NetnsRef::of_path(*v);
+    } else if (allow_pod && a == "--pod") {
+      auto v = value("NAMESPACE/NAME");
+      if (!v) return v.error();
+      if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
+      auto p = parse_pod_name(*v);
+      if (!p) return p.error();
+      c.pod = *p;
+    } else if (allow_pod && (a == "--config" || a == "-c")) {
+      auto v = value("a file");
+      if (!v) return v.error();
+      c.config = *v;
     } else if (a == "--pid") {
       auto v = value("a process id");
       if (!v) return v.error();
-      if (c.netns) return make_error(ErrorCode::InvalidArgument, "give --netns or --pid once");
+      if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
       char* end = nullptr;
       long pid = std::strtol(v->c_str(), &end, 10);
       if (v->empty() || *end != '\0' || pid <= 0 || pid > 4194304) {
@@ -75,26 +93,35 @@ int fail(std::ostream& err, const Error& e) {
 }
 
 int usage(std::ostream& err, const std::string& msg) {
-  err << "error: " << msg << "\n" << smc_commands_usage();
+  err << "error: " << msg << "\n";
   return 2;
+}
+
+// --pod: the pod's network namespace on this node, found over the CRI as pod setup finds it.
+// Returns the exit status on failure (and prints why), nullopt when `c` is ready to run.
+std::optional<int> resolve_pod(Common& c, std::ostream& out, std::ostream& err) {
+  if (!c.pod) return std::nullopt;
+  auto cfg = load_config_file(c.config.empty() ? default_config_path() : c.config);
+  if (!cfg) {
+    err << "error: " << cfg.error().message << "\n";
+    return kExitUsage;
+  }
+  const auto timeout = std::chrono::milliseconds(cfg->smcr.call_timeout_ms);
+  GrpcCriSandboxes cri(cfg->cri_socket, timeout);
+  auto found = find_pod_netns(cri, *c.pod, cfg->cri_socket, cfg->proc_root, std::chrono::steady_clock::now() + 2 * timeout);
+  if (!found) return fail(err, found.error());
+  if (found->netns) {
+    c.netns = found->netns;
+  } else if (!c.json) {
+    // The agent runs on the host network: its own namespace is the node's.
+    out << "pod " << c.pod->namespace_ << "/" << c.pod->name << " uses the node's network namespace (hostNetwork)\n";
+  }
+  return std::nullopt;
 }
 
 std::string pad(const std::string& s, size_t w) { return s.size() >= w ? s + " " : s + std::string(w - s.size(), ' '); }
 
 }  // namespace
-
-std::string smc_commands_usage() {
-  return "usage:\n"
-         "  erdma-agent pnet list  [--netns PATH|--pid PID] [-o json]\n"
-         "  erdma-agent pnet add   PNETID (--eth IFNAME | --ib DEVICE [--port N]) [--netns PATH|--pid PID]\n"
-         "  erdma-agent pnet del   PNETID [--netns PATH|--pid PID]\n"
-         "  erdma-agent pnet flush [--netns PATH|--pid PID]\n"
-         "  erdma-agent ueid list  [-o json]\n"
-         "  erdma-agent ueid add   UEID\n"
-         "  erdma-agent ueid del   UEID\n"
-         "  erdma-agent smc-status [--netns PATH|--pid PID [--interface IFNAME]] [-a] [-o json]\n"
-         "  erdma-agent smc-stats  [--netns PATH|--pid PID] [-o json]\n";
-}
 
 int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   auto c = parse_common(args, false);
@@ -115,7 +142,7 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
       entries = std::move(*l);
       return {};
     });
-    if (!st) return fail(err, st.error());
+    if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
     if (c->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& e : entries) {
@@ -169,7 +196,7 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
       change = *r;
       return {};
     });
-    if (!st) return fail(err, st.error());
+    if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
     out << (change == Change::Changed ? "added " : "already present: ") << entry->to_string() << "\n";
     return 0;
   }
@@ -187,7 +214,7 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
       change = *r;
       return {};
     });
-    if (!st) return fail(err, st.error());
+    if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
     out << (change == Change::Changed ? "deleted entries of " : "not present: ") << id->str() << "\n";
     return 0;
   }
@@ -199,7 +226,7 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
       if (!t) return t.error();
       return (*t)->flush();
     });
-    if (!st) return fail(err, st.error());
+    if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
     out << "flushed\n";
     return 0;
   }
@@ -215,9 +242,9 @@ int cmd_ueid(const std::vector<std::string>& args, std::ostream& out, std::ostre
   auto info = NetlinkSmcInfo::open();
   if (verb == "list") {
     if (c->rest.size() != 1) return usage(err, "ueid list: unexpected argument");
-    if (!info) return fail(err, info.error());
+    if (!info) return fail(err, explain_smc_error(info.error(), SmcNeed::SmcInfo));
     auto l = (*info)->ueids();
-    if (!l) return fail(err, l.error());
+    if (!l) return fail(err, explain_smc_error(l.error(), SmcNeed::SmcInfo));
     if (c->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& u : *l) j.push_back(u.str());
@@ -231,9 +258,9 @@ int cmd_ueid(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (c->rest.size() != 2) return usage(err, "ueid " + verb + ": expected one UEID");
     auto u = Ueid::parse(c->rest[1]);
     if (!u) return usage(err, u.error().message);
-    if (!info) return fail(err, info.error());
+    if (!info) return fail(err, explain_smc_error(info.error(), SmcNeed::SmcInfo));
     auto r = verb == "add" ? (*info)->add_ueid(*u) : (*info)->remove_ueid(*u);
-    if (!r) return fail(err, r.error());
+    if (!r) return fail(err, explain_smc_error(r.error(), SmcNeed::SmcInfo));
     if (verb == "add") out << (*r == Change::Changed ? "added UEID " : "already present: UEID ") << u->str() << "\n";
     if (verb == "del") out << (*r == Change::Changed ? "deleted UEID " : "not present: UEID ") << u->str() << "\n";
     return 0;
@@ -263,18 +290,19 @@ std::string prediction_line(const NetnsRef& pod, const std::string& interface) {
 }  // namespace
 
 int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  auto c = parse_common(args, true);
+  auto c = parse_common(args, true, true);
   if (!c) return usage(err, c.error().message);
   std::string interface = "eth0";
   for (size_t i = 0; i < c->rest.size(); ++i) {
     if (c->rest[i] != "--interface") continue;
     if (i + 1 >= c->rest.size()) return usage(err, "smc-status: --interface needs an interface name");
-    if (!c->netns) return usage(err, "smc-status: --interface needs --netns or --pid (the pod's interface)");
+    if (!c->netns && !c->pod) return usage(err, "smc-status: --interface needs --pod, --netns or --pid (the pod's interface)");
     interface = c->rest[i + 1];
     c->rest.erase(c->rest.begin() + static_cast<std::ptrdiff_t>(i), c->rest.begin() + static_cast<std::ptrdiff_t>(i) + 2);
     break;
   }
   if (!c->rest.empty()) return usage(err, "smc-status: unexpected argument \"" + c->rest[0] + "\"");
+  if (auto rc = resolve_pod(*c, out, err)) return *rc;
   std::vector<SmcSocket> socks;
   auto st = in_netns(*c, [&]() -> Status {
     auto s = SockDiagSmcStatus::open();
@@ -284,7 +312,7 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
     socks = std::move(*l);
     return {};
   });
-  if (!st) return fail(err, st.error());
+  if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::SockDiag));
   // A listening socket has not fallen back and reads as SMCR: only -a shows them.
   std::vector<SmcSocket> shown;
   for (auto& s : socks) {
@@ -331,9 +359,10 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
 }
 
 int cmd_smc_stats(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  auto c = parse_common(args, false);
+  auto c = parse_common(args, false, true);
   if (!c) return usage(err, c.error().message);
   if (!c->rest.empty()) return usage(err, "smc-stats: unexpected argument \"" + c->rest[0] + "\"");
+  if (auto rc = resolve_pod(*c, out, err)) return *rc;
   SmcStats stats;
   FallbackStats fb;
   auto st = in_netns(*c, [&]() -> Status {
@@ -347,7 +376,7 @@ int cmd_smc_stats(const std::vector<std::string>& args, std::ostream& out, std::
     fb = std::move(*f);
     return {};
   });
-  if (!st) return fail(err, st.error());
+  if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::SmcInfo));
   auto tech = [](const SmcTechStats& t) {
     return nlohmann::json{{"clientV1Success", t.client_v1_success}, {"clientV2Success", t.client_v2_success},
                           {"serverV1Success", t.server_v1_success}, {"serverV2Success", t.server_v2_success},

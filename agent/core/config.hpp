@@ -56,7 +56,9 @@ struct AgentConfig {
   std::vector<std::string> drivers{"erdma"};  // verbs source: drivers whose devices are advertised
   std::vector<RdmaDevice> static_devices;     // static source: the devices, as configured
   unsigned rescan_seconds = 5;                // periodic re-discovery (health changes are seen this fast)
-  std::string metrics_listen = "0.0.0.0:9467";  // "" = no metrics endpoint
+  // Loopback by default: on the host network 0.0.0.0 would offer metrics and health to every
+  // peer of the node. "" = no metrics endpoint (see docs/design.md "Metrics listen address").
+  std::string metrics_listen = "127.0.0.1:9467";
   SmcrConfig smcr;
   bool allocate_all_devices = false;  // every container gets every device of the node
   bool nccl_env = true;               // Allocate sets NCCL_IB_HCA / NCCL_IB_GID_INDEX per device

@@ -147,6 +147,10 @@ NetnsChoice choose_pod_netns(const SandboxFacts& f) {
   if (!f.wants_smcr) {
     return PodSetupStop{PodSetupResult::NotRequested, "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""};
   }
+  return locate_sandbox_netns(f);
+}
+
+NetnsChoice locate_sandbox_netns(const SandboxFacts& f) {
   if (f.state != SandboxState::Ready) return PodSetupStop{PodSetupResult::SandboxGone, "the sandbox is not ready"};
   if (f.netns.host_network) {
     return PodSetupStop{PodSetupResult::HostNetwork,

@@ -136,6 +136,8 @@ struct SandboxFacts {
 // named (gone, or not mounted into the agent) and Failed when the runtime named nothing.
 using NetnsChoice = std::variant<PodSetupStop, std::string>;
 [[nodiscard]] NetnsChoice choose_pod_netns(const SandboxFacts& facts);
+// choose_pod_netns() without the annotation check (the admin commands look at any pod).
+[[nodiscard]] NetnsChoice locate_sandbox_netns(const SandboxFacts& facts);
 
 // What the shell learnt about the chosen namespace before entering it.
 struct NetnsTargetFacts {

@@ -109,9 +109,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   if (out.pod.empty()) out.pod = st.summary.pod_namespace + "/" + st.summary.pod_name;
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
-  SandboxFacts facts{wants_smcr(st.summary.annotations), st.summary.state, st.netns,
-                     st.netns.path && path_visible(*st.netns.path), cfg_.proc_root};
-  const auto choice = choose_pod_netns(facts);
+  const auto choice = choose_pod_netns(sandbox_facts_of(st, cfg_.proc_root));
   if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
     out = with(out, stop->result, stop->message);
     if (stop->result == PodSetupResult::HostNetwork) out.prediction = predict(std::nullopt, deadline);

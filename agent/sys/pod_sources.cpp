@@ -204,6 +204,20 @@ Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready(Deadline deadli
   return sandboxes_from(response);
 }
 
+Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready_of(const PodName& pod, Deadline deadline) {
+  runtime::v1::ListPodSandboxRequest request;
+  auto* filter = request.mutable_filter();
+  filter->mutable_state()->set_state(runtime::v1::SANDBOX_READY);
+  (*filter->mutable_label_selector())[kPodNamespaceLabel] = pod.namespace_;
+  (*filter->mutable_label_selector())[kPodNameLabel] = pod.name;
+  runtime::v1::ListPodSandboxResponse response;
+  const grpc::Status s = call_with_reconnect(
+      [&](grpc::ClientContext& ctx) { return impl_->stub->ListPodSandbox(&ctx, request, &response); }, deadline,
+      impl_->call_timeout);
+  if (!s.ok()) return call_error(s, "CRI ListPodSandbox", impl_->socket);
+  return sandboxes_from(response);
+}
+
 Result<SandboxStatusInfo> GrpcCriSandboxes::status(const std::string& sandbox_id, Deadline deadline) {
   runtime::v1::PodSandboxStatusRequest request;
   request.set_pod_sandbox_id(sandbox_id);
@@ -214,6 +228,38 @@ Result<SandboxStatusInfo> GrpcCriSandboxes::status(const std::string& sandbox_id
       impl_->call_timeout);
   if (!s.ok()) return call_error(s, "CRI PodSandboxStatus " + sandbox_id, impl_->socket);
   return sandbox_status_from(sandbox_id, response);
+}
+
+// ---- pod lookup
+
+SandboxFacts sandbox_facts_of(const SandboxStatusInfo& st, const std::string& proc_root) {
+  return SandboxFacts{wants_smcr(st.summary.annotations), st.summary.state, st.netns,
+                      st.netns.path && path_visible(*st.netns.path), proc_root};
+}
+
+Result<PodNetnsLookup> find_pod_netns(SandboxSource& sandboxes, const PodName& pod, const std::string& cri_socket,
+                                      const std::string& proc_root, Deadline deadline) {
+  auto list = sandboxes.list_ready_of(pod, deadline);
+  if (!list) return explain_cri_error(list.error(), cri_socket);
+  auto chosen = pick_pod_sandbox(*list, pod);
+  if (!chosen) return std::move(chosen).error();
+  auto status = sandboxes.status(chosen->id, deadline);
+  if (!status) {
+    if (status.error().code == ErrorCode::NotFound) {
+      return make_error(ErrorCode::NotFound, "pod " + pod.namespace_ + "/" + pod.name + ": sandbox " + chosen->id +
+                                                 " went away meanwhile (the pod restarted or was deleted); retry");
+    }
+    return explain_cri_error(status.error(), cri_socket);
+  }
+  PodNetnsLookup out{status->summary, std::nullopt};
+  const auto choice = locate_sandbox_netns(sandbox_facts_of(*status, proc_root));
+  if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
+    if (stop->result == PodSetupResult::HostNetwork) return out;
+    const auto code = stop->result == PodSetupResult::SandboxGone ? ErrorCode::NotFound : ErrorCode::FailedPrecondition;
+    return make_error(code, "pod " + pod.namespace_ + "/" + pod.name + ": " + stop->message);
+  }
+  out.netns = NetnsRef::of_path(std::get<std::string>(choice));
+  return out;
 }
 
 }  // namespace erdma::agent

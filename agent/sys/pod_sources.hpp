@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/admin.hpp"
 #include "agent/core/pod_setup.hpp"
+#include "agent/sys/netns.hpp"
 #include "common/result.hpp"
 
 // The generated message types (agent/proto), declared here so this header stays free of them.
@@ -47,6 +49,9 @@ class SandboxSource {
   virtual ~SandboxSource() = default;
   // The runtime's ready sandboxes. Errors as for PodResourcesSource::list.
   [[nodiscard]] virtual Result<std::vector<SandboxSummary>> list_ready(Deadline deadline) = 0;
+  // The ready sandboxes of one pod: the runtime filters on the labels kubelet sets
+  // (io.kubernetes.pod.namespace, io.kubernetes.pod.name). Errors as for list_ready.
+  [[nodiscard]] virtual Result<std::vector<SandboxSummary>> list_ready_of(const PodName& pod, Deadline deadline) = 0;
   // One sandbox's status with the runtime's verbose info. NotFound when the runtime no longer
   // knows the sandbox; InvalidArgument when the answer is malformed (no status, bad info JSON).
   [[nodiscard]] virtual Result<SandboxStatusInfo> status(const std::string& sandbox_id, Deadline deadline) = 0;
@@ -80,6 +85,7 @@ class GrpcCriSandboxes final : public SandboxSource {
   GrpcCriSandboxes(std::string socket_path, std::chrono::milliseconds call_timeout);
   ~GrpcCriSandboxes() override;
   [[nodiscard]] Result<std::vector<SandboxSummary>> list_ready(Deadline deadline) override;
+  [[nodiscard]] Result<std::vector<SandboxSummary>> list_ready_of(const PodName& pod, Deadline deadline) override;
   [[nodiscard]] Result<SandboxStatusInfo> status(const std::string& sandbox_id, Deadline deadline) override;
 
   struct Impl;
@@ -87,5 +93,24 @@ class GrpcCriSandboxes final : public SandboxSource {
  private:
   std::unique_ptr<Impl> impl_;
 };
+
+// What pod setup decides on: the status's annotations, state and netns, and whether the netns
+// path the runtime names is visible in this process's mount namespace.
+[[nodiscard]] SandboxFacts sandbox_facts_of(const SandboxStatusInfo& status, const std::string& proc_root);
+
+// Where one pod's network namespace is on this node, found as pod setup finds it (ready sandbox,
+// PodSandboxStatus verbose, the netns path when visible, else <procRoot>/<pid>/ns/net), for any
+// pod, SMC-R or not.
+struct PodNetnsLookup {
+  SandboxSummary sandbox;
+  std::optional<NetnsRef> netns;  // nullopt: the pod uses the node's network namespace
+};
+// Errors: those of pick_pod_sandbox() (NotFound: not on this node; FailedPrecondition: several
+// ready sandboxes); CRI failures passed through explain_cri_error() with `cri_socket`; NotFound
+// when the sandbox or its netns went away meanwhile; FailedPrecondition when the runtime names no
+// namespace the agent can open (the message says what to mount).
+[[nodiscard]] Result<PodNetnsLookup> find_pod_netns(SandboxSource& sandboxes, const PodName& pod,
+                                                    const std::string& cri_socket, const std::string& proc_root,
+                                                    Deadline deadline);
 
 }  // namespace erdma::agent

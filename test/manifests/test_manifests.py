@@ -571,14 +571,23 @@ def check_agent(objs):
     dp_dir = cfg.get("devicePluginDir", "/var/lib/kubelet/device-plugins")
     if not mount_for(c, dp_dir) or (host.get(mount_for(c, dp_dir)["name"]) != dp_dir):
         p.append("agent: devicePluginDir %s is not the kubelet's directory mounted at the same path" % dp_dir)
-    metrics = cfg.get("metricsListen", "0.0.0.0:9467")
+    metrics = cfg.get("metricsListen", "127.0.0.1:9467")
     mport = container_port(c, "metrics")
     if not metrics or mport is None or port_of(metrics) != mport:
         p.append("agent: metricsListen %r does not match container port metrics %r" % (metrics, mport))
+    # On the host network a probe without host goes to the node's IP: a loopback listener must be
+    # probed on loopback, and the default must stay loopback (not the whole node network).
+    listen_host = (metrics or "").rsplit(":", 1)[0].strip("[]")
+    if listen_host != "127.0.0.1":
+        p.append("agent: metricsListen %r is not loopback; the manifests keep the agent's metrics on 127.0.0.1 "
+                 "(docs/design.md, \"Metrics listen address\")" % metrics)
     for probe_name, want in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         probe = (c.get(probe_name) or {}).get("httpGet") or {}
         if probe.get("path") != want or container_port(c, probe.get("port")) != mport:
             p.append("agent container: %s must GET %s on the metrics port" % (probe_name, want))
+        if probe.get("host") != listen_host:
+            p.append("agent container: %s host %r, want %r (metricsListen's address: on the host network kubelet "
+                     "would otherwise probe the node's IP)" % (probe_name, probe.get("host"), listen_host))
     wcfg = webhook_config_of(objs) or {}
     preload = (wcfg.get("smcr") or {}).get("preloadHostDir", CONTRACT["kPreloadHostDir"])
     if preload not in host.values():
@@ -747,6 +756,10 @@ def breakages():
          set_(lambda o: agent(o)["volumes"].append({"name": "etc", "hostPath": {"path": "/etc"}}))),
         ("agent privileged", "privileged",
          set_(lambda o: agent(o)["containers"][0]["securityContext"].update(privileged=True))),
+        ("agent probe on the node's IP", "readinessProbe host",
+         set_(lambda o: agent(o)["containers"][0]["readinessProbe"]["httpGet"].pop("host"))),
+        ("agent metrics on every address", "is not loopback",
+         set_(lambda o: agent_config_edit(o, {"metricsListen": "0.0.0.0:9467"}))),
         ("webhook runs as root", "runAsUser",
          set_(lambda o: dep(o)["spec"]["template"]["spec"]["securityContext"].update(runAsUser=0))),
         ("config by subPath", "subPath",

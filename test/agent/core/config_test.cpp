@@ -21,7 +21,7 @@ TEST_CASE("an empty or null document gives the defaults") {
     CHECK(cfg->drivers == std::vector<std::string>{"erdma"});
     CHECK(cfg->static_devices.empty());
     CHECK(cfg->rescan_seconds == 5);
-    CHECK(cfg->metrics_listen == "0.0.0.0:9467");
+    CHECK(cfg->metrics_listen == "127.0.0.1:9467");
     CHECK(cfg->smcr.enabled);
     CHECK(cfg->smcr.pnet_id == "ERDMA");
     CHECK(cfg->smcr.ueid == "ERDMA-CONTROLLER");

@@ -230,6 +230,19 @@ TEST_CASE("choose_pod_netns: which namespace file a sandbox's setup enters, or w
   // The message for an invisible path says how to fix it.
   const auto gone = choose_pod_netns({true, ready, netns_of(runtime_path, std::nullopt), false, "/proc"});
   CHECK(std::get<PodSetupStop>(gone).message.find("mount /var/run/netns") != std::string::npos);
+
+  // The admin commands look at any pod: the same answers without the annotation check.
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto facts = c.facts;
+    facts.wants_smcr = true;
+    const auto want = choose_pod_netns(facts);
+    facts.wants_smcr = false;
+    const auto got = locate_sandbox_netns(facts);
+    REQUIRE(got.index() == want.index());
+    if (const auto* path = std::get_if<std::string>(&got)) CHECK(*path == std::get<std::string>(want));
+    if (const auto* stop = std::get_if<PodSetupStop>(&got)) CHECK(*stop == std::get<PodSetupStop>(want));
+  }
 }
 
 TEST_CASE("refuse_pod_netns: the host's namespace, a vanished one and a passed deadline stop the setup") {

@@ -129,6 +129,11 @@ struct FakeCriServer::Impl final : public runtime::v1::RuntimeService::CallbackS
     m->set_attempt(0);
   }
 
+  // The labels kubelet puts on a sandbox.
+  static std::map<std::string, std::string> labels_of(const FakeSandbox& s) {
+    return {{"io.kubernetes.pod.namespace", s.ns}, {"io.kubernetes.pod.name", s.name}, {"io.kubernetes.pod.uid", "uid-" + s.id}};
+  }
+
   grpc::ServerUnaryReactor* ListPodSandbox(grpc::CallbackServerContext* ctx,
                                            const runtime::v1::ListPodSandboxRequest* request,
                                            runtime::v1::ListPodSandboxResponse* out) override {
@@ -140,9 +145,20 @@ struct FakeCriServer::Impl final : public runtime::v1::RuntimeService::CallbackS
                               request->filter().state().state() == runtime::v1::SANDBOX_READY;
       for (const auto& [id, s] : sandboxes) {
         if (only_ready && !s.ready) continue;
+        // As containerd: every label of the selector must match the sandbox's labels.
+        const std::map<std::string, std::string> labels = labels_of(s);
+        bool selected = true;
+        if (request->has_filter()) {
+          for (const auto& [k, v] : request->filter().label_selector()) {
+            auto l = labels.find(k);
+            if (l == labels.end() || l->second != v) selected = false;
+          }
+        }
+        if (!selected) continue;
         auto* item = out->add_items();
         item->set_id(s.id);
         fill_metadata(s, item->mutable_metadata());
+        for (const auto& [k, v] : labels) (*item->mutable_labels())[k] = v;
         item->set_state(s.ready ? runtime::v1::SANDBOX_READY : runtime::v1::SANDBOX_NOTREADY);
         item->set_created_at(s.created_at);
         for (const auto& [k, v] : s.annotations) (*item->mutable_annotations())[k] = v;

@@ -73,6 +73,7 @@ class FakeCriServer {
   [[nodiscard]] size_t status_calls() const;
   // The last ListPodSandbox request (to check the filter the agent sends).
   [[nodiscard]] runtime::v1::ListPodSandboxRequest last_list_request() const;
+  [[nodiscard]] const std::string& socket_for_test() const noexcept { return socket_; }
 
   struct Impl;
 

@@ -50,20 +50,23 @@ TEST_CASE("sock_diag without SMC says the module is not loaded") {
   CHECK(socks.error().message.find("the kernel has no SMC") == 0);
 }
 
-TEST_CASE("erdma-agent pnet, ueid, smc-status and smc-stats say so in one line and exit 1") {
+TEST_CASE("erdma-agent pnet, ueid, smc-status and smc-stats say so and how to fix it in one line and exit 1") {
   require_no_smc();
   const std::string out = "/tmp/erdma-nosmc-" + std::to_string(::getpid()) + ".txt";
   struct Case {
     const char* args;
-    const char* line;
+    const char* line;  // how the line starts; the fix follows on the same line
+    const char* fix;
   };
+  const char* smc = "error: the kernel has no SMC (module smc not loaded): load the kernel module smc on the node";
+  const char* diag = "error: the kernel has no SMC (module smc_diag not loaded): load the kernel modules smc and smc_diag";
   const Case cases[] = {
-      {"pnet list", "error: the kernel has no SMC (module smc not loaded)\n"},
-      {"pnet list --netns /proc/self/ns/net", "error: the kernel has no SMC (module smc not loaded)\n"},
-      {"pnet add ERDMA --eth eth0", "error: the kernel has no SMC (module smc not loaded)\n"},
-      {"ueid list", "error: the kernel has no SMC (module smc not loaded)\n"},
-      {"smc-stats", "error: the kernel has no SMC (module smc not loaded)\n"},
-      {"smc-status", "error: the kernel has no SMC (module smc_diag not loaded)\n"},
+      {"pnet list", smc, "`modprobe smc`"},
+      {"pnet list --netns /proc/self/ns/net", smc, "`modprobe smc`"},
+      {"pnet add ERDMA --eth eth0", smc, "`modprobe smc`"},
+      {"ueid list", smc, "`modprobe smc`"},
+      {"smc-stats", smc, "`modprobe smc`"},
+      {"smc-status", diag, "`modprobe smc smc_diag`"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.args);
@@ -74,7 +77,10 @@ TEST_CASE("erdma-agent pnet, ueid, smc-status and smc-stats say so in one line a
     CHECK(WEXITSTATUS(st) == 1);
     std::ifstream f(out);
     const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    CHECK(text == c.line);
+    CHECK(text.rfind(c.line, 0) == 0);
+    CHECK(text.find(c.fix) != std::string::npos);
+    CHECK(text.find("the node's administrator") != std::string::npos);
+    CHECK(text.find('\n') == text.size() - 1);
   }
   std::remove(out.c_str());
 }

@@ -1,0 +1,150 @@
+// erdma-agent cleanup: removes what the agent left on the node (see commands.hpp). The facts are
+// read here, the plan is agent/core/admin.hpp's, and each action is printed as it is done.
+#include <filesystem>
+#include <ostream>
+
+#include "agent/cli/commands.hpp"
+#include "agent/core/admin.hpp"
+#include "agent/sys/netlink_smc.hpp"
+#include "agent/sys/netns.hpp"
+#include "common/contract.hpp"
+
+namespace erdma::agent {
+namespace fs = std::filesystem;
+
+namespace {
+
+CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& host_root) {
+  CleanupFacts f;
+  f.pnet_id = cfg.smcr.pnet_id;
+  f.ueid = cfg.smcr.ueid;
+  if (auto t = NetlinkPnetTable::open()) {
+    f.pnet_table = (*t)->list();
+  } else {
+    f.pnet_table = std::move(t).error();
+  }
+  if (!f.ueid.empty()) {
+    if (auto info = NetlinkSmcInfo::open()) {
+      if (auto l = (*info)->ueids()) {
+        std::vector<std::string> ueids;
+        for (const auto& u : *l) ueids.push_back(u.str());
+        f.ueid_table = std::move(ueids);
+      } else {
+        f.ueid_table = std::move(l).error();
+      }
+    } else {
+      f.ueid_table = std::move(info).error();
+    }
+  }
+  std::error_code ec;
+  f.preload_dir = host_root + cfg.smcr.preload_host_dir;
+  f.preload_file = f.preload_dir + "/" + std::string(contract::kPreloadLibrary);
+  f.preload_present = fs::is_regular_file(f.preload_file, ec);
+  f.preload_dir_present = fs::is_directory(f.preload_dir, ec);
+  if (f.preload_dir_present) {
+    for (const auto& e : fs::directory_iterator(f.preload_dir, ec)) {
+      if (e.path().filename().string() != std::string(contract::kPreloadLibrary)) ++f.preload_dir_other_entries;
+    }
+    if (ec) ++f.preload_dir_other_entries;  // unreadable: keep it
+  }
+  if (!cfg.nfd_feature_file.empty()) {
+    f.nfd_file = host_root + cfg.nfd_feature_file;
+    f.nfd_present = fs::exists(fs::symlink_status(f.nfd_file, ec));
+  }
+  return f;
+}
+
+Status apply(const CleanupAction& a) {
+  switch (a.step) {
+    case CleanupStep::RemovePnetId: {
+      auto id = PnetId::parse(a.target);
+      if (!id) return id.error();
+      auto t = NetlinkPnetTable::open();
+      if (!t) return t.error();
+      auto r = (*t)->remove(*id);
+      if (!r) return r.error();
+      return {};
+    }
+    case CleanupStep::RemoveUeid: {
+      auto u = Ueid::parse(a.target);
+      if (!u) return u.error();
+      auto info = NetlinkSmcInfo::open();
+      if (!info) return info.error();
+      auto r = (*info)->remove_ueid(*u);
+      if (!r) return r.error();
+      return {};
+    }
+    case CleanupStep::RemoveFile:
+    case CleanupStep::RemoveDir: {
+      std::error_code ec;
+      fs::remove(a.target, ec);  // a directory only when empty
+      if (ec) return make_error(ErrorCode::Unavailable, "removing " + a.target + ": " + ec.message());
+      return {};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+int run_cleanup(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string config, host_root;
+  bool dry_run = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    bool has_value = false;
+    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    if (a == "--dry-run" && !has_value) {
+      dry_run = true;
+    } else if (a == "--config" || a == "-c" || a == "--host-root") {
+      if (!has_value && i + 1 >= args.size()) {
+        err << "error: " << a << " needs a value\n";
+        return kExitUsage;
+      }
+      (a == "--host-root" ? host_root : config) = has_value ? value : args[++i];
+    } else {
+      err << "error: unknown flag \"" << args[i] << "\"\n";
+      return kExitUsage;
+    }
+  }
+  while (host_root.size() > 1 && host_root.back() == '/') host_root.pop_back();
+  if (host_root == "/") host_root.clear();
+  if (!host_root.empty() && host_root.front() != '/') {
+    err << "error: --host-root must be an absolute path (where the node's / is mounted, e.g. /host), got \"" << host_root
+        << "\"\n";
+    return kExitUsage;
+  }
+  auto cfg = load_config_file(config.empty() ? default_config_path() : config);
+  if (!cfg) {
+    err << "error: " << cfg.error().message << "\n";
+    return kExitUsage;
+  }
+  const auto plan = plan_cleanup(gather_cleanup_facts(*cfg, host_root));
+  for (const auto& p : plan.problems) err << "error: " << p << "\n";
+  int rc = plan.problems.empty() ? kExitOk : kExitFailure;
+  for (const auto& a : plan.actions) {
+    if (dry_run) {
+      out << a.text << " would be removed (dry run)\n";
+      continue;
+    }
+    if (auto s = apply(a); !s) {
+      err << "error: " << a.text << ": " << s.error().message << "\n";
+      rc = kExitFailure;
+      continue;
+    }
+    out << a.text << " removed\n";
+  }
+  if (plan.actions.empty()) out << "nothing to remove\n";
+  for (const auto& n : plan.notes) out << "note: " << n << "\n";
+  if (!plan.actions.empty() && !dry_run) {
+    out << "note: a running erdma-agent on this node adds its pnet entries, UEID and library again within a minute: "
+           "delete the DaemonSet right after, or run cleanup once it is gone (docs/uninstall.md)\n";
+  }
+  return rc;
+}
+
+}  // namespace erdma::agent
