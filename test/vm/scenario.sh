@@ -90,7 +90,7 @@ log "kernel $(uname -r); build $BUILD"
 nosmc_ok=1
 for c in "pnet list" "ueid list" "smc-stats" "smc-status"; do
   # shellcheck disable=SC2086
-  if run nosmc 20 "$AGENT" $c || ! grep -qx "error: the kernel has no SMC (module smc\(_diag\)\? not loaded)" "$W/nosmc.out" ||
+  if run nosmc 20 "$AGENT" $c || ! grep -qx "error: the kernel has no SMC (module smc\(_diag\)\? not loaded): load the kernel module.*modprobe smc.*" "$W/nosmc.out" ||
      [ "$(wc -l < "$W/nosmc.out")" != 1 ]; then
     nosmc_ok=0
   fi

@@ -164,7 +164,8 @@ Config Config::defaults() {
   Config c;
   c.resource_name_ = std::string(contract::kResourceName);
   c.excluded_namespaces_ = {"kube-system", "erdma-system"};
-  c.erdma_env_ = {{"NCCL_IB_HCA", "erdma"}, {"NCCL_IB_GID_INDEX", "1"}};
+  // No NCCL env by default: erdma-agent's Allocate answer names exactly the container's devices
+  // (NCCL_IB_HCA) with their GID index, and a pod-spec value would win over it in kubelet's merge.
   c.render();
   return c;
 }

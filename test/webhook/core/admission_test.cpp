@@ -13,6 +13,18 @@ using nlohmann::json;
 
 namespace {
 
+// The NCCL presets operators set for nodes without erdma-agent's device plugin: gives eRDMA pods
+// something to inject (the defaults inject no NCCL env).
+const Config& preset_config() {
+  static const Config c = [] {
+    auto r = Config::load(nlohmann::json::parse(
+        R"({"erdmaEnv":[{"name":"NCCL_IB_HCA","value":"erdma"},{"name":"NCCL_IB_GID_INDEX","value":"1"}]})"));
+    REQUIRE(r.ok());
+    return *r;
+  }();
+  return c;
+}
+
 std::string review_with(const json& request, const char* api_version = "admission.k8s.io/v1") {
   return json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"request", request}}.dump();
 }
@@ -85,7 +97,7 @@ TEST_CASE("malformed bodies are Invalid with a message and no response body") {
   Reviewer reviewer;
   for (const auto& c : cases) {
     CAPTURE(c.name);
-    const ReviewResult r = reviewer.review(c.body, Config::defaults());
+    const ReviewResult r = reviewer.review(c.body, preset_config());
     CHECK(r.outcome == Outcome::Invalid);
     CHECK(r.body.empty());
     CAPTURE(r.error);
@@ -95,7 +107,7 @@ TEST_CASE("malformed bodies are Invalid with a message and no response body") {
 
 TEST_CASE("a mutated review answers with the uid, a base64 JSON Patch and its type") {
   Reviewer reviewer;
-  const ReviewResult r = reviewer.review(review_with(pod_request()), Config::defaults());
+  const ReviewResult r = reviewer.review(review_with(pod_request()), preset_config());
   REQUIRE(r.outcome == Outcome::Mutated);
   const json resp = json::parse(r.body);
   CHECK(resp["apiVersion"] == "admission.k8s.io/v1");
@@ -113,7 +125,7 @@ TEST_CASE("a mutated review answers with the uid, a base64 JSON Patch and its ty
 
 TEST_CASE("v1beta1 reviews are answered in v1beta1") {
   Reviewer reviewer;
-  const ReviewResult r = reviewer.review(review_with(pod_request(), "admission.k8s.io/v1beta1"), Config::defaults());
+  const ReviewResult r = reviewer.review(review_with(pod_request(), "admission.k8s.io/v1beta1"), preset_config());
   REQUIRE(r.outcome == Outcome::Mutated);
   CHECK(json::parse(r.body)["apiVersion"] == "admission.k8s.io/v1beta1");
 }
@@ -122,7 +134,7 @@ TEST_CASE("a rejected pod is answered allowed:false with a status, never a patch
   json req = pod_request();
   req["object"]["spec"]["containers"][0]["env"] = "oops";
   Reviewer reviewer;
-  const ReviewResult r = reviewer.review(review_with(req), Config::defaults());
+  const ReviewResult r = reviewer.review(review_with(req), preset_config());
   REQUIRE(r.outcome == Outcome::Rejected);
   const json resp = json::parse(r.body)["response"];
   CHECK(resp["allowed"] == false);
@@ -155,10 +167,10 @@ TEST_CASE("one Reviewer serves many bodies - views never leak between them") {
     req["uid"] = "uid-" + std::to_string(i);
     req["object"]["metadata"]["name"] = "pod-" + std::to_string(i);
     if (i % 3 == 0) req["operation"] = "DELETE";
-    const ReviewResult r = reviewer.review(review_with(req), Config::defaults());
+    const ReviewResult r = reviewer.review(review_with(req), preset_config());
     CHECK(json::parse(r.body)["response"]["uid"] == "uid-" + std::to_string(i));
     CHECK(r.outcome == (i % 3 == 0 ? Outcome::Skipped : Outcome::Mutated));
     if (i % 3 != 0) CHECK(r.pod == "team-a/pod-" + std::to_string(i));
-    if (i % 7 == 0) CHECK(reviewer.review("garbage", Config::defaults()).outcome == Outcome::Invalid);
+    if (i % 7 == 0) CHECK(reviewer.review("garbage", preset_config()).outcome == Outcome::Invalid);
   }
 }

@@ -23,11 +23,8 @@ TEST_CASE("defaults are those of docs/design.md") {
   const Config c = Config::defaults();
   CHECK(c.resource_name() == "aliyun/erdma");
   CHECK(c.excluded_namespaces() == std::vector<std::string>{"kube-system", "erdma-system"});
-  REQUIRE(c.erdma_env().size() == 2);
-  CHECK(c.erdma_env()[0].name == "NCCL_IB_HCA");
-  CHECK(c.erdma_env()[0].value == "erdma");
-  CHECK(c.erdma_env()[1].name == "NCCL_IB_GID_INDEX");
-  CHECK(c.erdma_env()[1].value == "1");
+  // No NCCL env: erdma-agent's Allocate answer sets it per device, and a pod-spec value would win.
+  CHECK(c.erdma_env().empty());
   CHECK(c.device_mounts().empty());
   CHECK(c.smcr().preload_host_dir == "/var/lib/erdma-controller/lib");
   CHECK(c.smcr().mount_path == "/usr/lib/smc");
@@ -154,9 +151,10 @@ TEST_CASE("invalid configurations are errors that name the key") {
 }
 
 TEST_CASE("null values mean the default") {
-  auto c = load_yaml("resourceName: null\nsmcr:\n  library:\nerdmaEnv: ~\n");
+  auto c = load_yaml("resourceName: null\nsmcr:\n  library:\n  libraryFrom: ~\nerdmaEnv: ~\n");
   REQUIRE(c.ok());
   CHECK(c->resource_name() == "aliyun/erdma");
   CHECK(c->smcr().library == "libsmc-preload.so");
-  CHECK(c->erdma_env().size() == 2);
+  CHECK(c->smcr().library_from == LibraryFrom::DevicePlugin);
+  CHECK(c->erdma_env().empty());
 }

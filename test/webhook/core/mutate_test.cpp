@@ -20,8 +20,20 @@ struct Run {
   json patched;
 };
 
+// The NCCL presets operators set for nodes without erdma-agent's device plugin, so eRDMA
+// containers get something to inject (the defaults inject no NCCL env).
+const Config& preset_config() {
+  static const Config c = [] {
+    auto r = Config::load(
+        json{{"erdmaEnv", {{{"name", "NCCL_IB_HCA"}, {"value", "erdma"}}, {{"name", "NCCL_IB_GID_INDEX"}, {"value", "1"}}}}});
+    REQUIRE(r.ok());
+    return *r;
+  }();
+  return c;
+}
+
 // Parses `pod`, mutates it and applies the patch with nlohmann (an independent implementation).
-Run run(const json& pod, const Config& cfg = Config::defaults(), std::string_view ns = "team-a") {
+Run run(const json& pod, const Config& cfg = preset_config(), std::string_view ns = "team-a") {
   simdjson::dom::parser parser;
   const std::string text = pod.dump();
   simdjson::dom::element el = parser.parse(text);
@@ -79,7 +91,7 @@ TEST_CASE("LD_PRELOAD splits like ld.so and merges without duplicates") {
 }
 
 Config host_path_config() {
-  auto c = Config::load(json{{"smcr", {{"libraryFrom", "hostPath"}}}});
+  auto c = Config::load(json{{"smcr", {{"libraryFrom", "hostPath"}}}, {"erdmaEnv", preset_config().to_json()["erdmaEnv"]}});
   REQUIRE(c.ok());
   return *c;
 }
@@ -213,10 +225,10 @@ TEST_CASE("a pod without metadata gets the whole metadata map") {
 TEST_CASE("the request namespace wins over metadata.namespace for exclusion") {
   json pod = json::parse(R"({"metadata":{"name":"p","namespace":"team-a"},
     "spec":{"containers":[{"name":"app","resources":{"limits":{"aliyun/erdma":"1"}}}]}})");
-  Run excluded = run(pod, Config::defaults(), "kube-system");
+  Run excluded = run(pod, preset_config(), "kube-system");
   REQUIRE(excluded.mutation.ok());
   CHECK(excluded.mutation->decision == Decision::Skipped);
-  Run from_meta = run(pod, Config::defaults(), "");
+  Run from_meta = run(pod, preset_config(), "");
   REQUIRE(from_meta.mutation.ok());
   CHECK(from_meta.mutation->decision == Decision::Mutated);
   CHECK(from_meta.mutation->pod == "team-a/p");
