@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """The kustomize manifests: every overlay renders, and what one object says about another holds.
 
-Renders manifests/{base,default,cert-manager,fail-open} with `kubectl kustomize` (the kubectl on
+Renders manifests/{base,default,cert-manager,fail-open,nfd} with `kubectl kustomize` (the kubectl on
 PATH, or each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the
 same objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
 Secret and ConfigMap references, images, the webhook configuration (namespaceSelector evaluated
 on sample namespaces, matchConditions evaluated on sample pods by a small CEL evaluator and
 compared with what the real webhook does to the same pods), the agent's host paths and
 privileges, and the certificate sources (erdma-certs' defaults, cert-manager's Certificate).
-The ConfigMaps are fed to the real binaries (`erdma-webhook config`, `erdma-agent config`), and
+The agent's ConfigMap is generated (erdma-agent-config-<content hash>): a copy of manifests/ with
+an edited agent config must render a new name that the DaemonSet mounts, so applying it rolls the
+DaemonSet. The ConfigMaps are fed to the real binaries (`erdma-webhook config`, `erdma-agent config`), and
 the webhook Deployment's own command line is started on loopback with its volumes laid out from
 the rendered objects. Each check is also run on deliberately broken copies, to show it can fail.
 
@@ -40,8 +42,15 @@ from harness import Suite, expect  # noqa: E402  (the shared runner of the Pytho
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd"]
 NS = "erdma-system"
+# configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
+AGENT_CONFIG = "erdma-agent-config"
+AGENT_CONFIG_NAME = re.compile(re.escape(AGENT_CONFIG) + r"-[a-z0-9]{10}")
+AGENT_CONFIG_LABELS = {"app.kubernetes.io/name": "erdma-agent", "app.kubernetes.io/component": "agent-config",
+                       "app.kubernetes.io/part-of": "erdma-controller"}
+# node-feature-discovery's local source reads this host directory (manifests/nfd mounts it).
+NFD_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 
 def contract_names():
@@ -94,8 +103,8 @@ def kubectl_version(kubectl):
     return (m.group(1) if m else "unknown") + (", kustomize " + k.group(1) if k else "")
 
 
-def render(kubectl, overlay):
-    r = subprocess.run([kubectl, "kustomize", os.path.join(SOURCE_DIR, "manifests", overlay)],
+def render(kubectl, overlay, root=SOURCE_DIR):
+    r = subprocess.run([kubectl, "kustomize", os.path.join(root, "manifests", overlay)],
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         raise AssertionError("%s kustomize manifests/%s exited %d: %s" % (kubectl, overlay, r.returncode, r.stderr))
@@ -181,8 +190,26 @@ def webhook_config_of(objs):
     return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
 
 
+def agent_config_maps(objs):
+    """The agent ConfigMaps: erdma-agent-config, with or without the generator's hash suffix."""
+    return [o for (k, ns, n), o in objs.items()
+            if k == "ConfigMap" and ns == NS and (n == AGENT_CONFIG or n.startswith(AGENT_CONFIG + "-"))]
+
+
+def agent_config_map(objs):
+    """The ConfigMap the agent DaemonSet's `config` volume mounts, else the only agent ConfigMap."""
+    ds = one(objs, "DaemonSet", "erdma-agent")
+    v = volume(ds["spec"]["template"]["spec"], "config") if ds else None
+    if v and "configMap" in v:
+        cm = one(objs, "ConfigMap", v["configMap"].get("name", ""))
+        if cm:
+            return cm
+    cms = agent_config_maps(objs)
+    return cms[0] if len(cms) == 1 else None
+
+
 def agent_config_of(objs):
-    cm = one(objs, "ConfigMap", "erdma-agent-config")
+    cm = agent_config_map(objs)
     return yaml.safe_load(cm["data"]["config.yaml"]) if cm else None
 
 
@@ -202,14 +229,25 @@ def certs_defaults(workdir):
 def check_inventory(name, objs):
     p = []
     want = {("Namespace", "", NS), ("ServiceAccount", NS, "erdma-webhook"), ("ServiceAccount", NS, "erdma-agent"),
-            ("ConfigMap", NS, "erdma-webhook-config"), ("ConfigMap", NS, "erdma-agent-config"),
+            ("ConfigMap", NS, "erdma-webhook-config"), ("ConfigMap", NS, AGENT_CONFIG + "-<hash>"),
             ("Deployment", NS, "erdma-webhook"), ("Service", NS, "erdma-webhook"),
             ("PodDisruptionBudget", NS, "erdma-webhook"), ("MutatingWebhookConfiguration", "", "erdma-webhook"),
             ("DaemonSet", NS, "erdma-agent")}
     if name == "cert-manager":
         want |= {("Issuer", NS, "erdma-selfsigned"), ("Issuer", NS, "erdma-ca"),
                  ("Certificate", NS, "erdma-webhook-ca"), ("Certificate", NS, "erdma-webhook")}
-    have = set(objs)
+    # the generated agent ConfigMap: any content hash, but a hash there must be
+    have = {("ConfigMap", NS, AGENT_CONFIG + "-<hash>") if k[0] == "ConfigMap" and AGENT_CONFIG_NAME.fullmatch(k[2])
+            else k for k in objs}
+    for cm in agent_config_maps(objs):
+        n = cm["metadata"]["name"]
+        if not AGENT_CONFIG_NAME.fullmatch(n):
+            p.append("ConfigMap %s has no content-hash suffix (configMapGenerator): an edit of the agent config "
+                     "would not change the DaemonSet and so not roll it" % n)
+        labels = cm["metadata"].get("labels") or {}
+        if any(labels.get(k) != v for k, v in AGENT_CONFIG_LABELS.items()):
+            p.append("ConfigMap %s: labels %s, want %s (to find old generated ConfigMaps)" % (n, labels,
+                                                                                              AGENT_CONFIG_LABELS))
     for k in sorted(want - have):
         p.append("missing %s %s/%s" % k)
     for k in sorted(have - want):
@@ -538,16 +576,28 @@ def check_agent(objs):
         for r in ("cpu", "memory"):
             if r not in (res.get(part) or {}):
                 p.append("agent container: resources.%s.%s missing" % (part, r))
-    # host paths: exactly the expected set, each mounted where and how the agent needs it
+    # host paths: exactly the expected set, each mounted where and how the agent needs it; with
+    # nfdFeatureFile set, also the file's directory, read-write at the same path
+    cfg = agent_config_of(objs) or {}
+    nfd_file = cfg.get("nfdFeatureFile") or ""
+    want_host = dict(AGENT_HOST_PATHS)
+    if nfd_file:
+        want_host[os.path.dirname(nfd_file)] = (os.path.dirname(nfd_file), False)
     host = {}
     for v in pod.get("volumes") or []:
         if "hostPath" in v:
             host[v["name"]] = v["hostPath"]["path"]
-    if set(host.values()) != set(AGENT_HOST_PATHS):
-        p.append("agent: host paths %s, want exactly %s" % (sorted(host.values()), sorted(AGENT_HOST_PATHS)))
+    if set(host.values()) != set(want_host):
+        p.append("agent: host paths %s, want exactly %s" % (sorted(host.values()), sorted(want_host)))
+    if nfd_file:
+        m = mount_for(c, nfd_file)
+        if not m or m["name"] not in host or host[m["name"]] != m["mountPath"] or m.get("readOnly") or \
+                m["mountPath"] != os.path.dirname(nfd_file):
+            p.append("agent config: nfdFeatureFile %r is not in a host directory mounted read-write at the same "
+                     "path (NFD reads the host's %s)" % (nfd_file, os.path.dirname(nfd_file)))
     for m in c.get("volumeMounts") or []:
         if m["name"] in host:
-            want_path, want_ro = AGENT_HOST_PATHS.get(host[m["name"]], (None, None))
+            want_path, want_ro = want_host.get(host[m["name"]], (None, None))
             if m["mountPath"] != want_path or bool(m.get("readOnly")) != want_ro:
                 p.append("agent: host path %s mounted at %s readOnly=%s, want %s readOnly=%s" %
                          (host[m["name"]], m["mountPath"], bool(m.get("readOnly")), want_path, want_ro))
@@ -564,10 +614,10 @@ def check_agent(objs):
     path = flag(args, "--config")
     m = mount_for(c, path or "")
     v = volume(pod, m["name"]) if m else None
-    if not v or "configMap" not in v or v["configMap"].get("name") != "erdma-agent-config" or \
-            os.path.relpath(path, m["mountPath"]) not in one(objs, "ConfigMap", "erdma-agent-config")["data"]:
-        p.append("agent container: --config %r is not a key of the erdma-agent-config ConfigMap volume" % path)
-    cfg = agent_config_of(objs) or {}
+    cm = one(objs, "ConfigMap", v["configMap"].get("name", "")) if v and "configMap" in v else None
+    if not cm or cm not in agent_config_maps(objs) or os.path.relpath(path, m["mountPath"]) not in cm.get("data", {}):
+        p.append("agent container: --config %r is not a key of the generated %s-<hash> ConfigMap volume (%s)" %
+                 (path, AGENT_CONFIG, (v or {}).get("configMap")))
     dp_dir = cfg.get("devicePluginDir", "/var/lib/kubelet/device-plugins")
     if not mount_for(c, dp_dir) or (host.get(mount_for(c, dp_dir)["name"]) != dp_dir):
         p.append("agent: devicePluginDir %s is not the kubelet's directory mounted at the same path" % dp_dir)
@@ -695,6 +745,17 @@ def check_certificate_source(name, objs, certs_patch, certs_secret):
     return p
 
 
+def check_nfd(name, objs):
+    """manifests/nfd turns nfdFeatureFile on, into NFD's features.d; every other overlay leaves it off."""
+    nfd_file = (agent_config_of(objs) or {}).get("nfdFeatureFile") or ""
+    if name == "nfd" and os.path.dirname(nfd_file) != NFD_FEATURES_DIR:
+        return ["nfd: nfdFeatureFile %r is not a file in NFD's local features directory %s" %
+                (nfd_file, NFD_FEATURES_DIR)]
+    if name != "nfd" and nfd_file:
+        return ["%s: nfdFeatureFile %r is set; it is off except in manifests/nfd" % (name, nfd_file)]
+    return []
+
+
 def all_problems(name, objs, version, certs_patch, certs_secret):
     secret_name = "erdma-webhook-tls"
     if name == "cert-manager":
@@ -703,7 +764,7 @@ def all_problems(name, objs, version, certs_patch, certs_secret):
         secret_name = certs_secret["metadata"]["name"]
     return (check_inventory(name, objs) + check_images(objs, version) + check_webhook_workload(objs, secret_name) +
             check_webhook_configuration(objs, "Ignore" if name == "fail-open" else "Fail") +
-            check_match_conditions(objs) + check_agent(objs) +
+            check_match_conditions(objs) + check_agent(objs) + check_nfd(name, objs) +
             check_certificate_source(name, objs, certs_patch, certs_secret))
 
 
@@ -781,6 +842,14 @@ def breakages():
          set_(lambda o: agent_config_edit(o, {"podResourcesSocket": "/tmp/kubelet.sock"}))),
         ("preload dir differs from the webhook's", "smcr.preloadHostDir",
          set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadHostDir": "/opt/smc"}}))),
+        ("agent ConfigMap with a fixed name", "content-hash",
+         set_(lambda o: rename_agent_config(o, AGENT_CONFIG))),
+        ("DaemonSet mounts an agent ConfigMap that is not rendered", "--config",
+         set_(lambda o: agent(o)["volumes"][0]["configMap"].update(name=AGENT_CONFIG + "-bbbbbbbbbb"))),
+        ("agent ConfigMap without its labels", "labels",
+         set_(lambda o: agent_config_map(o)["metadata"].pop("labels"))),
+        ("nfdFeatureFile on without the features.d mount", "not in a host directory",
+         set_(lambda o: agent_config_edit(o, {"nfdFeatureFile": NFD_FEATURES_DIR + "/erdma"}))),
         ("webhook preloads another library name", "smcr.library",
          set_(lambda o: webhook_config_edit(o, {"smcr": {"library": "libsmc-preload-v2.so"}}))),
         ("preload source the image does not ship", "smcr.preloadSource",
@@ -788,8 +857,38 @@ def breakages():
     ]
 
 
+def nfd_breakages():
+    """Broken copies of manifests/nfd."""
+    def agent(o):
+        return o[("DaemonSet", NS, "erdma-agent")]["spec"]["template"]["spec"]
+
+    def nfd_mount(o):
+        return [m for m in agent(o)["containers"][0]["volumeMounts"] if m["mountPath"] == NFD_FEATURES_DIR][0]
+
+    def drop_mount(o):
+        agent(o)["containers"][0]["volumeMounts"].remove(nfd_mount(o))
+        agent(o)["volumes"] = [v for v in agent(o)["volumes"] if (v.get("hostPath") or {}).get("path") != NFD_FEATURES_DIR]
+
+    return [
+        ("features.d not mounted", "not in a host directory", drop_mount),
+        ("features.d mounted read-only", "not in a host directory", lambda o: nfd_mount(o).update(readOnly=True)),
+        ("features.d mounted elsewhere", "not in a host directory", lambda o: nfd_mount(o).update(mountPath="/host/nfd")),
+        ("nfdFeatureFile outside the mounted directory", "nfdFeatureFile",
+         lambda o: agent_config_edit(o, {"nfdFeatureFile": "/var/lib/erdma-controller/erdma"})),
+        ("nfdFeatureFile left off", "nfd: nfdFeatureFile", lambda o: agent_config_edit(o, {"nfdFeatureFile": ""})),
+    ]
+
+
+def rename_agent_config(objs, name):
+    cm = agent_config_map(objs)
+    del objs[("ConfigMap", NS, cm["metadata"]["name"])]
+    cm["metadata"]["name"] = name
+    objs[("ConfigMap", NS, name)] = cm
+    volume(objs[("DaemonSet", NS, "erdma-agent")]["spec"]["template"]["spec"], "config")["configMap"]["name"] = name
+
+
 def agent_config_edit(objs, changes, remove=()):
-    cm = objs[("ConfigMap", NS, "erdma-agent-config")]
+    cm = agent_config_map(objs)
     cfg = yaml.safe_load(cm["data"]["config.yaml"])
     cfg.update(changes)
     for key in remove:
@@ -950,14 +1049,81 @@ def main():
         expect(diff == [("MutatingWebhookConfiguration", "", "erdma-webhook")], diff)
     suite.check("default = base; fail-open differs only in the webhook configuration", base_is_default_minus_nothing)
 
+    def nfd_is_default_plus_features_dir():
+        d, n = renders["default"], renders["nfd"]
+        d_cm, n_cm = agent_config_map(d), agent_config_map(n)
+        skip = {("ConfigMap", NS, d_cm["metadata"]["name"]), ("ConfigMap", NS, n_cm["metadata"]["name"]),
+                ("DaemonSet", NS, "erdma-agent")}
+        diff = sorted(set(k for k in set(d) | set(n) if k not in skip and d.get(k) != n.get(k)))
+        expect(not diff, "manifests/nfd changes more than the agent's ConfigMap and DaemonSet: %s" % diff)
+        d_cfg, n_cfg = agent_config_of(d), agent_config_of(n)
+        n_file, d_file = n_cfg.pop("nfdFeatureFile", ""), d_cfg.pop("nfdFeatureFile", "")
+        expect(n_file and d_file == "", "nfdFeatureFile %r in nfd, %r in default" % (n_file, d_file))
+        expect(n_cfg == d_cfg, "manifests/nfd/agent-config.yaml differs from manifests/base/agent-config.yaml in "
+               "more than nfdFeatureFile: keep the copy in step (%s)" %
+               sorted(k for k in set(n_cfg) | set(d_cfg) if n_cfg.get(k) != d_cfg.get(k)))
+        expect(d_cm["metadata"]["name"] != n_cm["metadata"]["name"], "the merged config kept the base's name")
+        ds = copy.deepcopy(n[("DaemonSet", NS, "erdma-agent")])
+        pod = ds["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        c["volumeMounts"] = [m for m in c["volumeMounts"] if m["mountPath"] != NFD_FEATURES_DIR]
+        pod["volumes"] = [v for v in pod["volumes"] if (v.get("hostPath") or {}).get("path") != NFD_FEATURES_DIR]
+        volume(pod, "config")["configMap"]["name"] = d_cm["metadata"]["name"]
+        expect(ds == d[("DaemonSet", NS, "erdma-agent")],
+               "manifests/nfd changes the DaemonSet beyond the features.d volume and the config name")
+    suite.check("nfd = default + features.d mount + nfdFeatureFile", nfd_is_default_plus_features_dir)
+
+    def reload_by_rollout(kubectl):
+        """An edit of the agent config, rendered: a new ConfigMap name, mounted by the DaemonSet, whose
+        pod template changes in that name alone; so `kubectl apply -k` rolls the DaemonSet."""
+        root = os.path.join(w, "reload")
+        shutil.rmtree(root, ignore_errors=True)
+        try:
+            shutil.copytree(os.path.join(SOURCE_DIR, "manifests"), os.path.join(root, "manifests"))
+            before = render(kubectl, "default", root)
+            expect(before == renders["default"], "the copy of manifests/ renders differently from the original")
+            path = os.path.join(root, "manifests", "base", "agent-config.yaml")
+            with open(path) as f:
+                text = f.read()
+            edited = re.sub(r"(?m)^slotsPerDevice: 64$", "slotsPerDevice: 32", text)
+            expect(edited != text, "manifests/base/agent-config.yaml has no line 'slotsPerDevice: 64' to edit")
+            with open(path, "w") as f:
+                f.write(edited)
+            after = render(kubectl, "default", root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        old_cm, new_cm = agent_config_map(before), agent_config_map(after)
+        old_name, new_name = old_cm["metadata"]["name"], new_cm["metadata"]["name"]
+        expect(yaml.safe_load(new_cm["data"]["config.yaml"]).get("slotsPerDevice") == 32,
+               "the DaemonSet does not mount the edited config")
+        expect(new_name != old_name, "the agent ConfigMap kept its name %s after an edit" % old_name)
+        expect(AGENT_CONFIG_NAME.fullmatch(new_name), new_name)
+        expect([c["metadata"]["name"] for c in agent_config_maps(after)] == [new_name], agent_config_maps(after))
+        old_ds, new_ds = before[("DaemonSet", NS, "erdma-agent")], after[("DaemonSet", NS, "erdma-agent")]
+        expect(volume(new_ds["spec"]["template"]["spec"], "config")["configMap"]["name"] == new_name,
+               "the DaemonSet's config volume does not name %s" % new_name)
+        expect(old_ds["spec"]["template"] != new_ds["spec"]["template"], "the pod template did not change")
+        back = copy.deepcopy(new_ds)
+        volume(back["spec"]["template"]["spec"], "config")["configMap"]["name"] = old_name
+        expect(back == old_ds, "the DaemonSet changed in more than its config volume's ConfigMap name")
+        expect((new_ds["spec"].get("updateStrategy") or {}).get("type", "RollingUpdate") == "RollingUpdate",
+               "updateStrategy %s: a changed template does not roll the pods" % new_ds["spec"].get("updateStrategy"))
+        changed = {("ConfigMap", NS, old_name), ("ConfigMap", NS, new_name), ("DaemonSet", NS, "erdma-agent")}
+        others = sorted(k for k in set(before) | set(after) if k not in changed and before.get(k) != after.get(k))
+        expect(not others, "an agent config edit changed other objects: %s" % others)
+    for k in found:
+        suite.check("an agent config edit renames its ConfigMap and rolls the DaemonSet (%s)" % k,
+                    lambda k=k: reload_by_rollout(k))
+
     def broken_copies_are_caught():
         missed = []
-        for label, want, breaker in breakages():
-            objs = copy.deepcopy(renders["default"])
+        for overlay, label, want, breaker in ([("default",) + b for b in breakages()] +
+                                              [("nfd",) + b for b in nfd_breakages()]):
+            objs = copy.deepcopy(renders[overlay])
             breaker(objs)
-            problems = all_problems("default", objs, version, certs_patch, certs_secret)
+            problems = all_problems(overlay, objs, version, certs_patch, certs_secret)
             if not any(want in p for p in problems):
-                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, problems))
+                missed.append("%s (%s): no problem mentioning %r (got %s)" % (label, overlay, want, problems))
         expect(not missed, missed)
     suite.check("each deliberately broken copy is reported", broken_copies_are_caught)
 
@@ -983,9 +1149,10 @@ def main():
     else:
         suite.skip("webhook ConfigMap and command line", "%s is not built" % WEBHOOK)
     if have_agent:
-        suite.check("agent ConfigMap accepted by erdma-agent config", lambda: binary_accepts(
-            AGENT, "config", one(renders["default"], "ConfigMap", "erdma-agent-config")["data"]["config.yaml"], w,
-            "agent"))
+        for overlay in ("default", "nfd"):
+            suite.check("manifests/%s: agent ConfigMap accepted by erdma-agent config" % overlay,
+                        lambda o=overlay: binary_accepts(
+                            AGENT, "config", agent_config_map(renders[o])["data"]["config.yaml"], w, "agent-" + o))
     else:
         suite.skip("agent ConfigMap", "%s is not built" % AGENT)
     suite.finish()

@@ -5,7 +5,8 @@
 
 Writes into DIR what the nodes read through the 9p root:
   rendered.yaml      `kubectl kustomize manifests/default`, what a cluster would get
-  agent-config.yaml  the agent's config.yaml from the rendered ConfigMap, for the test nodes:
+  agent-config.yaml  the agent's config.yaml from the rendered ConfigMap the DaemonSet mounts
+                     (erdma-agent-config-<hash>), for the test nodes:
                      verbs discovery of driver rxe; pnetId/UEID as shipped (the same on both nodes);
                      net.smc.wmem/rmem 262144 for SMC-R pods, so their setup can be read back
   nccl.yaml          the pod of examples/nccl-statefulset.yaml after `erdma-webhook mutate -o pod`
@@ -97,9 +98,16 @@ def main():
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     kinds = sorted("%s/%s" % (d["kind"], d["metadata"]["name"]) for d in docs)
     print("rendered.yaml: %d objects (%s)" % (len(docs), ", ".join(kinds)))
-    cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "erdma-agent-config"]
+    # The agent's ConfigMap is generated (erdma-agent-config-<content hash>): the one the
+    # DaemonSet's config volume names.
+    ds = [d for d in docs if d["kind"] == "DaemonSet" and d["metadata"]["name"] == "erdma-agent"]
+    vols = ds[0]["spec"]["template"]["spec"].get("volumes", []) if ds else []
+    cm_name = next((v["configMap"]["name"] for v in vols if v.get("name") == "config" and "configMap" in v), None)
+    cms = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == cm_name and
+           cm_name.startswith("erdma-agent-config-")]
     if not cms:
-        die("manifests/default renders no ConfigMap erdma-agent-config")
+        die("manifests/default renders no ConfigMap erdma-agent-config-<hash> mounted by DaemonSet erdma-agent "
+            "(config volume names %r)" % cm_name)
     cfg = yaml.safe_load(cms[0]["data"]["config.yaml"])
     cfg.setdefault("devices", {})["drivers"] = ["rxe"]
     cfg["devices"]["source"] = "verbs"
