@@ -63,6 +63,8 @@ runtime_agent_packages=(
   libibverbs1 libnl-3-200 libnl-route-3-200 libnl-genl-3-200
   # libibverbs loads its device drivers (erdma among them) from here at run time
   ibverbs-providers
+  # modprobe (and the libraries it loads), for driver.loadModules (off by default)
+  kmod libzstd1 liblzma5
 )
 
 print=0

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iomanip>
 #include <optional>
+#include <set>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -60,6 +61,7 @@ struct Flags {
   std::string output = "table";
   std::string log_level;
   std::optional<std::string> metrics_listen;  // run --metrics-listen: replaces metricsListen
+  bool load_modules = false;                   // run --load-modules: driver.loadModules on
 };
 
 // Parses --config FILE, -o FORMAT, --log-level L (also --flag=value). Unknown flags are errors.
@@ -103,6 +105,8 @@ bool parse_flags(const std::vector<std::string>& args, Flags& f, bool allow_outp
         }
       }
       f.metrics_listen = v;
+    } else if (allow_log && a == "--load-modules" && !has_value) {
+      f.load_modules = true;
     } else if (allow_log && a == "--log-level") {
       if (!take(f.log_level)) return false;
       if (!log::parse_level(f.log_level)) {
@@ -378,8 +382,25 @@ class NodeReporter {
       : cfg_(cfg), registry_(registry), runtime_(runtime) {}
 
   void check() {
-    const auto facts = read_driver_facts("/sys");
+    auto facts = read_driver_facts("/sys");
     auto verdict = judge_driver(cfg_.driver.prefer, facts);
+    // driver.loadModules: each planned module once per agent run (a failure is logged once, not
+    // at every rescan); loading erdma can bring smc into the plan, hence the second round.
+    for (int round = 0; round < 2 && cfg_.driver.load_modules; ++round) {
+      bool loaded_any = false;
+      for (const auto& m : plan_module_loads(verdict)) {
+        if (!attempted_.insert(m).second) continue;
+        if (auto s = run_modprobe(cfg_.driver.modprobe, m); s) {
+          log::info("kernel module loaded").kv("module", m).kv("by", cfg_.driver.modprobe);
+          loaded_any = true;
+        } else {
+          log::error("cannot load kernel module").kv("module", m).kv("error", s.error().message);
+        }
+      }
+      if (!loaded_any) break;
+      facts = read_driver_facts("/sys");
+      verdict = judge_driver(cfg_.driver.prefer, facts);
+    }
     if (!last_ || verdict != *last_) {
       (verdict.mismatch ? log::warn(verdict.line) : log::info(verdict.line))
           .kv("want", verdict.want)
@@ -415,6 +436,7 @@ class NodeReporter {
   const AgentConfig& cfg_;
   common::metrics::Registry& registry_;
   PluginRuntime& runtime_;
+  std::set<std::string> attempted_;  // modules driver.loadModules already tried
   std::optional<DriverVerdict> last_;
   std::string last_nfd_error_;
 };
@@ -432,6 +454,7 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
     return kExitUsage;
   }
   if (flags.metrics_listen) cfg->metrics_listen = *flags.metrics_listen;
+  if (flags.load_modules) cfg->driver.load_modules = true;
 
   // Signals are taken synchronously by this thread (sigtimedwait); block them before any other
   // thread exists so that every thread inherits the mask.

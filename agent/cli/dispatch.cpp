@@ -34,7 +34,7 @@ int cmd_version(const std::vector<std::string>& args, std::ostream& out, std::os
 }
 
 const std::string kRunHelp = std::string(
-    "Usage: erdma-agent run [--config FILE] [--log-level LEVEL] [--metrics-listen ADDR]\n\n"
+    "Usage: erdma-agent run [--config FILE] [--log-level LEVEL] [--metrics-listen ADDR] [--load-modules]\n\n"
     "Runs the node agent: the kubelet device plugin for aliyun/erdma, SMC-R host and pod setup, the\n"
     "preload library install, and /metrics, /healthz, /readyz on metricsListen. Serves until SIGTERM\n"
     "or SIGINT; SIGHUP asks for a device rescan.\n\n"
@@ -42,6 +42,8 @@ const std::string kRunHelp = std::string(
     "  --log-level LEVEL       debug, info, warn or error; default info\n"
     "  --metrics-listen ADDR   replaces the config's metricsListen (default 127.0.0.1:9467); \"\" = off.\n"
     "                          e.g. $(NODE_IP):9467 with NODE_IP from the downward API (status.hostIP)\n"
+    "  --load-modules          sets driver.loadModules: modprobe missing smc, smc_diag, nvidia_peermem (and\n"
+    "                          erdma in default mode); needs CAP_SYS_MODULE and the host's /lib/modules\n"
     "  -h, --help              this help\n\n"
     "Exit status: 0 stopped by a signal; 1 the agent could not start (device plugin, metrics port);\n"
     "2 bad flags or an invalid config file.\n";

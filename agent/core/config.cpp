@@ -207,8 +207,18 @@ Status load_driver(const json& doc, DriverConfig& out) {
   const json* driver = cfg::get(doc, "driver");
   if (driver == nullptr) return {};
   if (!driver->is_object()) return cfg::type_error(*driver, "driver", "a map with prefer");
-  // The agent reports the mode; it does not load or reload modules (see docs/node-preparation.md).
-  if (auto s = cfg::check_keys(*driver, "driver", {"prefer"}); !s) return s;
+  // The agent reports the mode; it never reloads modules, and loads missing ones only with
+  // loadModules (see docs/node-preparation.md).
+  if (auto s = cfg::check_keys(*driver, "driver", {"prefer", "loadModules", "modprobe"}); !s) return s;
+  auto load = cfg::get_bool(*driver, "loadModules", "driver.loadModules", out.load_modules);
+  if (!load) return std::move(load).error();
+  out.load_modules = *load;
+  auto modprobe = cfg::get_string(*driver, "modprobe", "driver.modprobe", out.modprobe);
+  if (!modprobe) return std::move(modprobe).error();
+  if (modprobe->empty() || modprobe->front() != '/') {
+    return cfg::error("driver.modprobe", "must be an absolute path, got " + json_quote(*modprobe));
+  }
+  out.modprobe = *modprobe;
   auto prefer = cfg::get_string(*driver, "prefer", "driver.prefer", std::string(to_string(out.prefer)));
   if (!prefer) return std::move(prefer).error();
   bool found = false;
@@ -378,7 +388,8 @@ json AgentConfig::to_json() const {
               {"allocateAllDevices", allocate_all_devices},
               {"ncclEnv", nccl_env},
               {"ncclSocketIfname", nccl_socket_ifname},
-              {"driver", {{"prefer", to_string(driver.prefer)}}},
+              {"driver",
+               {{"prefer", to_string(driver.prefer)}, {"loadModules", driver.load_modules}, {"modprobe", driver.modprobe}}},
               {"nfdFeatureFile", nfd_feature_file},
               {"podResourcesSocket", pod_resources_socket},
               {"criSocket", cri_socket},

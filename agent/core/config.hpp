@@ -46,6 +46,11 @@ enum class DriverMode { Default, Compat, Ofed, Auto };
 
 struct DriverConfig {
   DriverMode prefer = DriverMode::Default;  // the seed's SMC-R application nodes run `default`
+  // loadModules: modprobe the missing modules plan_module_loads() names (smc, smc_diag,
+  // nvidia_peermem; erdma only in default mode). Off by default: it needs CAP_SYS_MODULE and the
+  // host's /lib/modules (manifests/load-modules).
+  bool load_modules = false;
+  std::string modprobe = "/sbin/modprobe";  // driver.modprobe: the modprobe the agent runs
 };
 
 struct AgentConfig {

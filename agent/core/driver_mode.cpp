@@ -83,4 +83,15 @@ std::string nfd_features(const DriverVerdict& v, size_t device_count) {
   return out;
 }
 
+std::vector<std::string> plan_module_loads(const DriverVerdict& verdict) {
+  std::vector<std::string> out;
+  for (const auto& m : verdict.modules_to_load) {
+    if (m == "erdma" && verdict.want != "default") continue;
+    if (m != "erdma" && m != "smc" && m != "nvidia_peermem") continue;
+    out.push_back(m);
+    if (m == "smc") out.emplace_back("smc_diag");
+  }
+  return out;
+}
+
 }  // namespace erdma::agent

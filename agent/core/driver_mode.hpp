@@ -45,6 +45,12 @@ struct DriverVerdict {
 // Compares the node with the preferred mode. Pure; same facts, same verdict.
 [[nodiscard]] DriverVerdict judge_driver(DriverMode prefer, const DriverFacts& facts);
 
+// The modules the agent itself may load when driver.loadModules is on, from the verdict's missing
+// modules: smc together with smc_diag (erdma-agent smc-status reads sockets through it),
+// nvidia_peermem, and erdma only when the wanted mode is default (compat and ofed need a
+// driver build or module options the agent does not choose). Never reloads a loaded module.
+[[nodiscard]] std::vector<std::string> plan_module_loads(const DriverVerdict& verdict);
+
 // The node-feature-discovery local feature file for a verdict: `name=value` lines, names without
 // a namespace (NFD prefixes them with feature.node.kubernetes.io/), values valid label values.
 [[nodiscard]] std::string nfd_features(const DriverVerdict& verdict, size_t device_count);

@@ -9,7 +9,13 @@
 #include <system_error>
 
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include "agent/sys/sysfs_rdma.hpp"
 
@@ -105,6 +111,66 @@ Result<bool> write_file_atomically(const std::string& path, const std::string& c
   ::close(fd);
   if (::rename(tmp.c_str(), target.c_str()) != 0) return fail("rename");
   return true;
+}
+
+Status run_modprobe(const std::string& modprobe, const std::string& module, int timeout_ms) {
+  const std::string what = "modprobe " + module;
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return make_error(ErrorCode::Unavailable, what + ": pipe: " + std::strerror(errno));
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+  std::string arg0 = modprobe, dashes = "--", name = module;
+  char* argv[] = {arg0.data(), dashes.data(), name.data(), nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, modprobe.c_str(), &fa, nullptr, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(pipefd[1]);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    return make_error(ErrorCode::Unavailable, what + ": cannot run " + modprobe + ": " + std::strerror(rc) +
+                                                  " (set driver.modprobe, or use an image that has kmod)");
+  }
+  std::string err;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{pipefd[0], POLLIN, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buf[512];
+    const ssize_t got = ::read(pipefd[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) break;  // EOF: modprobe closed stderr (exited)
+    if (err.size() < 4096) err.append(buf, static_cast<size_t>(got));
+  }
+  ::close(pipefd[0]);
+  if (timed_out) ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return make_error(ErrorCode::DeadlineExceeded, what + ": no answer after " + std::to_string(timeout_ms) + " ms; killed");
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
+  while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
+  const auto nl = err.rfind('\n');
+  const std::string last = nl == std::string::npos ? err : err.substr(nl + 1);
+  std::string msg = what + " failed";
+  msg += WIFEXITED(status) ? " (exit " + std::to_string(WEXITSTATUS(status)) + ")" : " (killed by a signal)";
+  if (!last.empty()) msg += ": " + last;
+  msg += "; the agent needs CAP_SYS_MODULE and the host's /lib/modules mounted (manifests/load-modules), or load it on "
+         "the node: modprobe " + module;
+  return make_error(ErrorCode::FailedPrecondition, msg);
 }
 
 }  // namespace erdma::agent

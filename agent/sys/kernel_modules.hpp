@@ -1,6 +1,7 @@
 // Reading the node's RDMA driver facts from sysfs (/sys/module/<name>, module parameters, device
 // node types) and writing the node-feature-discovery local feature file. Reads a tree under a root
-// directory ("/sys" on a node, a fake tree in tests); loads nothing.
+// directory ("/sys" on a node, a fake tree in tests). Loads a module only through run_modprobe,
+// which driver.loadModules asks for.
 #pragma once
 
 #include <string>
@@ -23,5 +24,10 @@ namespace erdma::agent {
 // dot-files, so it never reads a partial file). Returns false (Unchanged) when the file already
 // holds exactly `content`. Errors name the path: Unavailable / PermissionDenied for I/O.
 [[nodiscard]] Result<bool> write_file_atomically(const std::string& path, const std::string& content);
+
+// Runs `modprobe -- MODULE` (no shell, stdin from /dev/null, at most `timeout_ms`; killed after
+// it). Ok when it exits 0; otherwise an error naming the module and modprobe's own last stderr
+// line, plus how to fix the usual causes (no CAP_SYS_MODULE, no host /lib/modules).
+[[nodiscard]] Status run_modprobe(const std::string& modprobe, const std::string& module, int timeout_ms = 15000);
 
 }  // namespace erdma::agent

@@ -54,7 +54,12 @@ TEST_CASE("allocation, NCCL, driver and NFD keys are read and round-trip") {
   CHECK(cfg->nccl_socket_ifname);
   CHECK(cfg->driver.prefer == DriverMode::Auto);
   CHECK(cfg->nfd_feature_file == "/etc/kubernetes/node-feature-discovery/features.d/erdma");
-  CHECK(cfg->to_json()["driver"] == json{{"prefer", "auto"}});
+  CHECK_FALSE(cfg->driver.load_modules);  // off unless asked for
+  CHECK(cfg->to_json()["driver"] == json{{"prefer", "auto"}, {"loadModules", false}, {"modprobe", "/sbin/modprobe"}});
+  auto load = AgentConfig::load(json::parse(R"({"driver": {"loadModules": true, "modprobe": "/usr/sbin/modprobe"}})"));
+  REQUIRE_MESSAGE(load.ok(), load.error().message);
+  CHECK(load->driver.load_modules);
+  CHECK(load->driver.modprobe == "/usr/sbin/modprobe");
   auto again = AgentConfig::load(cfg->to_json());
   REQUIRE(again.ok());
   CHECK(again->to_json() == cfg->to_json());
@@ -242,7 +247,8 @@ TEST_CASE("invalid configs are refused with the key named") {
       {R"({"driver": "ofed"})", "driver:", "map"},
       {R"({"driver": {"prefer": "OFED2"}})", "driver.prefer:", "default (SMC-R"},
       {R"({"driver": {"mode": "ofed"}})", "driver", "mode"},
-      {R"({"driver": {"loadModules": true}})", "driver", "loadModules"},
+      {R"({"driver": {"loadModules": "true"}})", "driver.loadModules:", "true or false"},
+      {R"({"driver": {"modprobe": "modprobe"}})", "driver.modprobe:", "absolute path"},
       {R"({"nfdFeatureFile": "features.d/erdma"})", "nfdFeatureFile:", "absolute"},
       {R"({"nfdFeatureFile": "/etc/kubernetes/node-feature-discovery/features.d/.erdma"})", "nfdFeatureFile:", "'.'"},
       {R"({"nfdFeatureFile": "/etc/kubernetes/node-feature-discovery/features.d/"})", "nfdFeatureFile:", "name a file"},

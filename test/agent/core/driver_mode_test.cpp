@@ -105,3 +105,29 @@ TEST_CASE("nfd_features: name=value lines NFD turns into feature.node.kubernetes
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+
+TEST_CASE("plan_module_loads: what driver.loadModules may load, never a mode change") {
+  using V = std::vector<std::string>;
+  // default wanted, nothing loaded: erdma first (smc comes into the plan once erdma is there).
+  CHECK(plan_module_loads(judge_driver(DriverMode::Default, node(false, std::nullopt, false, false, false, false))) ==
+        V{"erdma"});
+  // default, erdma there, smc missing: smc together with smc_diag.
+  CHECK(plan_module_loads(judge_driver(DriverMode::Default, node(true, false, false, false, false, false))) ==
+        V{"smc", "smc_diag"});
+  // all well: nothing.
+  CHECK(plan_module_loads(judge_driver(DriverMode::Default, node(true, false))).empty());
+  // compat or ofed wanted without erdma: the driver build and its options are the operator's.
+  CHECK(plan_module_loads(judge_driver(DriverMode::Compat, node(false, std::nullopt))).empty());
+  // (nvidia_peermem does not depend on the erdma build, so it is still planned.)
+  CHECK(plan_module_loads(judge_driver(DriverMode::Ofed, node(false, std::nullopt, false, true))) ==
+        V{"nvidia_peermem"});
+  // ofed node with a GPU driver but no nvidia_peermem: that one.
+  CHECK(plan_module_loads(judge_driver(DriverMode::Ofed, node(true, std::nullopt, true, true, false))) ==
+        V{"nvidia_peermem"});
+  // a compat node where default is wanted: a mismatch, but nothing to load (a reload is maintenance).
+  CHECK(plan_module_loads(judge_driver(DriverMode::Default, node(true, true))).empty());
+}
+
+}  // namespace erdma::agent

@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <thread>
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>
@@ -14,6 +16,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "agent/core/driver_mode.hpp"
+#include "agent/sys/kernel_modules.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
@@ -289,6 +293,55 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   REQUIRE(st != -1);
   CHECK(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 0);
+}
+
+TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks, once") {
+  // What this host's /sys lacks decides what the agent asks for; nothing to load, nothing to see.
+  const auto want = plan_module_loads(judge_driver(DriverMode::Default, read_driver_facts("/sys")));
+  if (want.empty()) testing::skip_test("this host already has every module the agent would load");
+  TempDir dir;
+  const std::string calls = dir.path() + "/modprobe-calls";
+  const std::string modprobe = dir.path() + "/modprobe";
+  {
+    std::ofstream out(modprobe);
+    out << "#!/bin/sh\necho \"$@\" >> " << calls << "\nexit 0\n";
+  }
+  std::filesystem::permissions(modprobe, std::filesystem::perms::owner_all);
+  const std::string config = dir.path() + "/agent.yaml";
+  {
+    std::ofstream out(config);
+    out << "devicePluginDir: " << dir.path() << "\n"
+        << "metricsListen: \"\"\n"
+        << "smcr: {enabled: false}\n"
+        << "driver: {modprobe: " << modprobe << "}\n"
+        << "devices:\n  source: static\n  static:\n  - {name: erdma_0, uverbs: uverbs0}\n";
+  }
+  FakeKubelet kubelet(dir.path());
+  kubelet.start();
+  Child agent(ERDMA_AGENT_BIN, {"run", "--config", config, "--load-modules"});
+  REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
+  std::string got;
+  const auto end = std::chrono::steady_clock::now() + kWait;
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream in(calls);
+    std::string line;
+    got.clear();
+    while (std::getline(in, line)) got += line + "\n";
+    if (!got.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  std::string expected;
+  for (const auto& m : want) expected += "-- " + m + "\n";
+  CAPTURE(got);
+  // The fake loads nothing, so /sys stays as it was: the second round asks for nothing new and a
+  // rescan never retries (each module once per run).
+  ::kill(agent.pid(), SIGHUP);
+  std::this_thread::sleep_for(500ms);
+  std::ifstream again(calls);
+  std::string all((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  CHECK(all == expected);
+  ::kill(agent.pid(), SIGTERM);
+  CHECK(agent.wait_exit(kWait) == 0);
 }
 
 }  // namespace erdma::agent

@@ -123,3 +123,42 @@ TEST_CASE("write_file_atomically: replaces, reports unchanged, leaves no tempora
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+
+TEST_CASE("run_modprobe: exit status, modprobe's own message, a missing binary, a hang") {
+  testing::FakeSysfs dir;  // a scratch directory removed at the end
+  const std::string log = dir.root() + "/args";
+  auto script = [&](const std::string& name, const std::string& body) {
+    const std::string path = dir.root() + "/" + name;
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    return path;
+  };
+  const std::string ok = script("ok", "echo \"$@\" >> " + log + "\nexit 0\n");
+  CHECK(run_modprobe(ok, "smc").ok());
+  std::ifstream in(log);
+  std::string line;
+  std::getline(in, line);
+  CHECK(line == "-- smc");  // the module is never taken for an option
+
+  const std::string fail = script("fail", "echo 'modprobe: ERROR: could not insert smc: Operation not permitted' >&2\nexit 1\n");
+  auto s = run_modprobe(fail, "smc");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().code == ErrorCode::FailedPrecondition);
+  CAPTURE(s.error().message);
+  CHECK(s.error().message.find("modprobe smc failed (exit 1): modprobe: ERROR: could not insert smc: Operation not permitted") == 0);
+  CHECK(s.error().message.find("CAP_SYS_MODULE") != std::string::npos);
+
+  auto missing = run_modprobe(dir.root() + "/no-such-modprobe", "smc");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().message.find("cannot run") != std::string::npos);
+  CHECK(missing.error().message.find("driver.modprobe") != std::string::npos);
+
+  const std::string hang = script("hang", "exec sleep 30\n");
+  auto slow = run_modprobe(hang, "smc", 200);
+  REQUIRE_FALSE(slow.ok());
+  CHECK(slow.error().code == ErrorCode::DeadlineExceeded);
+}
+
+}  // namespace erdma::agent
