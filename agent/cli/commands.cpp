@@ -6,8 +6,8 @@
 #include <cstring>
 #include <iomanip>
 #include <optional>
-#include <set>
 #include <ostream>
+#include <set>
 #include <sstream>
 #include <thread>
 

@@ -147,13 +147,6 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
     log::error("cannot start").kv("error", s.error().message);
     return kExitStart;
   }
-  if (!o.port_file.empty()) {
-    if (auto s = write_port_file(o.port_file, listener.port(), metrics_server.port()); !s) {
-      log::error("cannot start").kv("error", s.error().message);
-      return kExitStart;
-    }
-  }
-
   ReloadEvents events;
   events.cert_loaded = [&](const CertInfo& info) {
     metrics.record_reload(true, true);
@@ -236,6 +229,14 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
     signals.async_wait(on_signal);
   };
   signals.async_wait(on_signal);
+  // Last, once SIGTERM/SIGINT drain: whoever waits for this file may signal at once (a signal
+  // before the signal_set exists would kill the process without a drain).
+  if (!o.port_file.empty()) {
+    if (auto s = write_port_file(o.port_file, listener.port(), metrics_server.port()); !s) {
+      log::error("cannot start").kv("error", s.error().message);
+      return kExitStart;
+    }
+  }
 
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);

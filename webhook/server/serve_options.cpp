@@ -60,7 +60,7 @@ Flags:
                            (default 120s: longer than the 90 s after which the apiserver's Go
                            client retires idle connections, so the client closes first)
   --log-level LEVEL        debug, info, warn or error (default info); logs are JSON lines on stderr
-  --port-file FILE         once listening, write {"https":PORT,"metrics":PORT} to FILE
+  --port-file FILE         once serving (listening, signals handled), write {"https":PORT,"metrics":PORT} to FILE
   -h, --help               this text
 
 ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with ms, s, m or h
