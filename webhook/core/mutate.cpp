@@ -405,6 +405,40 @@ std::string describe_all(const std::vector<const ContainerView*>& cs) {
   return s;
 }
 
+// Kubernetes names containers with DNS-1123 labels: 1 to 63 characters of [a-z0-9-], starting and
+// ending with a letter or digit.
+bool is_dns1123_label(std::string_view s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'; });
+}
+
+// The webhook records the containers it gave the resource to by name (kResourceAddedAnnotation),
+// so it can only mutate a pod whose container names identify the containers; the apiserver refuses
+// any other pod after admission anyway (validation runs after the mutating webhooks). The message
+// names the field as the apiserver would.
+Status check_container_names(const PodView& pod) {
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    const ContainerView& c = pod.containers[i];
+    const std::string field = std::string(c.list == ContainerList::Init ? "spec.initContainers[" : "spec.containers[") +
+                              std::to_string(c.index) + "].name";
+    if (c.name.empty()) {
+      return make_error(ErrorCode::InvalidArgument, field + ": required (the apiserver refuses a container without a name)");
+    }
+    if (!is_dns1123_label(c.name)) {
+      return make_error(ErrorCode::InvalidArgument,
+                        field + ": " + quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits " +
+                            "and '-', at most 63, starting and ending with a letter or digit); the apiserver refuses it");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (pod.containers[j].name == c.name) {
+        return make_error(ErrorCode::InvalidArgument, field + ": " + quoted_value(c.name) +
+                                                          " is used by another container of the pod; names must be unique");
+      }
+    }
+  }
+  return {};
+}
+
 // Best effort "ns/name" for an error about a pod we could not read.
 std::string display_of_unreadable(simdjson::dom::element pod, std::string_view ns) {
   std::string_view name;
@@ -527,7 +561,9 @@ void append_patch_json(std::string& out, const std::vector<PatchOp>& ops) {
 //   2. leave alone: excluded namespaces, mirror pods, pods opted out by annotation;
 //   3. warn about near-miss annotation values ("True" enables nothing);
 //   4. skip pods that ask for neither eRDMA nor SMC-R, and Windows pods (with a warning);
-//   5. warn about requests without limits (the apiserver refuses them);
+//   5. warn about requests without limits (the apiserver refuses them); refuse a pod whose
+//      container names are missing, not DNS-1123 labels or repeated (the apiserver refuses it too,
+//      and the resource-added annotation could not say which container got the resource);
 //   6. SMC-R: with libraryFrom devicePlugin, a slot for every regular container without one;
 //      with hostPath, one slot for the first regular container when no container has one;
 //   7. per container: NCCL env and device mounts where eRDMA was asked for, the preload library
@@ -607,6 +643,9 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   }
   if (pod.containers.size() == pod.init_count) {
     return finish(Decision::Skipped, "pod has no containers", b);
+  }
+  if (auto s = check_container_names(pod); !s) {
+    return make_error(ErrorCode::InvalidArgument, "pod " + b.display() + ": " + s.error().message);
   }
 
   // An SMC-R pod must land on an eRDMA node and pass through the agent's PreStartContainer hook,
