@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <mutex>
 
@@ -19,19 +20,32 @@ std::atomic<int> g_level{static_cast<int>(Level::Info)};
 std::atomic<std::string*> g_sink{nullptr};
 std::mutex g_sink_mu;
 
+// RFC 3339 UTC with milliseconds. The date and time down to the second are formatted once per
+// second and thread (gmtime_r and strftime cost more than the rest of a short line); the
+// milliseconds are three digits written by hand.
 void append_timestamp(std::string& out) {
+  struct Cached {
+    int64_t second = INT64_MIN;
+    char text[24] = {};
+    size_t size = 0;
+  };
+  thread_local Cached cached;
   const auto now = std::chrono::system_clock::now();
   const auto secs = std::chrono::time_point_cast<std::chrono::seconds>(now);
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - secs).count();
-  const std::time_t t = std::chrono::system_clock::to_time_t(secs);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  out.append(buf, n);
-  char frac[8];
-  std::snprintf(frac, sizeof frac, ".%03dZ", static_cast<int>(ms));
-  out += frac;
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - secs).count();
+  if (ms < 0 || ms > 999) ms = 0;  // a clock before 1970 rounds the other way; never seen
+  const int64_t second = secs.time_since_epoch().count();
+  if (second != cached.second) {
+    const std::time_t t = static_cast<std::time_t>(second);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    cached.size = std::strftime(cached.text, sizeof cached.text, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached.second = second;
+  }
+  out.append(cached.text, cached.size);
+  const char frac[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
+                       static_cast<char>('0' + ms % 10), 'Z'};
+  out.append(frac, sizeof frac);
 }
 
 void write_all(const std::string& s) {
