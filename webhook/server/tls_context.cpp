@@ -155,10 +155,9 @@ Result<std::vector<std::string>> require_client_certificates(SSL_CTX* ctx, const
   // No certificate, or one that does not verify, fails the handshake. OpenSSL checks the client
   // certificate's purpose too (extendedKeyUsage, when present, must allow clientAuth).
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-  // Sessions resumed from a ticket skip verification, so they must be bound to this context:
-  // OpenSSL refuses to resume without a session id context once peers are verified, and each
-  // context has its own ticket keys, so a session verified under the previous CA file does not
-  // resume on the context built from a new one.
+  // The server resumes no sessions (no tickets, no session cache; see make_tls_credentials). Were
+  // that ever turned on, a resumed session skips verification, so it must be bound to this
+  // context: OpenSSL refuses to resume without a session id context once peers are verified.
   static constexpr unsigned char kSessionContext[] = "erdma-webhook client-auth";
   if (SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1) != 1) {
     return make_error(ErrorCode::Internal, "TLS session id context: " + openssl_error());
@@ -246,6 +245,13 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   // and spares it AES-256/SHA-384, which server preference forced on every handshake.
   SSL_CTX_clear_options(native, SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_options(native, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  // No session resumption: kube-apiserver's webhook client (client-go's transport) sets no
+  // ClientSessionCache, so Go's TLS client never resumes and every new connection is a full
+  // handshake. The two TLS 1.3 session tickets OpenSSL would send after each handshake, and the
+  // server-side session cache for TLS 1.2, were work on every connection that nobody used.
+  SSL_CTX_set_options(native, SSL_OP_NO_TICKET);
+  SSL_CTX_set_num_tickets(native, 0);
+  SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
   if (SSL_CTX_set_cipher_list(native, tls12_cipher_list(policy).c_str()) != 1) {
     return make_error(ErrorCode::Internal, "TLS 1.2 cipher list: " + openssl_error());
   }

@@ -253,6 +253,28 @@ def main():
             pass
         expect(server.alive(), "server died")
 
+    def no_session_resumption():
+        # kube-apiserver never resumes (client-go sets no session cache), so the server issues no
+        # TLS 1.3 tickets and keeps no TLS 1.2 session cache: a client that offers its last session
+        # gets a full handshake in both versions.
+        for version in (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2):
+            ctx = ssl.create_default_context(cafile=server.ca)
+            ctx.minimum_version = ctx.maximum_version = version
+            s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), 10), server_hostname=SERVICE_NAME)
+            # A request and its answer: TLS 1.3 tickets arrive after the handshake, before the data.
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            status, _, _ = read_response(s.makefile("rb"))
+            expect(status == 200, status)
+            session = s.session
+            expect(session is None or not session.has_ticket, "%s: the server sent a session ticket" % version.name)
+            s.close()
+            if session is None:
+                continue
+            s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", server.port), 10), server_hostname=SERVICE_NAME,
+                                session=session)
+            expect(not s.session_reused, "%s: a session was resumed" % version.name)
+            s.close()
+
     def plain_http_closed():
         s = socket.create_connection(("127.0.0.1", server.port), 10)
         s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -342,6 +364,7 @@ def main():
     suite.check("curl with Expect: 100-continue", curl_with_expect_continue)
     suite.check("HTTP/1.0 request answered then closed", http10_closes)
     suite.check("TLS 1.2/1.3 only, ECDHE suites, server preference, hostname", tls_versions_and_suites)
+    suite.check("no session tickets, no session cache: every handshake is a full one", no_session_resumption)
     suite.check("plain HTTP on the TLS port is closed, not served", plain_http_closed)
     suite.check("metrics parse and count what was sent", metrics_parse_and_count)
     suite.check("one JSON log line per admission", one_log_line_per_admission)
