@@ -8,14 +8,14 @@
 # request except the log line's write(2).
 #
 # Usage: bench/server/instructions.sh [BODY]   (default bench/bodies/review-15k.json)
-# Environment: N1 (500), N2 (2500).
+# Environment: N1 (500), N2 (2500); SKIP_BUILD=1 uses build/ as it is (no rebuild first).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 body=${1:-bench/bodies/review-15k.json}
 N1=${N1:-500}
 N2=${N2:-2500}
 command -v valgrind >/dev/null || { echo "instructions: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
-scripts/build.sh build >&2
+[ -n "${SKIP_BUILD:-}" ] || scripts/build.sh build >&2
 work=$(mktemp -d /tmp/erdma-instructions.XXXXXX)
 trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT
 certs/erdma-certs generate --dir "$work/certs" 2>/dev/null
