@@ -2,6 +2,8 @@
 #include "agent/sys/pod_sources.hpp"
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 
 #include <grpcpp/grpcpp.h>
 
@@ -193,29 +195,32 @@ GrpcCriSandboxes::GrpcCriSandboxes(std::string socket_path, std::chrono::millise
 
 GrpcCriSandboxes::~GrpcCriSandboxes() = default;
 
-Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready(Deadline deadline) {
-  runtime::v1::ListPodSandboxRequest request;
-  request.mutable_filter()->mutable_state()->set_state(runtime::v1::SANDBOX_READY);
-  runtime::v1::ListPodSandboxResponse response;
-  const grpc::Status s = call_with_reconnect(
-      [&](grpc::ClientContext& ctx) { return impl_->stub->ListPodSandbox(&ctx, request, &response); }, deadline,
-      impl_->call_timeout);
-  if (!s.ok()) return call_error(s, "CRI ListPodSandbox", impl_->socket);
-  return sandboxes_from(response);
-}
+namespace {
 
-Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready_of(const PodName& pod, Deadline deadline) {
+// ListPodSandbox for the ready sandboxes, narrowed by `labels` (none: every ready sandbox).
+Result<std::vector<SandboxSummary>> list_ready_sandboxes(GrpcCriSandboxes::Impl& impl,
+                                                         std::initializer_list<std::pair<const char*, std::string>> labels,
+                                                         Deadline deadline) {
   runtime::v1::ListPodSandboxRequest request;
   auto* filter = request.mutable_filter();
   filter->mutable_state()->set_state(runtime::v1::SANDBOX_READY);
-  (*filter->mutable_label_selector())[kPodNamespaceLabel] = pod.namespace_;
-  (*filter->mutable_label_selector())[kPodNameLabel] = pod.name;
+  for (const auto& [key, value] : labels) (*filter->mutable_label_selector())[key] = value;
   runtime::v1::ListPodSandboxResponse response;
   const grpc::Status s = call_with_reconnect(
-      [&](grpc::ClientContext& ctx) { return impl_->stub->ListPodSandbox(&ctx, request, &response); }, deadline,
-      impl_->call_timeout);
-  if (!s.ok()) return call_error(s, "CRI ListPodSandbox", impl_->socket);
+      [&](grpc::ClientContext& ctx) { return impl.stub->ListPodSandbox(&ctx, request, &response); }, deadline,
+      impl.call_timeout);
+  if (!s.ok()) return call_error(s, "CRI ListPodSandbox", impl.socket);
   return sandboxes_from(response);
+}
+
+}  // namespace
+
+Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready(Deadline deadline) {
+  return list_ready_sandboxes(*impl_, {}, deadline);
+}
+
+Result<std::vector<SandboxSummary>> GrpcCriSandboxes::list_ready_of(const PodName& pod, Deadline deadline) {
+  return list_ready_sandboxes(*impl_, {{kPodNamespaceLabel, pod.namespace_}, {kPodNameLabel, pod.name}}, deadline);
 }
 
 Result<SandboxStatusInfo> GrpcCriSandboxes::status(const std::string& sandbox_id, Deadline deadline) {

@@ -58,21 +58,29 @@ std::string array_of(const std::vector<const std::string*>& frags) {
   return s;
 }
 
+// Calls fn(item) for each item of a comma-separated list, blanks around items removed, empty
+// items skipped.
+template <class Fn>
+void for_each_listed(std::string_view list, Fn&& fn) {
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (!item.empty()) fn(item);
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+}
+
 // Marker tokens already on the pod that we know, so a reinvocation keeps e.g. "erdma-resource"
 // (after the first pass the pod requests the resource itself and we cannot tell it was us).
 std::vector<std::string_view> known_tokens(std::optional<std::string_view> marker) {
   std::vector<std::string_view> out;
   if (!marker) return out;
-  std::string_view rest = *marker;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    std::string_view tok = rest.substr(0, comma);
-    while (!tok.empty() && tok.front() == ' ') tok.remove_prefix(1);
-    while (!tok.empty() && tok.back() == ' ') tok.remove_suffix(1);
+  for_each_listed(*marker, [&](std::string_view tok) {
     if (std::find(std::begin(kAllTokens), std::end(kAllTokens), tok) != std::end(kAllTokens)) out.push_back(tok);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
+  });
   return out;
 }
 
@@ -383,16 +391,9 @@ std::string annotation_line(std::string_view s) {
 std::vector<std::string_view> split_names(std::optional<std::string_view> value) {
   std::vector<std::string_view> out;
   if (!value) return out;
-  std::string_view rest = *value;
-  while (!rest.empty()) {
-    const auto comma = rest.find(',');
-    std::string_view name = rest.substr(0, comma);
-    while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
-    while (!name.empty() && name.back() == ' ') name.remove_suffix(1);
-    if (!name.empty() && std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
+  for_each_listed(*value, [&](std::string_view name) {
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  });
   return out;
 }
 
