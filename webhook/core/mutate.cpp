@@ -410,7 +410,8 @@ std::string describe_all(const std::vector<const ContainerView*>& cs) {
 // ending with a letter or digit.
 bool is_dns1123_label(std::string_view s) {
   if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
-  return std::all_of(s.begin(), s.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'; });
 }
 
 // The webhook records the containers it gave the resource to by name (kResourceAddedAnnotation),
@@ -420,20 +421,19 @@ bool is_dns1123_label(std::string_view s) {
 Status check_container_names(const PodView& pod) {
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     const ContainerView& c = pod.containers[i];
-    const std::string field = std::string(c.list == ContainerList::Init ? "spec.initContainers[" : "spec.containers[") +
-                              std::to_string(c.index) + "].name";
-    if (c.name.empty()) {
-      return make_error(ErrorCode::InvalidArgument, field + ": required (the apiserver refuses a container without a name)");
-    }
-    if (!is_dns1123_label(c.name)) {
+    auto refuse = [&c](const std::string& why) {
       return make_error(ErrorCode::InvalidArgument,
-                        field + ": " + quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits " +
-                            "and '-', at most 63, starting and ending with a letter or digit); the apiserver refuses it");
+                        std::string(c.list == ContainerList::Init ? "spec.initContainers[" : "spec.containers[") +
+                            std::to_string(c.index) + "].name: " + why);
+    };
+    if (c.name.empty()) return refuse("required (the apiserver refuses a container without a name)");
+    if (!is_dns1123_label(c.name)) {
+      return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
+                    "63, starting and ending with a letter or digit); the apiserver refuses it");
     }
     for (size_t j = 0; j < i; ++j) {
       if (pod.containers[j].name == c.name) {
-        return make_error(ErrorCode::InvalidArgument, field + ": " + quoted_value(c.name) +
-                                                          " is used by another container of the pod; names must be unique");
+        return refuse(quoted_value(c.name) + " is used by another container of the pod; names must be unique");
       }
     }
   }
