@@ -46,7 +46,7 @@ stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failu
 # Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
 # Soft-RoCE through the preload library. Bounded inside too (600 s, kernel download included).
 stage "VM test (SMC-R over Soft-RoCE, real kernel)" 660 test/vm/run.sh build
-stage "two-node test (containerd, CNI, the agent's image, SMC-R between pods)" 1150 test/vm/two-nodes.sh build
+stage "two-node test (containerd, CNI, the agent's image, SMC-R between pods)" 1560 test/vm/two-nodes.sh build
 
 # The sanitizer tree doubles as the fuzz tree. -O0 with line tables only keeps its build short;
 # fuzz runs here are brief checks, longer campaigns use test/fuzz/run.sh's optimized default.

@@ -10,7 +10,7 @@
 #
 # Usage: test/vm/two-nodes.sh [BUILD_DIR]   (default: build; it must hold erdma-agent,
 #        erdma-webhook and libsmc-preload.so, e.g. from scripts/build.sh)
-# Environment: TWO_NODES_DEADLINE (seconds, default 1100) bounds the whole run; TWO_NODES_ACCEL=kvm
+# Environment: TWO_NODES_DEADLINE (seconds, default 1500) bounds the whole run; TWO_NODES_ACCEL=kvm
 # tries KVM instead of TCG (see test/vm/two-nodes/FINDINGS.md: it does not boot on nested KVM).
 # Needs: qemu-system-x86, busybox-static, kmod, cpio, containerd, runc, containernetworking-plugins,
 # kubectl, /usr/bin/python3 with python3-yaml (scripts/install-deps.sh installs them all).
@@ -22,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 build=$(cd "$src" && realpath -m "${1:-build}")
 start=$SECONDS
-deadline=${TWO_NODES_DEADLINE:-1100}
+deadline=${TWO_NODES_DEADLINE:-1500}
 PY=/usr/bin/python3
 host_passed=0
 host_failed=0
