@@ -6,7 +6,7 @@
 // Default bodies: bench/bodies/*.json. For each body it prints the median over runs of the mean
 // time per review, the spread (min-max of the run means), and, for scale, the time to parse the
 // same body alone with simdjson and with nlohmann::json, and how many heap allocations one review
-// makes (operator new and malloc-family calls are counted by this program's replacements).
+// makes (counted by this program's replacement of operator new; direct malloc calls are not seen).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

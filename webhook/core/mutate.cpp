@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/config_reader.hpp"
 #include "common/json_pointer.hpp"
 #include "common/text.hpp"
 #include "webhook/core/names.hpp"
@@ -406,14 +407,6 @@ std::string describe_all(const std::vector<const ContainerView*>& cs) {
   return s;
 }
 
-// Kubernetes names containers with DNS-1123 labels: 1 to 63 characters of [a-z0-9-], starting and
-// ending with a letter or digit.
-bool is_dns1123_label(std::string_view s) {
-  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-'; });
-}
-
 // The webhook records the containers it gave the resource to by name (kResourceAddedAnnotation),
 // so it can only mutate a pod whose container names identify the containers; the apiserver refuses
 // any other pod after admission anyway (validation runs after the mutating webhooks). The message
@@ -427,7 +420,7 @@ Status check_container_names(const PodView& pod) {
                             std::to_string(c.index) + "].name: " + why);
     };
     if (c.name.empty()) return refuse("required (the apiserver refuses a container without a name)");
-    if (!is_dns1123_label(c.name)) {
+    if (!common::config::is_dns_label(c.name)) {
       return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
                     "63, starting and ending with a letter or digit); the apiserver refuses it");
     }
