@@ -14,6 +14,9 @@
 #                                                    and whether each host path exists
 #   fake_node.py prestart --dp DIR --ids ID,...      PreStartContainer with kubelet's 30 s budget;
 #                                                    prints status and latency
+#   fake_node.py burst --dp DIR --ids ID,...         one PreStartContainer per ID, all at once (as
+#                                                    kubelet starts a node's pods in parallel); prints
+#                                                    how many succeeded and the latency percentiles
 #
 # Needs Debian's python3-grpcio and python3-protobuf: run with /usr/bin/python3. Every wait is
 # bounded; answers are one JSON line on stdout; exit status 0 means the call succeeded.
@@ -199,6 +202,44 @@ def cmd_prestart(args):
         return 0 if ok else 1
 
 
+def percentile(sorted_values, q):
+    """Nearest-rank percentile of a sorted list (q in 0..100)."""
+    if not sorted_values:
+        return None
+    rank = max(1, -(-len(sorted_values) * q // 100))  # ceil(n * q / 100)
+    return sorted_values[min(len(sorted_values), int(rank)) - 1]
+
+
+def cmd_burst(args):
+    ids = args.ids.split(",")
+    with tempfile.TemporaryDirectory(prefix="fake-kubelet-") as work:
+        k = load(work)["kubelet"]
+        reg, channel = plugin_channel(args, {"kubelet": k})
+        call = channel.unary_unary("/v1beta1.DevicePlugin/PreStartContainer",
+                                   k.PreStartContainerRequest.SerializeToString, k.PreStartContainerResponse.FromString)
+        grpc.channel_ready_future(channel).result(timeout=10)
+
+        def one(device_id):
+            t0 = time.monotonic()
+            try:
+                call(k.PreStartContainerRequest(devices_ids=[device_id]), timeout=30)  # kubelet's budget
+                error = None
+            except grpc.RpcError as e:
+                error = "%s: %s: %s" % (device_id, e.code(), e.details())
+            return (time.monotonic() - t0) * 1000, error
+
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(ids)) as pool:
+            results = list(pool.map(one, ids))
+        wall = (time.monotonic() - t0) * 1000
+        ms = sorted(r[0] for r in results)
+        errors = [r[1] for r in results if r[1]]
+        print(json.dumps({"calls": len(ids), "ok": len(ids) - len(errors), "errors": errors[:5],
+                          "p50_ms": round(percentile(ms, 50), 1), "p99_ms": round(percentile(ms, 99), 1),
+                          "max_ms": round(ms[-1], 1), "wall_ms": round(wall, 1)}))
+        return 0 if not errors else 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -208,13 +249,14 @@ def main():
     s.add_argument("--cri", required=True)
     s.add_argument("--state", required=True)
     s.add_argument("--seconds", type=float, default=300)
-    for name in ("allocate", "prestart"):
+    for name in ("allocate", "prestart", "burst"):
         c = sub.add_parser(name)
         c.add_argument("--dp", required=True)
         c.add_argument("--ids", required=True)
         c.add_argument("--wait", type=float, default=60)
     args = ap.parse_args()
-    return {"serve": cmd_serve, "allocate": cmd_allocate, "prestart": cmd_prestart}[args.cmd](args)
+    return {"serve": cmd_serve, "allocate": cmd_allocate, "prestart": cmd_prestart,
+            "burst": cmd_burst}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -215,7 +215,7 @@ echo '{"pods": []}' > $T/fake/state.json
 # --- erdma-agent run beside a fake kubelet and runtime --------------------------------------------
 cat > $T/agent.yaml <<EOF
 devicePluginDir: $DP
-slotsPerDevice: 4
+slotsPerDevice: 32
 metricsListen: 127.0.0.1:9467
 devices: {source: verbs, drivers: [rxe], rescanSeconds: 5}
 podResourcesSocket: $T/fake/podres.sock
@@ -229,12 +229,12 @@ smcr:
   preloadHostDir: $LIBDIR
   statsSeconds: 3
 EOF
-timeout -s KILL 400 "$PY" "$NODE" serve --dp "$DP" --podres $T/fake/podres.sock --cri $T/fake/cri.sock \
-  --state $T/fake/state.json --seconds 380 > "$W/fake_node.log" 2>&1 &
+timeout -s KILL 500 "$PY" "$NODE" serve --dp "$DP" --podres $T/fake/podres.sock --cri $T/fake/cri.sock \
+  --state $T/fake/state.json --seconds 480 > "$W/fake_node.log" 2>&1 &
 node_pid=$!
 wait_for_file "$W/fake_node.log" 60 || log "fake_node did not start"
 start_agent() {  # LOGFILE
-  timeout -s KILL 400 "$AGENT" run --config $T/agent.yaml > "$1" 2>&1 &
+  timeout -s KILL 500 "$AGENT" run --config $T/agent.yaml > "$1" 2>&1 &
   agent_pid=$!
 }
 stop_agent() {
@@ -311,6 +311,59 @@ setups_counted() {
     metric_is 'erdma_agent_smcr_pod_setups_total{result="host_network"}' 1
 }
 check "metrics count the pod setups by result (configured 1, not_requested 1, host_network 1)" setups_counted
+
+# --- a burst: 50 SMC-R pods at once, as kubelet starts a node's pods in parallel --------------------
+# Each pod is a netns with an eth0 (a dummy link is enough for the pnet entry and the sysctls). The
+# agent's memory is read before and after; latency is measured at the fake kubelet and in the hook
+# (TCG: every step is emulated, so only the spread and the memory say something about a node).
+BURST=50
+burst_ids=""
+pods_json='{"namespace": "team", "name": "web-0", "ids": ["rxe1-1"], "netns": "/run/netns/pod1",
+  "annotations": {"network.alibabacloud.com/erdma-smcr": "true"}}'
+for i in $(seq 1 $BURST); do
+  ip netns add "b$i" && ip -n "b$i" link add eth0 type dummy && ip -n "b$i" link set eth0 up
+  if [ "$i" -le 32 ]; then id="rxe0-$((i - 1))"; else id="rxe1-$((i - 29))"; fi  # rxe1-4 ... rxe1-21
+  burst_ids="$burst_ids${burst_ids:+,}$id"
+  pods_json="$pods_json,
+  {\"namespace\": \"burst\", \"name\": \"pod-$i\", \"ids\": [\"$id\"], \"netns\": \"/run/netns/b$i\",
+   \"annotations\": {\"network.alibabacloud.com/erdma-smcr\": \"true\"}}"
+done
+printf '{"pods": [%s]}\n' "$pods_json" > $T/fake/state.json
+agent_proc=$(pgrep -P "$agent_pid" -x erdma-agent | head -1)
+rss_before=$(awk '/^VmRSS/ {print $2}' /proc/"$agent_proc"/status 2>/dev/null)
+hwm_before=$(awk '/^VmHWM/ {print $2}' /proc/"$agent_proc"/status 2>/dev/null)
+run burst 120 "$PY" "$NODE" burst --dp "$DP" --ids "$burst_ids"
+burst_rc=$?
+rss_after=$(awk '/^VmRSS/ {print $2}' /proc/"$agent_proc"/status 2>/dev/null)
+hwm_after=$(awk '/^VmHWM/ {print $2}' /proc/"$agent_proc"/status 2>/dev/null)
+check "PreStartContainer answers OK for $BURST pods at once, each within kubelet's 30 s" [ "$burst_rc" = 0 ]
+# The agent sets pods up one after another; a pod whose turn comes after kubelet's deadline is
+# answered in time without SMC-R (result "timeout", counted). Under TCG a setup takes about a
+# second, so a burst of 50 overruns it; what must hold is that every pod is accounted for and every
+# pod reported configured really is.
+configured_burst=$(grep '"result":"configured"' "$W/agent.log" | grep -o '"pod":"burst/pod-[0-9]*"' | grep -o '[0-9]*' | sort -un)
+burst_configured() {
+  [ -n "$configured_burst" ] || return 1
+  for i in $configured_burst; do
+    "$AGENT" pnet list --netns "/run/netns/b$i" 2>/dev/null | grep -qE '^ERDMA +eth +eth0 +-$' || return 1
+    [ "$(ip netns exec "b$i" cat /proc/sys/net/smc/wmem 2>/dev/null)" = 262144 ] || return 1
+  done
+}
+check "every pod of the burst the agent reports configured ($(echo $configured_burst | wc -w)) has eth0 -> ERDMA and net.smc.wmem 262144 in its netns" burst_configured
+burst_accounted() {
+  c=$(metric 'erdma_agent_smcr_pod_setups_total{result="configured"}')
+  t=$(metric 'erdma_agent_smcr_pod_setups_total{result="timeout"}')
+  [ "$(( ${c:-0} - 1 + ${t:-0} ))" = "$BURST" ] && [ "$(( ${c:-0} - 1 ))" = "$(echo $configured_burst | wc -w)" ]
+}
+check "metrics account for every pod of the burst: configured (as logged) + timeout = $BURST" burst_accounted
+hooks=$(grep '"result":"configured"' "$W/agent.log" | grep '"namespace":"burst"\|burst/' |
+  sed -n 's/.*"us":\([0-9]*\).*/\1/p' | sort -n)
+hook_p50=$(echo "$hooks" | awk 'NF {v[n++] = $1} END {if (n) print v[int((n + 1) / 2) - 1]}')
+hook_p99=$(echo "$hooks" | awk 'NF {v[n++] = $1} END {if (n) {r = int((99 * n + 99) / 100); print v[r - 1]}}')
+log "burst of $BURST: at the fake kubelet $(cat "$W/burst.out" | tail -1); in the hook p50 ${hook_p50:-?} us, p99 ${hook_p99:-?} us over $(echo "$hooks" | grep -c .) lines"
+log "agent memory: VmRSS ${rss_before:-?} kB before the burst, ${rss_after:-?} kB after; VmHWM ${hwm_before:-?} -> ${hwm_after:-?} kB"
+echo "RESULT burst=$BURST configured=$(echo $configured_burst | wc -w) $(jq_py "$W/burst.out" '"p50_ms=%s p99_ms=%s max_ms=%s wall_ms=%s" % (d["p50_ms"], d["p99_ms"], d["max_ms"], d["wall_ms"])') hook_p50_us=${hook_p50:-} hook_p99_us=${hook_p99:-} agent_rss_kb_before=${rss_before:-} agent_rss_kb_after=${rss_after:-} agent_hwm_kb=${hwm_after:-}" >> "$VMOUT/results.txt"
+for i in $(seq 1 $BURST); do ip netns del "b$i"; done
 
 # --- a preloaded client and server ---------------------------------------------------------------
 # exchange TAG BYTES [MODE] [NETNS]: MODE is the SMC_PRELOAD_MODE under LD_PRELOAD, none for plain
