@@ -183,14 +183,20 @@ def cmd_allocate(args):
         return 0 if specs and all(s["host_path_exists"] for s in specs) else 1
 
 
+def prestart_call(args, work):
+    """The kubelet messages and a connected PreStartContainer stub (connected first, so a measured
+    latency is the call alone)."""
+    k = load(work)["kubelet"]
+    reg, channel = plugin_channel(args, {"kubelet": k})
+    call = channel.unary_unary("/v1beta1.DevicePlugin/PreStartContainer",
+                               k.PreStartContainerRequest.SerializeToString, k.PreStartContainerResponse.FromString)
+    grpc.channel_ready_future(channel).result(timeout=10)
+    return k, call
+
+
 def cmd_prestart(args):
     with tempfile.TemporaryDirectory(prefix="fake-kubelet-") as work:
-        k = load(work)["kubelet"]
-        reg, channel = plugin_channel(args, {"kubelet": k})
-        call = channel.unary_unary("/v1beta1.DevicePlugin/PreStartContainer",
-                                   k.PreStartContainerRequest.SerializeToString, k.PreStartContainerResponse.FromString)
-        # Connect first, so the latency below is the call alone.
-        grpc.channel_ready_future(channel).result(timeout=10)
+        k, call = prestart_call(args, work)
         t0 = time.monotonic()
         try:
             call(k.PreStartContainerRequest(devices_ids=args.ids.split(",")), timeout=30)  # kubelet's budget
@@ -213,11 +219,7 @@ def percentile(sorted_values, q):
 def cmd_burst(args):
     ids = args.ids.split(",")
     with tempfile.TemporaryDirectory(prefix="fake-kubelet-") as work:
-        k = load(work)["kubelet"]
-        reg, channel = plugin_channel(args, {"kubelet": k})
-        call = channel.unary_unary("/v1beta1.DevicePlugin/PreStartContainer",
-                                   k.PreStartContainerRequest.SerializeToString, k.PreStartContainerResponse.FromString)
-        grpc.channel_ready_future(channel).result(timeout=10)
+        k, call = prestart_call(args, work)
 
         def one(device_id):
             t0 = time.monotonic()
