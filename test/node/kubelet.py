@@ -83,6 +83,8 @@
 #  Common options: --state DIR, --root DIR (/var/lib/kubelet: pod dirs, emptyDir, configMap files,
 #  etc-hosts), --log-root DIR (/var/log/pods), --cri unix:///run/containerd/containerd.sock,
 #  --cgroup-driver cgroupfs|systemd, --cgroup-root /, --node-name NAME, --timeout S (per CRI call, default 60).
+#  KUBELET_STANDIN_PROTO_CACHE=DIR compiles the protos once into DIR and reuses them (saves a protoc
+#  run and a compile per command, about a second under qemu TCG); unset, nothing is kept.
 #
 # ---- Environment variables: who wins when the pod spec and Allocate set the same name -----------
 # kubelet (pkg/kubelet/kubelet_pods.go, GenerateRunContainerOptions) starts the container's env
@@ -1101,7 +1103,10 @@ class State:
 # ---- gRPC shell -----------------------------------------------------------------------------------
 
 class Messages:
-    """The compiled protos (compiled into a temporary directory that is removed right away)."""
+    """The compiled protos. Compiled into a temporary directory that is removed right away, or,
+    when KUBELET_STANDIN_PROTO_CACHE names a directory, once into a subdirectory of it named by
+    the protos' digest and protoc's version, which later runs import (with their bytecode cached
+    there too): under qemu TCG, protoc and compiling its output cost about a second per command."""
 
     def __init__(self, *which):
         import importlib
@@ -1110,13 +1115,14 @@ class Messages:
             raise NodeError("proto file(s) missing: %s (run from a full erdma-controller checkout)" % ", ".join(missing))
         if shutil.which("protoc") is None:
             raise NodeError("protoc not found: apt-get install protobuf-compiler")
-        work = tempfile.mkdtemp(prefix="kubelet-py-protos-")
+        cache = os.environ.get("KUBELET_STANDIN_PROTO_CACHE")
+        if cache:
+            work = self._cached(cache)
+        else:
+            work = tempfile.mkdtemp(prefix="kubelet-py-protos-")
         try:
-            files = [PROTO_FILES[w] for w in which]
-            cmd = ["protoc"] + ["-I" + d for d in sorted({os.path.dirname(f) for f in files})] + ["--python_out", work] + files
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-            if r.returncode != 0:
-                raise NodeError("protoc failed: %s" % r.stderr.strip())
+            if not cache:
+                self._compile([PROTO_FILES[w] for w in which], work)
             sys.path.insert(0, work)
             try:
                 for w in which:
@@ -1124,7 +1130,47 @@ class Messages:
             finally:
                 sys.path.remove(work)
         finally:
+            if not cache:
+                shutil.rmtree(work, ignore_errors=True)
+
+    @staticmethod
+    def _compile(files, out):
+        cmd = ["protoc"] + ["-I" + d for d in sorted({os.path.dirname(f) for f in files})] + ["--python_out", out] + files
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise NodeError("protoc failed: %s" % r.stderr.strip())
+
+    @classmethod
+    def _cached(cls, cache):
+        """DIR/<digest>: every proto compiled there once; concurrent first runs each compile into
+        their own directory and the first rename wins."""
+        files = [PROTO_FILES[k] for k in sorted(PROTO_FILES)]
+        digest = hashlib.sha256()
+        try:
+            protoc = os.stat(shutil.which("protoc"))  # a changed protoc compiles afresh
+            digest.update(("%d %d\n" % (protoc.st_size, protoc.st_mtime_ns)).encode())
+            for f in files:
+                with open(f, "rb") as fh:
+                    digest.update(fh.read())
+        except OSError as e:
+            raise NodeError("reading the protos for KUBELET_STANDIN_PROTO_CACHE: %s" % e)
+        target = os.path.join(cache, digest.hexdigest()[:16])
+        if os.path.isdir(target):
+            return target
+        try:
+            os.makedirs(cache, exist_ok=True)
+            work = tempfile.mkdtemp(prefix=".compiling-", dir=cache)
+        except OSError as e:
+            raise NodeError("KUBELET_STANDIN_PROTO_CACHE=%s is not a writable directory: %s" % (cache, e))
+        try:
+            cls._compile(files, work)
+            os.rename(work, target)
+        except OSError:
+            if not os.path.isdir(target):
+                raise
+        finally:
             shutil.rmtree(work, ignore_errors=True)
+        return target
 
 
 def unix_target(sock):

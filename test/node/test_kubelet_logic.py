@@ -271,6 +271,47 @@ class DeviceManager(unittest.TestCase):
         self.assertEqual(k.devices_in_use(pods, "aliyun/erdma"), {"e1", "e2"})
 
 
+@unittest.skipIf(shutil.which("protoc") is None, "protoc not installed (apt-get install protobuf-compiler)")
+class ProtoCache(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="kubelet-proto-cache-test-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.old = os.environ.get("KUBELET_STANDIN_PROTO_CACHE")
+        os.environ["KUBELET_STANDIN_PROTO_CACHE"] = os.path.join(self.dir, "cache")
+        self.addCleanup(self.restore)
+
+    def restore(self):
+        if self.old is None:
+            os.environ.pop("KUBELET_STANDIN_PROTO_CACHE", None)
+        else:
+            os.environ["KUBELET_STANDIN_PROTO_CACHE"] = self.old
+
+    def test_compiles_once_then_imports(self):
+        m = k.Messages("cri", "dp")
+        self.assertTrue(hasattr(m.cri, "RunPodSandboxRequest"))
+        entries = os.listdir(os.path.join(self.dir, "cache"))
+        self.assertEqual(len(entries), 1, entries)
+        self.assertTrue(os.path.exists(os.path.join(self.dir, "cache", entries[0], "podresources_v1_pb2.py")))
+        calls = []
+        real = k.Messages._compile
+        k.Messages._compile = staticmethod(lambda files, out: calls.append(files))
+        try:
+            m2 = k.Messages("podres")
+        finally:
+            k.Messages._compile = staticmethod(real)
+        self.assertEqual(calls, [], "a second run must not call protoc")
+        self.assertTrue(hasattr(m2.podres, "ListPodResourcesRequest"))
+        self.assertEqual(os.listdir(os.path.join(self.dir, "cache")), entries)
+
+    def test_unwritable_cache_is_a_clear_error(self):
+        blocker = os.path.join(self.dir, "file")
+        open(blocker, "w").close()
+        os.environ["KUBELET_STANDIN_PROTO_CACHE"] = os.path.join(blocker, "cache")
+        with self.assertRaises(k.NodeError) as e:
+            k.Messages("cri")
+        self.assertIn("not a writable directory", str(e.exception))
+
+
 class Manifests(unittest.TestCase):
     def test_select_workload_from_stream(self):
         text = """

@@ -30,6 +30,8 @@ mkdir -p "$W"
 passed=0
 failed=0
 export ME PEER MYIP PEERIP PY AGENT ECHO HERE T W SHARED PODS IMAGES BUILD SRC KDIR KVER VMOUT
+# every kubelet.py command of this node imports the same compiled protos (python start-up under TCG)
+export KUBELET_STANDIN_PROTO_CACHE=$T/kubelet-protos
 . "$HERE/lib.sh"
 t_start=$(now)
 log "node $ME ($MYIP), kernel $(uname -r), build $BUILD"
