@@ -3,11 +3,12 @@
 #   1. installs the Debian packages (scripts/install-deps.sh);
 #   2. builds with -Werror and runs every ctest suite (unit, integration, interop, manifests,
 #      images, the kubelet stand-in against a private containerd);
-#   3. the real-kernel VM test (SMC-R over Soft-RoCE in one VM) and the two-node test (two VMs,
-#      containerd, CNI, the agent as a container, SMC-R between pods);
+#   3. the real-kernel VM test (SMC-R over Soft-RoCE in one VM);
 #   4. builds again with clang, AddressSanitizer and UndefinedBehaviorSanitizer and runs the suites
 #      that exercise C++ (unit, fuzz-input replay, the servers under hostile clients) there;
-#   5. runs every libFuzzer target for a short, fixed time (test/fuzz/run.sh).
+#   5. runs every libFuzzer target for a short, fixed time (test/fuzz/run.sh);
+#   6. the two-node test (two VMs, containerd, CNI, the agent as a container, SMC-R between pods),
+#      with the rest of the budget.
 # The whole run is bounded: TEST_BUDGET seconds (default 2700, 45 minutes) in total, and every
 # stage is killed at its own cap or when the budget runs out, whichever comes first; each stage
 # prints its time, and the last line gives the total.
@@ -46,7 +47,6 @@ stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failu
 # Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
 # Soft-RoCE through the preload library. Bounded inside too (600 s, kernel download included).
 stage "VM test (SMC-R over Soft-RoCE, real kernel)" 660 test/vm/run.sh build
-stage "two-node test (containerd, CNI, the agent's image, SMC-R between pods)" 1560 test/vm/two-nodes.sh build
 
 # The sanitizer tree doubles as the fuzz tree. -O0 with line tables only keeps its build short;
 # fuzz runs here are brief checks, longer campaigns use test/fuzz/run.sh's optimized default.
@@ -58,4 +58,10 @@ stage "tests under ASan+UBSan" 1200 ctest --test-dir build-sanitize --output-on-
   -LE 'deploy|interop|needs-|node'
 stage "fuzz (${FUZZ_SECONDS:-20} s per target)" 600 env FUZZ_BUILD_DIR=build-sanitize FUZZ_BUILD_TYPE=Debug \
   test/fuzz/run.sh "${FUZZ_SECONDS:-20}"
+# The two-node test goes last and gets what the budget leaves: under TCG its time follows the
+# machine's speed more than any other stage's (5 to 25 minutes seen on these 2-core machines). Its
+# own deadline ends 60 s inside the stage's cap, so a slow run still prints its summary.
+two_cap=$((budget - (SECONDS - start) - 10))
+stage "two-node test (containerd, CNI, the agent's image, SMC-R between pods)" "$two_cap" \
+  env TWO_NODES_DEADLINE="${TWO_NODES_DEADLINE:-$((two_cap - 60))}" test/vm/two-nodes.sh build
 echo "all tests passed in $((SECONDS - start)) s"
