@@ -206,6 +206,13 @@ def main():
             check('erdma_agent_slots_allocated_total 4' in body, "metrics: four slots allocated")
 
             # Driver mode: the NFD feature file and the mismatch gauge agree on what the node has.
+            # The agent writes both right after it registered, on its main thread: wait for them
+            # (under load this sequence can finish first).
+            end = time.monotonic() + WAIT
+            while not os.path.exists(features) and time.monotonic() < end:
+                time.sleep(0.02)
+            check(os.path.exists(features), "the agent wrote the NFD feature file %s within %.0f s" % (features, WAIT))
+            body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=WAIT).read().decode()
             with open(features) as f:
                 feats = dict(l.strip().split("=", 1) for l in f if l.strip() and not l.startswith("#"))
             check(feats.get("erdma-devices") == "2", "NFD erdma-devices %r" % feats)
