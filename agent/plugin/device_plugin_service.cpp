@@ -1,6 +1,7 @@
 // DevicePlugin service on the gRPC callback API (see device_plugin_service.hpp).
 #include "agent/plugin/device_plugin_service.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "common/text.hpp"
@@ -122,7 +123,10 @@ void fill_list_and_watch(const DeviceState::Snapshot& snapshot, v1beta1::ListAnd
 
 // ---- HookRunner
 
-HookRunner::HookRunner(PreStartHook& hook) : hook_(hook), worker_([this] { loop(); }) {}
+HookRunner::HookRunner(PreStartHook& hook, size_t workers) : hook_(hook) {
+  workers_.reserve(std::max<size_t>(workers, 1));
+  for (size_t i = 0; i < std::max<size_t>(workers, 1); ++i) workers_.emplace_back([this] { loop(); });
+}
 
 HookRunner::~HookRunner() { stop(); }
 
@@ -132,7 +136,9 @@ void HookRunner::stop() {
     stopping_ = true;
   }
   cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
 }
 
 void HookRunner::submit(std::vector<std::string> ids, std::vector<std::string> devices,

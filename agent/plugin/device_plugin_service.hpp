@@ -1,7 +1,7 @@
 // The kubelet DevicePlugin service (v1beta1) over the callback API: ListAndWatch streams the
 // advertised slots and pushes every change; Allocate, GetPreferredAllocation and
 // PreStartContainer translate kubelet's messages to the pure plugin model and back. Nothing here
-// blocks a gRPC thread: the PreStartContainer hook runs on its own bounded worker.
+// blocks a gRPC thread: the PreStartContainer hook runs on its own bounded workers.
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "agent/plugin/agent_metrics.hpp"
 #include "agent/plugin/device_state.hpp"
@@ -24,11 +25,16 @@ inline constexpr const char* kUnhealthy = "Unhealthy";
 // PreStartContainer: kubelet waits 30 s; the hook gets less so the answer always arrives in time.
 inline constexpr std::chrono::seconds kPreStartBudget{25};
 inline constexpr size_t kMaxQueuedPreStarts = 64;
+// Hook calls that run at once. Kubelet starts pods in parallel; one after another, the n-th pod of
+// a burst waits for every setup before it (each is a few round trips to kubelet and the runtime),
+// and with a slow runtime the last ones miss kubelet's deadline. Setups of different pods touch
+// different network namespaces; the hook must be thread-safe.
+inline constexpr size_t kPreStartWorkers = 4;
 
-// Runs PreStartHook calls one at a time on a worker thread, each with a deadline.
+// Runs PreStartHook calls on up to `workers` threads, in arrival order, each with a deadline.
 class HookRunner {
  public:
-  explicit HookRunner(PreStartHook& hook);
+  explicit HookRunner(PreStartHook& hook, size_t workers = kPreStartWorkers);
   ~HookRunner();  // stops; queued calls are answered with a "stopping" error
   HookRunner(const HookRunner&) = delete;
   HookRunner& operator=(const HookRunner&) = delete;
@@ -53,7 +59,7 @@ class HookRunner {
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool stopping_ = false;
-  std::thread worker_;
+  std::vector<std::thread> workers_;
 };
 
 class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {

@@ -3,6 +3,8 @@
 #include "agent/plugin/plugin_runtime.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -547,6 +549,59 @@ TEST_CASE("stop ends open streams and removes the socket") {
   CHECK_FALSE(std::filesystem::exists(h.cfg.plugin_socket_path()));
   for (int i = 0; i < 500 && !watch.ended(); ++i) std::this_thread::sleep_for(10ms);
   CHECK(watch.ended());
+}
+
+// Holds each call until `want` calls have been inside at once (or `hold` passes), recording the most
+// that ever were.
+class OverlapHook final : public PreStartHook {
+ public:
+  OverlapHook(int want, std::chrono::milliseconds hold) : want_(want), hold_(hold) {}
+  Status pre_start(const std::vector<std::string>&, const std::vector<std::string>&,
+                   std::chrono::steady_clock::time_point) override {
+    std::unique_lock lock(mu_);
+    ++inside_;
+    most = std::max(most, inside_);
+    cv_.notify_all();
+    cv_.wait_for(lock, hold_, [&] { return most >= want_; });
+    --inside_;
+    ++finished;
+    return {};
+  }
+  int most = 0;
+  int finished = 0;
+
+ private:
+  const int want_;
+  const std::chrono::milliseconds hold_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int inside_ = 0;
+};
+
+int overlap_with(size_t workers, int calls, std::chrono::milliseconds hold) {
+  OverlapHook hook(calls, hold);
+  std::atomic<int> ok{0};
+  {
+    HookRunner runner(hook, workers);
+    for (int i = 0; i < calls; ++i) {
+      runner.submit({"erdma_0-" + std::to_string(i)}, {"erdma_0"}, std::chrono::steady_clock::now() + 20s,
+                    [&ok](Status st) {
+                      if (st) ++ok;
+                    });
+    }
+    REQUIRE(eventually([&] { return ok.load() == calls; }, 20s));
+  }
+  return hook.most;
+}
+
+TEST_CASE("PreStartContainer setups of a burst run at once, up to the worker count") {
+  // Four pods at once on four workers: all four setups are inside the hook together (each waits
+  // for the others; with fewer workers they would only end by the hold).
+  CHECK(overlap_with(kPreStartWorkers, static_cast<int>(kPreStartWorkers), 20s) == static_cast<int>(kPreStartWorkers));
+  // More pods than workers: never more than the workers at once.
+  CHECK(overlap_with(2, 5, 50ms) == 2);
+  // One worker: one after another (each call ends by its hold).
+  CHECK(overlap_with(1, 3, 50ms) == 1);
 }
 
 TEST_CASE("a stale socket file is replaced, anything else in its place is refused") {
