@@ -124,8 +124,9 @@ void fill_list_and_watch(const DeviceState::Snapshot& snapshot, v1beta1::ListAnd
 // ---- HookRunner
 
 HookRunner::HookRunner(PreStartHook& hook, size_t workers) : hook_(hook) {
-  workers_.reserve(std::max<size_t>(workers, 1));
-  for (size_t i = 0; i < std::max<size_t>(workers, 1); ++i) workers_.emplace_back([this] { loop(); });
+  workers = std::max<size_t>(workers, 1);
+  workers_.reserve(workers);
+  for (size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { loop(); });
 }
 
 HookRunner::~HookRunner() { stop(); }

@@ -1105,8 +1105,8 @@ class State:
 class Messages:
     """The compiled protos. Compiled into a temporary directory that is removed right away, or,
     when KUBELET_STANDIN_PROTO_CACHE names a directory, once into a subdirectory of it named by
-    the protos' digest and protoc's version, which later runs import (with their bytecode cached
-    there too): under qemu TCG, protoc and compiling its output cost about a second per command."""
+    a digest of the protos and of protoc's size and mtime, which later runs import (with their
+    bytecode cached there too): under qemu TCG, protoc and compiling its output cost about a second per command."""
 
     def __init__(self, *which):
         import importlib

@@ -3,8 +3,8 @@
 #include "agent/plugin/plugin_runtime.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -564,11 +564,9 @@ class OverlapHook final : public PreStartHook {
     cv_.notify_all();
     cv_.wait_for(lock, hold_, [&] { return most >= want_; });
     --inside_;
-    ++finished;
     return {};
   }
   int most = 0;
-  int finished = 0;
 
  private:
   const int want_;

@@ -227,13 +227,12 @@ hostpair() {
     for spec; do
       tag=$(field "$spec" 1)
       $KJ conn "$W/st-$hp.out" "$PEERIP:" "$MYIP:$(field "$spec" 4)" > "$W/$tag.mode"
-      [ "$(cat "$W/$tag-srv.fields" 2> /dev/null)" ] && touch "$W/$tag.ok"
+      [ -s "$W/$tag-srv.fields" ] && touch "$W/$tag.ok"
     done
   else
     for spec; do
       tag=$(field "$spec" 1)
       port=$(field "$spec" 4)
-      rm -f "$W/$tag-cli.fields"
       [ "$(get "$tag.up" 300)" = 1 ] || { fail "$tag: no server pod on node 2"; continue; }
       t_hp=$(now)
       run_pod "$tag-cli" "$(field "$spec" 3)" --command "bulk=[\"tcp-bulk\",\"send\",\"--to\",\"$PEERIP:$port\",\"--bytes\",\"$(field "$spec" 5)\",\"--hold\",\"240\",\"--timeout\",\"300\"]" ||
