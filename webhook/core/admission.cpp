@@ -25,10 +25,12 @@ Status opt_string(object obj, std::string_view key, const std::string& path, std
 
 }  // namespace
 
-Result<AdmissionRequest> ReviewDecoder::decode(std::string_view body) {
+Result<AdmissionRequest> ReviewDecoder::decode(ReviewBody input) {
+  const std::string_view body = input.text;
   if (body.empty()) return invalid("request body is empty; expected an AdmissionReview");
   element doc;
-  if (auto err = parser_.parse(body.data(), body.size()).get(doc); err != simdjson::SUCCESS) {
+  // A padded body is parsed in place; otherwise simdjson copies it into a padded buffer first.
+  if (auto err = parser_.parse(body.data(), body.size(), !input.padded).get(doc); err != simdjson::SUCCESS) {
     return invalid(std::string("request body is not valid JSON: ") + simdjson::error_message(err));
   }
   object top;
@@ -130,6 +132,10 @@ Result<AdmissionRequest> ReviewDecoder::decode(std::string_view body) {
 }
 
 void append_review_response(std::string& out, std::string_view api_version, const AdmissionResponse& r) {
+  // One allocation for the whole answer: the fixed text, the base64 patch, then the strings.
+  size_t size = 160 + api_version.size() + r.uid.size() + (r.patch.size() + 2) / 3 * 4 + r.status_message.size();
+  for (const auto& w : r.warnings) size += w.size() + 8;
+  out.reserve(out.size() + size);
   out += "{\"apiVersion\":";
   common::append_json_string(out, api_version);
   out += ",\"kind\":\"AdmissionReview\",\"response\":{\"uid\":";
@@ -171,7 +177,7 @@ std::string_view to_string(Outcome o) noexcept {
   return "unknown";
 }
 
-ReviewResult Reviewer::review(std::string_view body, const Config& cfg) {
+ReviewResult Reviewer::review(ReviewBody body, const Config& cfg) {
   ReviewResult result;
   auto decoded = decoder_.decode(body);
   if (!decoded) {

@@ -20,6 +20,22 @@ namespace erdma::webhook {
 inline constexpr std::string_view kAdmissionV1 = "admission.k8s.io/v1";
 inline constexpr std::string_view kAdmissionV1beta1 = "admission.k8s.io/v1beta1";
 
+// How many readable bytes past its end a body must have for decode() to parse it where it lies
+// instead of copying it into a padded buffer first (their values do not matter).
+inline constexpr size_t kBodyPadding = simdjson::SIMDJSON_PADDING;
+
+// A request body and whether kBodyPadding readable bytes follow it (the server reads bodies into
+// such buffers; a plain string_view is not padded).
+struct ReviewBody {
+  std::string_view text;
+  bool padded = false;
+
+  // Implicit, so that review() takes any string as before (unpadded).
+  ReviewBody(std::string_view t, bool p = false) : text(t), padded(p) {}  // NOLINT
+  ReviewBody(const std::string& t) : text(t) {}                           // NOLINT
+  ReviewBody(const char* t) : text(t) {}                                  // NOLINT
+};
+
 // The fields of AdmissionReview.request the webhook reads. Views point into the decoder's
 // buffers and stay valid until its next decode().
 struct AdmissionRequest {
@@ -42,7 +58,7 @@ class ReviewDecoder {
  public:
   // Errors (InvalidArgument): not JSON, not UTF-8, not an AdmissionReview of a supported version,
   // no request, no uid, or a request field of the wrong type. Messages say which.
-  [[nodiscard]] Result<AdmissionRequest> decode(std::string_view body);
+  [[nodiscard]] Result<AdmissionRequest> decode(ReviewBody body);
 
  private:
   simdjson::dom::parser parser_;
@@ -90,7 +106,7 @@ struct ReviewResult {
 // Decodes `body`, mutates the Pod of a CREATE, and encodes the answer. Never throws.
 class Reviewer {
  public:
-  [[nodiscard]] ReviewResult review(std::string_view body, const Config& cfg);
+  [[nodiscard]] ReviewResult review(ReviewBody body, const Config& cfg);
 
  private:
   ReviewDecoder decoder_;

@@ -37,7 +37,7 @@ HttpResponse admit(const HttpRequest& req, const Config& cfg, Reviewer& reviewer
     r.admission = std::move(rec);
     return r;
   }
-  ReviewResult result = reviewer.review(req.body, cfg);
+  ReviewResult result = reviewer.review(ReviewBody(req.body, req.body_padded), cfg);
   AdmissionRecord rec;
   rec.outcome = result.outcome;
   rec.uid = std::move(result.uid);

@@ -24,6 +24,7 @@ struct HttpRequest {
   std::string_view target;        // origin-form, may carry a query ("/mutate-pods?timeout=10s")
   std::string_view content_type;  // empty when the header is absent
   std::string_view body;
+  bool body_padded = false;  // kBodyPadding readable bytes follow the body (parsed in place)
 };
 
 // What admission decided, for the log line and the metrics (set for POST /mutate-pods only).

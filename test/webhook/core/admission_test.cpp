@@ -123,6 +123,31 @@ TEST_CASE("a mutated review answers with the uid, a base64 JSON Patch and its ty
   CHECK(r.injected == std::vector<std::string>{"erdma-env"});
 }
 
+TEST_CASE("a padded body is reviewed in place, whatever its padding holds") {
+  // The server reads bodies into buffers with kBodyPadding spare bytes and says so; simdjson then
+  // parses without copying. The answer must be that of the same text unpadded, and bytes past
+  // the end must never be read as part of the body (a truncated body stays invalid even when
+  // the padding would complete it).
+  const std::string whole = review_with(pod_request());
+  const std::string cut = whole.substr(0, whole.size() - 2);
+  Reviewer plain, padded;
+  for (const char fill : {'\0', '}', '"', ' '}) {
+    CAPTURE(static_cast<int>(fill));
+    for (const std::string* text : {&whole, &cut}) {
+      std::string buffer = *text + std::string(kBodyPadding, fill);
+      if (text == &cut) buffer.replace(cut.size(), 2, "}}");  // would close the cut review
+      const ReviewResult want = plain.review(*text, preset_config());
+      const ReviewResult got = padded.review(ReviewBody(std::string_view(buffer).substr(0, text->size()), true),
+                                             preset_config());
+      CHECK(got.outcome == want.outcome);
+      CHECK(got.body == want.body);
+      CHECK(got.error == want.error);
+    }
+  }
+  CHECK(plain.review(whole, preset_config()).outcome == Outcome::Mutated);
+  CHECK(plain.review(cut, preset_config()).outcome == Outcome::Invalid);
+}
+
 TEST_CASE("v1beta1 reviews are answered in v1beta1") {
   Reviewer reviewer;
   const ReviewResult r = reviewer.review(review_with(pod_request(), "admission.k8s.io/v1beta1"), preset_config());

@@ -168,18 +168,22 @@ def main():
         s.close()
 
     def chunked_bodies():
-        s = raw_tls(server)
-        b = review(pod(), uid="chunked-py")
-        s.sendall(b"POST /mutate-pods?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Transfer-Encoding: chunked\r\n\r\n")
-        for i in range(0, len(b), 97):
-            piece = b[i:i + 97]
-            s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
-        s.sendall(b"0\r\n\r\n")
-        status, _, data = read_response(s.makefile("rb"))
-        expect(status == 200 and json.loads(data)["response"]["uid"] == "chunked-py", data[:200])
-        sent["mutated"] += 1
-        s.close()
+        # Without a Content-Length the server's body buffer starts small and grows: one body
+        # that fits at once, one of about 40 KB that needs several doublings.
+        for containers in (1, 400):
+            s = raw_tls(server)
+            b = review(pod(containers=containers), uid="chunked-py-%d" % containers)
+            s.sendall(b"POST /mutate-pods?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Transfer-Encoding: chunked\r\n\r\n")
+            for i in range(0, len(b), 97):
+                piece = b[i:i + 97]
+                s.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+            s.sendall(b"0\r\n\r\n")
+            status, _, data = read_response(s.makefile("rb"))
+            expect(status == 200 and json.loads(data)["response"]["uid"] == "chunked-py-%d" % containers,
+                   (len(b), data[:200]))
+            sent["mutated"] += 1
+            s.close()
         path = os.path.join(suite.workdir, "body.json")
         with open(path, "wb") as f:
             f.write(review(pod(), uid="chunked-curl"))
