@@ -1,8 +1,10 @@
 // Implementations of the text codecs declared in text.hpp.
 #include "common/text.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 namespace erdma::common {
 namespace {
@@ -18,31 +20,66 @@ constexpr std::array<int8_t, 256> make_b64_table() {
 }
 constexpr auto kB64Rev = make_b64_table();
 
+// True if any of the 8 bytes of `w` must be escaped in a JSON string: a control character
+// (below 0x20), '"' or '\\'. Exact as a yes/no answer (the classic "has a byte less than n" and
+// "has a zero byte" tests; bytes of 0x80 and above never count).
+bool word_needs_escape(uint64_t w) noexcept {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHighs = 0x8080808080808080ULL;
+  const uint64_t quote = w ^ (kOnes * '"');
+  const uint64_t backslash = w ^ (kOnes * '\\');
+  const uint64_t control = (w - kOnes * 0x20) & ~w;
+  const uint64_t quotes = (quote - kOnes) & ~quote;
+  const uint64_t backslashes = (backslash - kOnes) & ~backslash;
+  return ((control | quotes | backslashes) & kHighs) != 0;
+}
+
+bool byte_needs_escape(unsigned char c) noexcept { return c < 0x20 || c == '"' || c == '\\'; }
+
+void append_escape(std::string& out, unsigned char c) {
+  switch (c) {
+    case '"': out += "\\\""; break;
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    case '\b': out += "\\b"; break;
+    case '\f': out += "\\f"; break;
+    default:
+      out += "\\u00";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xF];
+  }
+}
+
 }  // namespace
 
 void append_json_string(std::string& out, std::string_view s) {
   out += '"';
+  // Runs of bytes that need no escape are copied whole; they are found 8 bytes at a time.
+  const char* p = s.data();
+  const size_t n = s.size();
   size_t run_start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    out.append(s.data() + run_start, i - run_start);
-    run_start = i + 1;
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        out += "\\u00";
-        out += kHex[c >> 4];
-        out += kHex[c & 0xF];
+  size_t i = 0;
+  while (i < n) {
+    if (n - i >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p + i, 8);
+      if (!word_needs_escape(w)) {
+        i += 8;
+        continue;
+      }
+    }
+    const size_t stop = std::min(n, i + 8);
+    for (; i < stop; ++i) {
+      const auto c = static_cast<unsigned char>(p[i]);
+      if (!byte_needs_escape(c)) continue;
+      out.append(p + run_start, i - run_start);
+      run_start = i + 1;
+      append_escape(out, c);
     }
   }
-  out.append(s.data() + run_start, s.size() - run_start);
+  out.append(p + run_start, n - run_start);
   out += '"';
 }
 
@@ -88,6 +125,18 @@ bool is_valid_utf8(std::string_view s) noexcept {
   return true;
 }
 
+namespace {
+
+// Every 12-bit value as its two base64 characters: one lookup per two output characters.
+constexpr std::array<std::array<char, 2>, 4096> make_b64_pairs() {
+  std::array<std::array<char, 2>, 4096> t{};
+  for (size_t i = 0; i < t.size(); ++i) t[i] = {kB64[i >> 6], kB64[i & 63]};
+  return t;
+}
+constexpr auto kB64Pairs = make_b64_pairs();
+
+}  // namespace
+
 void append_base64(std::string& out, std::string_view bytes) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();
@@ -97,10 +146,9 @@ void append_base64(std::string& out, std::string_view bytes) {
   size_t i = 0;
   for (; i + 3 <= n; i += 3) {
     const uint32_t v = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
-    *o++ = kB64[(v >> 18) & 63];
-    *o++ = kB64[(v >> 12) & 63];
-    *o++ = kB64[(v >> 6) & 63];
-    *o++ = kB64[v & 63];
+    std::memcpy(o, kB64Pairs[v >> 12].data(), 2);
+    std::memcpy(o + 2, kB64Pairs[v & 0xFFF].data(), 2);
+    o += 4;
   }
   if (n - i == 1) {
     const uint32_t v = uint32_t{p[i]} << 16;

@@ -3,7 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,64 @@ TEST_CASE("json_quote escapes what JSON requires and round-trips through a JSON 
     CAPTURE(c.in);
     CHECK(json_quote(c.in) == c.want);
     CHECK(nlohmann::json::parse(json_quote(c.in)).get<std::string>() == c.in);
+  }
+}
+
+namespace {
+
+// The escaping as the JSON grammar states it, one byte at a time.
+std::string reference_quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      static const std::map<unsigned char, std::string> kShort = {
+          {'\n', "\\n"}, {'\r', "\\r"}, {'\t', "\\t"}, {'\b', "\\b"}, {'\f', "\\f"}};
+      if (auto it = kShort.find(c); it != kShort.end()) {
+        out += it->second;
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\u%04x", c);
+        out += buf;
+      }
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+TEST_CASE("json_quote finds every byte to escape at every position of a word") {
+  // The fast path looks at 8 bytes at a time: put each byte value at each offset of strings of
+  // lengths around one and two words, among plain ASCII and among bytes of 0x80 and above.
+  for (const char filler : {'a', '\x80', '\xff', '\x7f', ' '}) {
+    for (size_t len = 1; len <= 19; ++len) {
+      for (size_t at = 0; at < len; ++at) {
+        for (int v = 0; v < 256; ++v) {
+          std::string s(len, filler);
+          s[at] = static_cast<char>(v);
+          CAPTURE(len);
+          CAPTURE(at);
+          CAPTURE(v);
+          REQUIRE(json_quote(s) == reference_quote(s));
+        }
+      }
+    }
+  }
+  std::mt19937 rng(7);
+  for (int i = 0; i < 2000; ++i) {
+    std::string s(rng() % 70, '\0');
+    for (auto& c : s) c = static_cast<char>(rng() % 4 == 0 ? rng() % 0x24 + 0x10 : rng() % 256);
+    CAPTURE(s);
+    REQUIRE(json_quote(s) == reference_quote(s));
+    std::string appended = "prefix";
+    append_json_string(appended, s);
+    REQUIRE(appended == "prefix" + reference_quote(s));
   }
 }
 
@@ -79,6 +140,29 @@ TEST_CASE("base64 matches RFC 4648 test vectors and round-trips") {
   std::string all;
   for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
   CHECK(base64_decode(base64_encode(all)) == all);
+  // Against RFC 4648 section 4 taken literally: the bits in order, six at a time.
+  const auto reference = [](const std::string& in) {
+    static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bits;
+    for (const char c : in) {
+      for (int b = 7; b >= 0; --b) bits += ((static_cast<unsigned char>(c) >> b) & 1) ? '1' : '0';
+    }
+    while (bits.size() % 6 != 0) bits += '0';
+    std::string out;
+    for (size_t i = 0; i < bits.size(); i += 6) out += kAlphabet[std::stoi(bits.substr(i, 6), nullptr, 2)];
+    while (out.size() % 4 != 0) out += '=';
+    return out;
+  };
+  std::mt19937 rng(11);
+  for (int i = 0; i < 3000; ++i) {
+    std::string in(rng() % 40, '\0');
+    for (auto& c : in) c = static_cast<char>(rng() % 256);
+    CAPTURE(in);
+    REQUIRE(base64_encode(in) == reference(in));
+    std::string appended = "x";
+    append_base64(appended, in);
+    REQUIRE(appended == "x" + reference(in));
+  }
 }
 
 TEST_CASE("base64_decode rejects malformed input") {
