@@ -7,9 +7,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <ctime>
 #include <mutex>
+#include <utility>
 
 #include "common/text.hpp"
 
@@ -48,14 +50,13 @@ void append_timestamp(std::string& out) {
   out.append(frac, sizeof frac);
 }
 
-void write_all(const std::string& s) {
+// Writes whole lines to stderr (or the test sink).
+void emit(const char* p, size_t left) {
   if (std::string* sink = g_sink.load()) {
     std::lock_guard<std::mutex> lock(g_sink_mu);
-    sink->append(s);
+    sink->append(p, left);
     return;
   }
-  const char* p = s.data();
-  size_t left = s.size();
   while (left > 0) {
     const ssize_t n = ::write(STDERR_FILENO, p, left);
     if (n < 0) {
@@ -65,6 +66,56 @@ void write_all(const std::string& s) {
     p += n;
     left -= static_cast<size_t>(n);
   }
+}
+
+constexpr size_t kMaxBatch = 64 * 1024;
+
+// Lines waiting for flush() while batching is on. The mutex is held across the write(2) so that
+// batches reach stderr in the order their lines were made.
+struct Batch {
+  std::mutex mu;
+  std::function<void()> schedule;  // empty: batching off
+  std::string pending;
+
+  // Writes what is pending; `mu` held.
+  void write_pending() {
+    emit(pending.data(), pending.size());
+    pending.clear();
+    if (pending.capacity() > 4 * kMaxBatch) pending.shrink_to_fit();
+  }
+};
+
+// Never destroyed (a line may still be logged while statics are torn down); at exit, batching
+// ends and what is pending is written.
+Batch& batch() {
+  static Batch* const b = [] {
+    auto* made = new Batch;
+    std::atexit([] { set_batching(nullptr); });
+    return made;
+  }();
+  return *b;
+}
+
+void write_all(const std::string& s, Level level) {
+  Batch& b = batch();
+  std::function<void()> schedule;
+  {
+    std::lock_guard<std::mutex> lock(b.mu);
+    if (!b.schedule) {
+      if (!b.pending.empty()) b.write_pending();
+      emit(s.data(), s.size());
+      return;
+    }
+    const bool first = b.pending.empty();
+    b.pending += s;
+    if (level >= Level::Warn || b.pending.size() >= kMaxBatch) {
+      b.write_pending();
+      return;
+    }
+    if (!first) return;  // a flush is already on its way
+    schedule = b.schedule;
+  }
+  schedule();  // outside the lock: it may run flush() at once
 }
 
 }  // namespace
@@ -91,47 +142,88 @@ std::string_view to_string(Level l) noexcept {
   return "info";
 }
 
-Line::Line(Level l, std::string_view msg) : on_(enabled(l)) {
+void set_batching(std::function<void()> schedule) {
+  Batch& b = batch();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.write_pending();
+  b.schedule = std::move(schedule);
+}
+
+void flush() {
+  Batch& b = batch();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.write_pending();
+}
+
+namespace {
+
+// Each thread builds its lines in one buffer that it keeps: no allocation per line. After the
+// thread's buffer is destroyed (thread exit), its lines use their own.
+thread_local bool t_buffer_gone = false;
+struct ThreadBuffer {
+  std::string text;
+  bool busy = false;
+  ~ThreadBuffer() { t_buffer_gone = true; }
+};
+thread_local ThreadBuffer t_buffer;
+
+}  // namespace
+
+Line::Line(Level l, std::string_view msg) : on_(enabled(l)), level_(l) {
   if (!on_) return;
-  buf_.reserve(256);
-  buf_ += "{\"ts\":\"";
-  append_timestamp(buf_);
-  buf_ += "\",\"level\":\"";
-  buf_ += to_string(l);
-  buf_ += "\",\"msg\":";
-  append_json_string(buf_, msg);
+  if (!t_buffer_gone && !t_buffer.busy) {
+    t_buffer.busy = true;
+    borrowed_ = true;
+    buf_ = &t_buffer.text;
+    buf_->clear();
+  } else {
+    buf_ = &own_;  // a line made while building another (say, from a kv argument)
+  }
+  std::string& b = *buf_;
+  b.reserve(256);
+  b += "{\"ts\":\"";
+  append_timestamp(b);
+  b += "\",\"level\":\"";
+  b += to_string(l);
+  b += "\",\"msg\":";
+  append_json_string(b, msg);
 }
 
 Line::~Line() {
   if (!on_) return;
-  buf_ += "}\n";
-  write_all(buf_);
+  *buf_ += "}\n";
+  write_all(*buf_, level_);
+  if (borrowed_) {
+    if (buf_->capacity() > 64 * 1024) std::string().swap(*buf_);  // one huge line is not kept
+    t_buffer.busy = false;
+  }
 }
 
 void Line::key(std::string_view k) {
-  buf_ += ',';
-  append_json_string(buf_, k);
-  buf_ += ':';
+  std::string& b = *buf_;
+  b += ",\"";
+  b += k;
+  b += "\":";
 }
 
 Line& Line::kv(std::string_view k, std::string_view value) {
   if (!on_) return *this;
   key(k);
-  append_json_string(buf_, is_valid_utf8(value) ? value : std::string_view("<invalid UTF-8>"));
+  append_json_string(*buf_, is_valid_utf8(value) ? value : std::string_view("<invalid UTF-8>"));
   return *this;
 }
 
 Line& Line::kv(std::string_view k, int64_t value) {
   if (!on_) return *this;
   key(k);
-  buf_ += std::to_string(value);
+  *buf_ += std::to_string(value);
   return *this;
 }
 
 Line& Line::kv(std::string_view k, uint64_t value) {
   if (!on_) return *this;
   key(k);
-  buf_ += std::to_string(value);
+  *buf_ += std::to_string(value);
   return *this;
 }
 
@@ -141,9 +233,9 @@ Line& Line::kv(std::string_view k, double value) {
   if (std::isfinite(value)) {
     char b[32];
     std::snprintf(b, sizeof b, "%.6g", value);
-    buf_ += b;
+    *buf_ += b;
   } else {
-    buf_ += "null";
+    *buf_ += "null";
   }
   return *this;
 }
@@ -151,7 +243,7 @@ Line& Line::kv(std::string_view k, double value) {
 Line& Line::kv(std::string_view k, bool value) {
   if (!on_) return *this;
   key(k);
-  buf_ += value ? "true" : "false";
+  *buf_ += value ? "true" : "false";
   return *this;
 }
 

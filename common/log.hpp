@@ -1,9 +1,11 @@
 // Structured logging for the shells (never the cores): one JSON object per line on stderr,
 //   {"ts":"2026-12-02T12:00:00.123Z","level":"info","msg":"cert reloaded","not_after":"..."}
-// Each line is written with a single write(2), so lines from different threads never interleave.
+// Each line is written whole by one write(2) (a batch of whole lines, see set_batching), so lines
+// from different threads never interleave.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,8 +23,18 @@ void set_level(Level level) noexcept;
 [[nodiscard]] std::optional<Level> parse_level(std::string_view text) noexcept;
 [[nodiscard]] std::string_view to_string(Level level) noexcept;
 
+// Batching, for a server whose event loop logs a line per request: while `schedule` is set, info
+// and debug lines are collected and written together by flush(), and the first line of a batch
+// calls `schedule`, which must arrange for flush() to run soon (the admission server posts it to
+// its event loop, so the lines of one turn of the loop share one write(2)). A warn or error line
+// is written at once together with every line before it, and so is a batch past 64 KiB. Setting
+// nullptr writes what is pending, and so does the end of the process (exit or return from main;
+// a crash loses at most the lines of the turn it happened in).
+void set_batching(std::function<void()> schedule);
+void flush();
+
 // Builds one line; written when destroyed, unless the level is disabled (then every call is a
-// cheap no-op). Keys must be plain identifiers; values are escaped.
+// cheap no-op). Keys must be plain identifiers (written as they are); values are escaped.
 class Line {
  public:
   Line(Level level, std::string_view msg);
@@ -44,7 +56,10 @@ class Line {
   void key(std::string_view k);  // appends ,"k":
 
   bool on_;
-  std::string buf_;
+  bool borrowed_ = false;  // buf_ is the thread's reusable buffer, not own_
+  Level level_;
+  std::string* buf_ = nullptr;
+  std::string own_;  // only when a line is built while another one on the same thread is
 };
 
 inline Line debug(std::string_view msg) { return Line(Level::Debug, msg); }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <sstream>
@@ -96,4 +97,116 @@ TEST_CASE("ts is the current UTC time to the millisecond, on every line") {
     ++n;
   }
   CHECK(n == bounds.size());
+}
+
+namespace {
+
+std::vector<std::string> messages_of(const std::string& sink) {
+  std::vector<std::string> out;
+  std::istringstream in(sink);
+  for (std::string line; std::getline(in, line);) out.push_back(json::parse(line)["msg"]);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("batching: info lines wait for flush, in order; warn, a full batch and the end write at once") {
+  std::string sink;
+  elog::set_sink_for_test(&sink);
+  elog::set_level(elog::Level::Info);
+  int scheduled = 0;
+  elog::set_batching([&] { ++scheduled; });
+
+  elog::info("one");
+  elog::info("two").kv("k", "v");
+  CHECK(sink.empty());
+  CHECK(scheduled == 1);  // once per batch, on its first line
+  elog::flush();
+  CHECK(messages_of(sink) == std::vector<std::string>{"one", "two"});
+
+  sink.clear();
+  elog::info("three");
+  CHECK(scheduled == 2);
+  elog::warn("four");  // never waits, and takes what is before it along
+  CHECK(messages_of(sink) == std::vector<std::string>{"three", "four"});
+
+  sink.clear();
+  const std::string big(1000, 'x');
+  int lines = 0;
+  while (sink.empty() && lines < 200) {
+    elog::info("big").kv("text", big);
+    ++lines;
+  }
+  CHECK(lines > 50);  // about 64 KiB of lines went out together
+  CHECK(lines < 70);
+  CHECK(messages_of(sink).size() == static_cast<size_t>(lines));
+
+  sink.clear();
+  elog::info("last");
+  elog::set_batching(nullptr);  // ending batching writes what is pending
+  CHECK(messages_of(sink) == std::vector<std::string>{"last"});
+  sink.clear();
+  elog::info("direct");
+  CHECK(messages_of(sink) == std::vector<std::string>{"direct"});
+  elog::set_sink_for_test(nullptr);
+}
+
+TEST_CASE("batching: a scheduler that flushes at once, and lines from many threads, lose nothing") {
+  std::string sink;
+  elog::set_sink_for_test(&sink);
+  elog::set_level(elog::Level::Info);
+  elog::set_batching([] { elog::flush(); });
+  elog::info("now");
+  CHECK(messages_of(sink) == std::vector<std::string>{"now"});
+
+  std::atomic<int> flushes{0};
+  elog::set_batching([&] { ++flushes; });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t] {
+      for (int i = 0; i < 500; ++i) {
+        elog::info("n").kv("t", t).kv("i", i);
+        if (i % 50 == 0) elog::flush();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  elog::set_batching(nullptr);
+  elog::set_sink_for_test(nullptr);
+  std::istringstream in(sink);
+  std::vector<int> next(4, 0);
+  size_t count = 0;
+  for (std::string line; std::getline(in, line);) {
+    const json j = json::parse(line);  // every line whole
+    if (j["msg"] != "n") continue;
+    const int t = j["t"];
+    CHECK(j["i"] == next[static_cast<size_t>(t)]);  // each thread's lines in its order
+    ++next[static_cast<size_t>(t)];
+    ++count;
+  }
+  CHECK(count == 2000);
+  CHECK(flushes.load() > 0);
+}
+
+TEST_CASE("a line built while another is being built on the same thread keeps both whole") {
+  std::string sink;
+  elog::set_sink_for_test(&sink);
+  elog::set_level(elog::Level::Info);
+  const auto inner = [] {
+    elog::info("inner").kv("k", "in");
+    return std::string("value");
+  };
+  elog::info("outer").kv("before", "b").kv("made", inner()).kv("after", "a");
+  elog::set_sink_for_test(nullptr);
+  std::istringstream in(sink);
+  std::string l1, l2;
+  REQUIRE(std::getline(in, l1));
+  REQUIRE(std::getline(in, l2));
+  const json a = json::parse(l1), b = json::parse(l2);
+  CHECK(a["msg"] == "inner");
+  CHECK(a["k"] == "in");
+  CHECK(b["msg"] == "outer");
+  CHECK(b["before"] == "b");
+  CHECK(b["made"] == "value");
+  CHECK(b["after"] == "a");
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -238,11 +239,15 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
     }
   }
 
+  // The admission lines of one turn of the event loop go out in one write(2), not one per request;
+  // warnings and errors are never held back (see log::set_batching).
+  log::set_batching([&ioc] { net::post(ioc, [] { log::flush(); }); });
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
   ioc.run();
   for (auto& t : pool) t.join();
+  log::set_batching(nullptr);  // writes what the last turn left
   reloader.stop();
   return kExitOk;
 }
