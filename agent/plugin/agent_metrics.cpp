@@ -12,6 +12,10 @@ constexpr const char* kPreStart = "PreStartContainer calls, by result";
 constexpr const char* kPodSetups = "SMC-R pod network namespace setups (PreStartContainer and resync), by result";
 constexpr const char* kPredictions =
     "Predictions of whether SMC-R can form for an SMC-R pod (at PreStartContainer and resync), by verdict and reason";
+constexpr const char* kSetupSteps =
+    "Time of each step of a configured SMC-R pod setup: kubelet's PodResources, the CRI runtime, the pod's netns, "
+    "the SMC-R prediction";
+std::vector<double> step_buckets() { return common::metrics::exponential_buckets(0.0001, 2, 18); }  // 100 us .. 13 s
 constexpr const char* kHostSetups = "SMC-R host setups (pnet entries and UEID), by result";
 constexpr const char* kPreload = "Installations of libsmc-preload.so into the host directory, by result";
 constexpr const char* kConnections =
@@ -42,6 +46,14 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
       pod_setup_seconds(r.histogram("erdma_agent_smcr_pod_setup_duration_seconds",
                                     "Time from PreStartContainer to a configured pod network namespace",
                                     common::metrics::exponential_buckets(0.0005, 2, 16))),
+      step_pod_resources_seconds(r.histogram("erdma_agent_smcr_pod_setup_step_duration_seconds", kSetupSteps,
+                                             step_buckets(), {{"step", "pod_resources"}})),
+      step_runtime_seconds(r.histogram("erdma_agent_smcr_pod_setup_step_duration_seconds", kSetupSteps, step_buckets(),
+                                       {{"step", "runtime"}})),
+      step_netns_seconds(r.histogram("erdma_agent_smcr_pod_setup_step_duration_seconds", kSetupSteps, step_buckets(),
+                                     {{"step", "netns"}})),
+      step_prediction_seconds(r.histogram("erdma_agent_smcr_pod_setup_step_duration_seconds", kSetupSteps,
+                                          step_buckets(), {{"step", "prediction"}})),
       host_setups_ok(r.counter("erdma_agent_smcr_host_setups_total", kHostSetups, {{"result", "ok"}})),
       host_setups_error(r.counter("erdma_agent_smcr_host_setups_total", kHostSetups, {{"result", "error"}})),
       host_setup_ops(r.counter("erdma_agent_smcr_host_setup_ops_total",

@@ -40,6 +40,11 @@ struct AgentMetrics {
   // erdma_agent_smcr_pod_setups_total{result}, indexed by PodSetupResult.
   std::array<common::metrics::Counter*, std::size(kAllPodSetupResults)> pod_setups{};
   common::metrics::Histogram& pod_setup_seconds;  // erdma_agent_smcr_pod_setup_duration_seconds (configured only)
+  // erdma_agent_smcr_pod_setup_step_duration_seconds{step}: where a configured setup's time went.
+  common::metrics::Histogram& step_pod_resources_seconds;  // {step="pod_resources"}
+  common::metrics::Histogram& step_runtime_seconds;        // {step="runtime"}
+  common::metrics::Histogram& step_netns_seconds;          // {step="netns"}
+  common::metrics::Histogram& step_prediction_seconds;     // {step="prediction"}
   common::metrics::Counter& host_setups_ok;       // erdma_agent_smcr_host_setups_total{result="ok"}
   common::metrics::Counter& host_setups_error;    // ... {result="error"} (incl. conflicts)
   common::metrics::Counter& host_setup_ops;       // erdma_agent_smcr_host_setup_ops_total

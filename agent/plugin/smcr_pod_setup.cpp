@@ -10,6 +10,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+std::chrono::microseconds since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+}
+
 PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message) {
   out.result = r;
   out.message = std::move(message);
@@ -41,7 +45,12 @@ Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const
                                Clock::time_point deadline) {
   const auto outcome = set_up(device_ids, deadline);
   if (metrics_ != nullptr && outcome.result == PodSetupResult::Configured) {
-    metrics_->pod_setup_seconds.observe(std::chrono::duration<double>(outcome.duration).count());
+    const auto seconds = [](std::chrono::microseconds us) { return std::chrono::duration<double>(us).count(); };
+    metrics_->pod_setup_seconds.observe(seconds(outcome.duration));
+    metrics_->step_pod_resources_seconds.observe(seconds(outcome.steps.pod_resources));
+    metrics_->step_runtime_seconds.observe(seconds(outcome.steps.runtime));
+    metrics_->step_netns_seconds.observe(seconds(outcome.steps.netns));
+    metrics_->step_prediction_seconds.observe(seconds(outcome.steps.prediction));
   }
   report("PreStartContainer", outcome);
   return {};  // never fails the container: without the setup SMC falls back to TCP
@@ -64,6 +73,7 @@ PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids,
   };
   PodSetupOutcome out;
   auto pods = pods_.list(deadline);
+  out.steps.pod_resources = since(t0);
   if (!pods) {
     return finish(with(out, pods.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout
                                                                                : PodSetupResult::Failed,
@@ -78,7 +88,9 @@ PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids,
   if (pod->namespace_.empty() || pod->name.empty()) {
     return finish(with(out, PodSetupResult::Failed, "kubelet lists the devices for a pod without namespace or name"));
   }
+  const auto t_list = Clock::now();
   auto list = sandboxes_.list_ready(deadline);
+  out.steps.runtime = since(t_list);
   if (!list) {
     return finish(with(out, list.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout
                                                                                : PodSetupResult::Failed,
@@ -96,7 +108,9 @@ PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids,
 
 PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out) {
   out.sandbox = sandbox_id;
+  const auto t_status = Clock::now();
   auto status = sandboxes_.status(sandbox_id, deadline);
+  out.steps.runtime += since(t_status);
   if (!status) {
     const auto code = status.error().code;
     return with(out,
@@ -112,7 +126,11 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   const auto choice = choose_pod_netns(sandbox_facts_of(st, cfg_.proc_root));
   if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
     out = with(out, stop->result, stop->message);
-    if (stop->result == PodSetupResult::HostNetwork) out.prediction = predict(std::nullopt, deadline);
+    if (stop->result == PodSetupResult::HostNetwork) {
+      const auto t_predict = Clock::now();
+      out.prediction = predict(std::nullopt, deadline);
+      out.steps.prediction = since(t_predict);
+    }
     return out;
   }
   const NetnsRef ref = NetnsRef::of_path(std::get<std::string>(choice));
@@ -130,7 +148,9 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   if (auto stop = refuse_pod_netns(target)) return with(out, stop->result, stop->message);
 
   PodNetnsPlan plan{*entry, cfg_.smcr.sysctls, true, cfg_.proc_root};
+  const auto t_netns = Clock::now();
   auto done = configurator_.configure(ref, plan, deadline);
+  out.steps.netns = since(t_netns);
   if (!done) return with(out, result_of(done.error()), done.error().message);
   {
     std::lock_guard lock(mu_);
@@ -139,7 +159,9 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   }
   out = with(out, PodSetupResult::Configured,
              describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
+  const auto t_predict = Clock::now();
   out.prediction = predict(ref, deadline);
+  out.steps.prediction = since(t_predict);
   return out;
 }
 
@@ -196,6 +218,13 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o) {
   if (!o.sandbox.empty()) line.kv("sandbox", o.sandbox);
   if (!o.netns.empty()) line.kv("netns", o.netns);
   line.kv("us", static_cast<int64_t>(o.duration.count()));
+  const auto step = [&line](const char* key, std::chrono::microseconds us) {
+    if (us.count() > 0) line.kv(key, static_cast<int64_t>(us.count()));
+  };
+  step("podresources_us", o.steps.pod_resources);
+  step("runtime_us", o.steps.runtime);
+  step("netns_us", o.steps.netns);
+  step("predict_us", o.steps.prediction);
   if (!o.message.empty()) line.kv(o.result == PodSetupResult::Configured ? "set" : "reason", o.message);
   if (o.prediction) {
     line.kv("smcr", to_string(o.prediction->verdict)).kv("smcr_reason", to_string(o.prediction->reason));

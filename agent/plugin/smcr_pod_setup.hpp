@@ -35,6 +35,14 @@ struct PodSetupOutcome {
   // Whether SMC-R can form for the pod (Configured and HostNetwork only).
   std::optional<SmcrPrediction> prediction;
   std::chrono::microseconds duration{0};
+  // Where the time went, per step (zero for a step that did not run); logged beside "us" so a
+  // slow setup says which answer or which kernel work it waited for.
+  struct Steps {
+    std::chrono::microseconds pod_resources{0};  // kubelet's PodResources List
+    std::chrono::microseconds runtime{0};        // CRI ListPodSandbox and PodSandboxStatus
+    std::chrono::microseconds netns{0};          // pnet entry and sysctls inside the pod's netns
+    std::chrono::microseconds prediction{0};     // the SMC-R prediction's rtnetlink and sysfs reads
+  } steps;
 };
 
 // A pod netns the agent configured (for the kernel statistics it holds).

@@ -356,13 +356,26 @@ burst_accounted() {
   [ "$(( ${c:-0} - 1 + ${t:-0} ))" = "$BURST" ] && [ "$(( ${c:-0} - 1 ))" = "$(echo $configured_burst | wc -w)" ]
 }
 check "metrics account for every pod of the burst: configured (as logged) + timeout = $BURST" burst_accounted
-hooks=$(grep '"result":"configured"' "$W/agent.log" | grep '"namespace":"burst"\|burst/' |
-  sed -n 's/.*"us":\([0-9]*\).*/\1/p' | sort -n)
-hook_p50=$(echo "$hooks" | awk 'NF {v[n++] = $1} END {if (n) print v[int((n + 1) / 2) - 1]}')
-hook_p99=$(echo "$hooks" | awk 'NF {v[n++] = $1} END {if (n) {r = int((99 * n + 99) / 100); print v[r - 1]}}')
+pctl() {  # P: the P-th percentile (nearest rank) of the numbers on stdin
+  sort -n | awk -v p="$1" 'NF {v[n++] = $1} END {if (n) {r = int((p * n + 99) / 100); print v[(r < 1 ? 1 : r) - 1]}}'
+}
+burst_field() {  # KEY: the numeric field KEY of every configured setup of the burst
+  grep '"result":"configured"' "$W/agent.log" | grep 'burst/' | sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p"
+}
+hooks=$(burst_field us)
+hook_p50=$(echo "$hooks" | pctl 50)
+hook_p99=$(echo "$hooks" | pctl 99)
 log "burst of $BURST: at the fake kubelet $(cat "$W/burst.out" | tail -1); in the hook p50 ${hook_p50:-?} us, p99 ${hook_p99:-?} us over $(echo "$hooks" | grep -c .) lines"
+# Where the hook's time went (the log line's per-step fields), p50 and p99 of each step.
+burst_steps=""
+for step in podresources runtime netns predict; do
+  burst_steps="$burst_steps ${step}_p50_us=$(burst_field "${step}_us" | pctl 50) ${step}_p99_us=$(burst_field "${step}_us" | pctl 99)"
+done
+log "burst of $BURST, the hook's steps:$burst_steps"
+check "every configured setup of the burst logs the time of each of its steps" \
+  [ -n "$configured_burst" -a "$(grep '"result":"configured"' "$W/agent.log" | grep 'burst/' | grep '"podresources_us":' | grep '"runtime_us":' | grep '"netns_us":' | grep -c '"predict_us":')" = "$(echo $configured_burst | wc -w)" ]
 log "agent memory: VmRSS ${rss_before:-?} kB before the burst, ${rss_after:-?} kB after; VmHWM ${hwm_before:-?} -> ${hwm_after:-?} kB"
-echo "RESULT burst=$BURST configured=$(echo $configured_burst | wc -w) $(jq_py "$W/burst.out" '"p50_ms=%s p99_ms=%s max_ms=%s wall_ms=%s" % (d["p50_ms"], d["p99_ms"], d["max_ms"], d["wall_ms"])') hook_p50_us=${hook_p50:-} hook_p99_us=${hook_p99:-} agent_rss_kb_before=${rss_before:-} agent_rss_kb_after=${rss_after:-} agent_hwm_kb=${hwm_after:-}" >> "$VMOUT/results.txt"
+echo "RESULT burst=$BURST configured=$(echo $configured_burst | wc -w) $(jq_py "$W/burst.out" '"p50_ms=%s p99_ms=%s max_ms=%s wall_ms=%s" % (d["p50_ms"], d["p99_ms"], d["max_ms"], d["wall_ms"])') hook_p50_us=${hook_p50:-} hook_p99_us=${hook_p99:-} agent_rss_kb_before=${rss_before:-} agent_rss_kb_after=${rss_after:-} agent_hwm_kb=${hwm_after:-}$burst_steps" >> "$VMOUT/results.txt"
 for i in $(seq 1 $BURST); do ip netns del "b$i"; done
 
 # --- a preloaded client and server ---------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include "agent/plugin/plugin_runtime.hpp"
 #include "agent/proto/cri_runtime_v1.pb.h"
 #include "agent/sys/pod_sources.hpp"
+#include "common/log.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
@@ -555,6 +556,54 @@ TEST_CASE("an unreachable or misbehaving kubelet or runtime fails the setup, nev
   CHECK(out.message == kNoSmcMessage);
   h.tables.no_smc = false;
   CHECK(h.metrics.pre_start_error.value() == 0);
+}
+
+TEST_CASE("a setup says which step its time went to, in its log line and its metrics") {
+  PodHarness h;
+  h.add_pod("ns", "a", {"erdma_0-0"});
+  std::string lines;
+  common::log::set_sink_for_test(&lines);
+  struct Restore {
+    ~Restore() { common::log::set_sink_for_test(nullptr); }
+  } restore;
+
+  SUBCASE("configured: every step is timed and observed once") {
+    REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
+    for (const char* key : {"\"podresources_us\":", "\"runtime_us\":", "\"netns_us\":", "\"predict_us\":"}) {
+      CHECK_MESSAGE(lines.find(key) != std::string::npos, key << " in " << lines);
+    }
+    CHECK(h.metrics.step_pod_resources_seconds.count() == 1);
+    CHECK(h.metrics.step_runtime_seconds.count() == 1);
+    CHECK(h.metrics.step_netns_seconds.count() == 1);
+    CHECK(h.metrics.step_prediction_seconds.count() == 1);
+    // The steps are parts of the whole.
+    CHECK(h.metrics.step_pod_resources_seconds.sum() + h.metrics.step_runtime_seconds.sum() +
+              h.metrics.step_netns_seconds.sum() + h.metrics.step_prediction_seconds.sum() <=
+          h.metrics.pod_setup_seconds.sum());
+  }
+  SUBCASE("a hung runtime: the wait is charged to the runtime, later steps never ran") {
+    h.cri.set_list_behaviour(Behaviour{true, std::nullopt});
+    const auto out = h.hook->set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 400ms);
+    h.cri.set_list_behaviour({});
+    CHECK(out.result == PodSetupResult::Timeout);
+    CHECK(out.steps.runtime >= 300ms);
+    CHECK(out.steps.pod_resources < out.steps.runtime);
+    CHECK(out.steps.netns.count() == 0);
+    CHECK(out.steps.prediction.count() == 0);
+    CHECK(out.duration >= out.steps.pod_resources + out.steps.runtime);
+  }
+  SUBCASE("a failed PodResources call: only its own step is logged") {
+    h.podres.set_behaviour(Behaviour{false, grpc::StatusCode::PERMISSION_DENIED});
+    REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    h.podres.set_behaviour({});
+    CHECK(setups(h.metrics, PodSetupResult::Failed) == 1);
+    CHECK(lines.find("\"podresources_us\":") != std::string::npos);
+    CHECK(lines.find("\"runtime_us\":") == std::string::npos);
+    CHECK(lines.find("\"netns_us\":") == std::string::npos);
+    // Only configured setups feed the histograms.
+    CHECK(h.metrics.step_pod_resources_seconds.count() == 0);
+  }
 }
 
 TEST_CASE("malformed answers from kubelet and the runtime are refused with a reason") {
