@@ -11,7 +11,10 @@
 # Usage: test/vm/two-nodes.sh [BUILD_DIR]   (default: build; it must hold erdma-agent,
 #        erdma-webhook and libsmc-preload.so, e.g. from scripts/build.sh)
 # Environment: TWO_NODES_DEADLINE (seconds, default 1500) bounds the whole run; TWO_NODES_ACCEL=kvm
-# tries KVM instead of TCG (see test/vm/two-nodes/FINDINGS.md: it does not boot on nested KVM).
+# tries KVM instead of TCG (see test/vm/two-nodes/FINDINGS.md: it does not boot on nested KVM);
+# TWO_NODES_LATENCY_PODS=N (default 0, at most 100) adds a latency run: N more SMC-R pods started
+# one after another, split between the nodes, with PreStartContainer's p50/p99 and the agent's
+# per-step times in the summary (give it TWO_NODES_DEADLINE to match: seconds per pod under TCG).
 # Needs: qemu-system-x86, busybox-static, kmod, cpio, containerd, runc, containernetworking-plugins,
 # kubectl, /usr/bin/python3 with python3-yaml (scripts/install-deps.sh installs them all).
 # Output: each node's checks (PASS:/FAIL:), a summary block, and "N passed, M failed" as the last
@@ -23,6 +26,11 @@ src=$(cd "$here/../.." && pwd)
 build=$(cd "$src" && realpath -m "${1:-build}")
 start=$SECONDS
 deadline=${TWO_NODES_DEADLINE:-1500}
+latency_pods=${TWO_NODES_LATENCY_PODS:-0}
+case "$latency_pods" in
+  '' | *[!0-9]*) echo "two-nodes: TWO_NODES_LATENCY_PODS must be a number of pods (0-100), not \"$latency_pods\"" >&2; exit 2 ;;
+esac
+[ "$latency_pods" -le 100 ] || { echo "two-nodes: TWO_NODES_LATENCY_PODS=$latency_pods: at most 100 (each node has 64 eRDMA slots, and the other phases use some)" >&2; exit 2; }
 PY=/usr/bin/python3
 host_passed=0
 host_failed=0
@@ -158,7 +166,7 @@ boot_vm() {  # ROLE NETDEV-OPTION
     -nographic -no-reboot -pidfile "$out/qemu.pid" \
     -netdev "socket,id=n0,$net" -device "virtio-net-pci,netdev=n0,mac=52:54:00:77:00:0$role" \
     -kernel "$kdir/boot/vmlinuz-$kver" -initrd "$work/initrd.cpio.gz" \
-    -append "console=ttyS0 loglevel=4 panic=-1 stage2=$here/stage2.sh vmout=$out scenario=$here/two-nodes/node.sh kdir=$kdir kver=$kver build=$build src=$src role=$role shared=$shared pods=$work/pods images=$work/images SCENARIO_TIMEOUT=$((qemu_secs - 40))" \
+    -append "console=ttyS0 loglevel=4 panic=-1 stage2=$here/stage2.sh vmout=$out scenario=$here/two-nodes/node.sh kdir=$kdir kver=$kver build=$build src=$src role=$role shared=$shared pods=$work/pods images=$work/images SCENARIO_TIMEOUT=$((qemu_secs - 40)) LATENCY_PODS=$latency_pods" \
     -virtfs "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" \
     -virtfs "local,path=$out,mount_tag=vmout,security_model=none,multidevs=remap" \
     -virtfs "local,path=$shared,mount_tag=shared,security_model=none,multidevs=remap" \

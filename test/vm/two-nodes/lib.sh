@@ -11,6 +11,9 @@ check() {  # DESCRIPTION CMD...: PASS when CMD succeeds
   if "$@"; then pass "$desc"; else fail "$desc"; return 1; fi
 }
 result() { echo "node$ME $*" >> "$VMOUT/results.txt"; }  # a line for the host's summary block
+pctl() {  # P FILE: the P-th percentile (nearest rank) of the numbers in FILE (awk: python costs seconds under TCG)
+  sort -n "$2" | awk -v p="$1" 'NF {v[n++] = $1} END {if (n) {r = int((p * n + 99) / 100); print v[(r < 1 ? 1 : r) - 1]}}'
+}
 # run NAME SECONDS CMD...: CMD bounded, output in $W/NAME.out and shown indented in the log.
 run() {
   name=$1
