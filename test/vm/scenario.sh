@@ -533,7 +533,7 @@ rdma statistic show 2>/dev/null | head -4 | sed 's/^/    /'
 echo "$passed passed, $failed failed"
 
 # --- reported, not required -----------------------------------------------------------------------
-# Both run last: a failed SMC-R link can leave kernel state behind that no later check should see.
+# It runs last: a failed SMC-R link can leave kernel state behind that no later check should see.
 # Bounded tightly (EXCHANGE_LIMIT); the verdict above is already written.
 EXCHANGE_LIMIT=30
 export EXCHANGE_LIMIT
@@ -551,21 +551,9 @@ one_reason=$(echo "$orow" | grep -oE '[A-Z_0-9]+ \(0x[0-9a-f]{8}\)' | cut -d' ' 
 one_line=$(grep -E '^(OK|MISMATCH|FAIL|ERROR)' "$W/onepnet.client" | head -1)
 log "INFO one PNETID (ERDMA) for rxe0 and rxe1: client socket ${one_mode:-none} ${one_reason:-}; client said: ${one_line:-nothing} (exit $one_rc)"
 echo "RESULT one_pnetid_mode=${one_mode:-none} reason=${one_reason:-none} client=$(echo "$one_line" | cut -d' ' -f1)" >> "$VMOUT/results.txt"
-# 2. SMC-R from the pod's netns (eth0 -> ERDMA there, ERDMA on both rxe devices here) to a server
-#    in init_net. rxe sends and receives in init_net only and its GIDs are on veth0/veth1, not on
-#    the pod's subnet, so a fallback is the expected answer.
-exchange podtcp 1048576 "" pod1
-podtcp_line=$(grep -E '^(OK|MISMATCH)' "$W/podtcp.client" | head -1)
-log "INFO pod netns -> init_net, plain TCP (no preload): ${podtcp_line:-no answer}"
-echo "RESULT pod_tcp=$(echo "${podtcp_line:-none}" | cut -d' ' -f1)" >> "$VMOUT/results.txt"
-exchange podsmc 1048576 auto pod1
-pod_rc=$?
-prow=$(client_row podsmc '10\.99\.1\.2')
-pod_mode=$(echo "$prow" | awk '{print $2}')
-pod_reason=$(echo "$prow" | grep -oE '[A-Z_0-9]+ \(0x[0-9a-f]{8}\)' | cut -d' ' -f1)
-pod_line=$(grep -E '^(OK|MISMATCH|FAIL|ERROR)' "$W/podsmc.client" | head -1)
-log "INFO pod netns -> init_net: client socket ${pod_mode:-none} ${pod_reason:-}; client said: ${pod_line:-nothing} (exit $pod_rc)"
-echo "RESULT pod_mode=${pod_mode:-none} reason=${pod_reason:-none} client=$(echo "$pod_line" | cut -d' ' -f1)" >> "$VMOUT/results.txt"
+# SMC-R from a pod's own netns is the two-node test's (test/vm/two-nodes.sh): here rxe sends and
+# receives in init_net only and its GIDs are not on the pod's subnet, so such an exchange could only
+# wait out its timeouts (about 140 s under TCG) to show a fallback that test checks on real CNI.
 stop_agent
 dmesg | grep -E 'smc:' | tail -8 | sed 's/^/    dmesg| /'
 log "INFO done"
