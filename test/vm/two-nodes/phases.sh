@@ -411,43 +411,42 @@ fi
 # TWO_NODES_LATENCY_PODS=N (two-nodes.sh): N more SMC-R pods in the pod subnet, one after another,
 # split between the nodes (node 1 takes the odd ones), each configured by the agent on a real
 # containerd. Off in the test suite: under TCG each pod costs seconds of emulated CPU.
+# hook_steps PREFIX [SKIP_PREFIX]: p50 and p99 of the hook's total and per-step times (its log
+# line's fields) over the configured PreStartContainer setups of pods team-a/PREFIX*, leaving out
+# team-a/SKIP_PREFIX*
+hook_steps() {
+  agent_log | grep '"msg":"SMC-R pod setup"' | grep '"trigger":"PreStartContainer"' | grep '"result":"configured"' |
+    grep "\"pod\":\"team-a/$1" | grep -v "\"pod\":\"team-a/${2:-//}" > "$W/setups.log"
+  hs="over $(wc -l < "$W/setups.log") configured setups:"
+  for st in us podresources_us runtime_us netns_us predict_us; do
+    sed -n "s/.*\"$st\":\([0-9]*\).*/\1/p" "$W/setups.log" > "$W/step.txt"
+    [ -s "$W/step.txt" ] && hs="$hs $st p50 $(pctl 50 "$W/step.txt") p99 $(pctl 99 "$W/step.txt")"
+  done
+  echo "$hs"
+}
 if [ "${LATENCY_PODS:-0}" -gt 0 ]; then
   t_lat=$(now)
-  lat_ms=$W/latency-ms.txt
-  : > "$lat_ms"
   lat_ok=0
+  all_ms=$PRESTART
+  PRESTART=$W/latency-ms.txt  # run_pod records these pods' latencies here, apart from the phases'
+  : > "$PRESTART"
   i=$ME
   while [ "$i" -le "$LATENCY_PODS" ]; do
-    before=$(wc -l < "$PRESTART")
-    if run_pod "lat-$i" smcr-pod.yaml && pod_configured_host "lat-$i"; then
-      lat_ok=$((lat_ok + 1))
-      tail -n +"$((before + 1))" "$PRESTART" >> "$lat_ms"
-    fi
+    run_pod "lat-$i" smcr-pod.yaml && pod_configured_host "lat-$i" && lat_ok=$((lat_ok + 1))
     i=$((i + 2))
   done
   lat_n=$(( (LATENCY_PODS - ME) / 2 + 1 ))
   check "latency run: all $lat_n of this node's pods started and configured ($lat_ok; $(since "$t_lat") s)" [ "$lat_ok" = "$lat_n" ]
-  agent_log | grep '"msg":"SMC-R pod setup"' | grep '"result":"configured"' | grep '"pod":"team-a/lat-' > "$W/lat-setups.log"
-  lat_steps=""
-  for st in us podresources_us runtime_us netns_us predict_us; do
-    sed -n "s/.*\"$st\":\([0-9]*\).*/\1/p" "$W/lat-setups.log" > "$W/step.txt"
-    [ -s "$W/step.txt" ] && lat_steps="$lat_steps $st p50 $(pctl 50 "$W/step.txt") p99 $(pctl 99 "$W/step.txt")"
-  done
-  result "latency run: PreStartContainer at the kubelet stand-in over $(wc -l < "$lat_ms") pods: p50 $(pctl 50 "$lat_ms") ms, p99 $(pctl 99 "$lat_ms") ms (all: $(tr '\n' ' ' < "$lat_ms"))"
-  result "latency run: the agent's hook over $(wc -l < "$W/lat-setups.log") setups:$lat_steps"
+  result "latency run: PreStartContainer at the kubelet stand-in over $(wc -l < "$PRESTART") pods: p50 $(pctl 50 "$PRESTART") ms, p99 $(pctl 99 "$PRESTART") ms (all: $(tr '\n' ' ' < "$PRESTART"))"
+  result "latency run: the agent's hook $(hook_steps lat-)"
+  PRESTART=$all_ms
 fi
 
 # --- g. numbers ------------------------------------------------------------------------------------------------
 if [ -s "$PRESTART" ]; then
   result "PreStartContainer latency on containerd: p50 $($KJ p50 "$PRESTART") ms over $(wc -l < "$PRESTART") pods (all: $(tr '\n' ' ' < "$PRESTART"))"
-  # where the agent's hook spent it: the per-step fields of its configured setups' log lines
-  agent_log | grep '"msg":"SMC-R pod setup"' | grep '"trigger":"PreStartContainer"' | grep '"result":"configured"' > "$W/setups.log"
-  steps=""
-  for st in us podresources_us runtime_us netns_us predict_us; do
-    sed -n "s/.*\"$st\":\([0-9]*\).*/\1/p" "$W/setups.log" > "$W/step.txt"
-    [ -s "$W/step.txt" ] && steps="$steps $st p50 $(pctl 50 "$W/step.txt")"
-  done
-  result "the agent's hook over $(wc -l < "$W/setups.log") configured setups:$steps"
+  # where the agent's hook spent it (the latency run's pods, if any, are reported apart above)
+  result "the agent's hook $(hook_steps '' lat-)"
 fi
 barrier end 600
 agent_log > "$VMOUT/agent.log"
