@@ -25,13 +25,6 @@ int64_t ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration_cast<milliseconds>(b - a).count();
 }
 
-// (device, inode) of a file, {0, 0} when it does not exist.
-std::pair<uint64_t, uint64_t> file_id(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return {0, 0};
-  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-}
-
 std::string health_summary(const RdmaDevice& d) {
   std::string s;
   for (const auto& p : d.ports) s += (s.empty() ? "" : ",") + std::to_string(p.number) + ":" + std::string(to_string(p.state));
@@ -173,7 +166,6 @@ void PluginRuntime::serve() {
 
 void PluginRuntime::try_register() {
   const Registration reg{cfg_.kubelet_socket_path(), kPluginSocketName, cfg_.resource_name};
-  const auto kubelet_id = file_id(reg.kubelet_socket);
   auto s = register_with_kubelet(reg, timing_.register_timeout);
   if (!s) {
     if (metrics_ != nullptr) metrics_->registrations_error.inc();
@@ -189,7 +181,7 @@ void PluginRuntime::try_register() {
   last_register_error_.clear();
   need_register_ = false;
   backoff_ = milliseconds(0);
-  registered_kubelet_ = kubelet_id;
+  registered_kubelet_ = *s;
   registered_ = true;
   if (metrics_ != nullptr) metrics_->registrations_ok.inc();
   auto line = log::info("registered with kubelet");
@@ -259,7 +251,7 @@ void PluginRuntime::handle_inotify() {
         }
       } else if (name == kKubeletSocketName && (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
         // Events can arrive after the registration they would trigger already happened.
-        if (registered_ && file_id(cfg_.kubelet_socket_path()) == registered_kubelet_) continue;
+        if (registered_ && socket_file_id(cfg_.kubelet_socket_path()) == registered_kubelet_) continue;
         kubelet_restart_seen("kubelet.sock created");
         if (!server_.socket_is_ours()) need_serve_ = true;
         need_register_ = true;

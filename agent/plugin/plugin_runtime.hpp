@@ -97,9 +97,9 @@ class PluginRuntime {
   std::chrono::steady_clock::time_point next_register_{};
   std::chrono::milliseconds backoff_{0};
   std::optional<std::chrono::steady_clock::time_point> restart_seen_at_;
-  // kubelet.sock (device, inode) at the last successful registration: a creation event for the
+  // The kubelet.sock file the last successful registration reached: a creation event for the
   // socket we already registered with is not a new kubelet.
-  std::pair<uint64_t, uint64_t> registered_kubelet_{0, 0};
+  SocketFileId registered_kubelet_;
   std::vector<std::string> last_notes_;
   std::string last_serve_error_, last_register_error_, last_scan_error_;
   bool watch_error_logged_ = false;

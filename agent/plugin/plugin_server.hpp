@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -56,9 +57,23 @@ struct Registration {
 // so stderr stays one JSON object per line. Call once, before any gRPC object exists.
 void route_grpc_logs();
 
+// Which kubelet socket file a registration went to: device, inode and change time. Inode numbers
+// are reused once a file is deleted; the change time tells a socket created later apart.
+struct SocketFileId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  int64_t ctime_ns = 0;
+  friend bool operator==(const SocketFileId&, const SocketFileId&) = default;
+};
+
+// The id of the file at `path` now; all zero when there is none.
+[[nodiscard]] SocketFileId socket_file_id(const std::string& path);
+
 // Calls kubelet's Registration.Register (version "v1beta1", the plugin's options). Bounded by
-// `timeout`. Errors: Unavailable when kubelet is not listening, otherwise the gRPC status
-// kubelet answered with, e.g. for a resource name it refuses.
-[[nodiscard]] Status register_with_kubelet(const Registration& reg, std::chrono::milliseconds timeout);
+// `timeout`. The connection goes through a descriptor of the socket file opened first, so the
+// answer names the very file registered with, even when kubelet replaces it during the call.
+// Errors: Unavailable when kubelet.sock is missing, not a socket or nobody listens on it,
+// otherwise the gRPC status kubelet answered with, e.g. for a resource name it refuses.
+[[nodiscard]] Result<SocketFileId> register_with_kubelet(const Registration& reg, std::chrono::milliseconds timeout);
 
 }  // namespace erdma::agent

@@ -486,6 +486,61 @@ TEST_CASE("kubelet restart: the socket is recreated and the plugin registers aga
   CHECK(h.kubelet.registration_count() == 3);
 }
 
+TEST_CASE("a registration names the kubelet socket file it reached, and refuses what is no kubelet") {
+  TempDir dir;
+  const Registration reg{dir.path() + "/kubelet.sock", kPluginSocketName, "aliyun/erdma"};
+  auto id_of = [](const std::string& path) {
+    const auto id = socket_file_id(path);
+    REQUIRE(id.ino != 0);
+    return id;
+  };
+  SUBCASE("a listening kubelet: its file, and kubelet has the request") {
+    FakeKubelet kubelet(dir.path());
+    kubelet.start();
+    const auto r = register_with_kubelet(reg, 2000ms);
+    REQUIRE(r.ok());
+    CHECK(*r == id_of(reg.kubelet_socket));
+    CHECK(kubelet.registration_count() == 1);
+    // After a restart the file is another one (its inode number may be reused), and the answer says so.
+    kubelet.restart();
+    const auto again = register_with_kubelet(reg, 2000ms);
+    REQUIRE(again.ok());
+    CHECK(*again == id_of(reg.kubelet_socket));
+    CHECK_FALSE(*again == *r);
+  }
+  SUBCASE("no kubelet.sock") {
+    const auto r = register_with_kubelet(reg, 2000ms);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::Unavailable);
+    CHECK(r.error().message.find(reg.kubelet_socket) != std::string::npos);
+    CHECK(r.error().message.find("cannot open it") != std::string::npos);
+  }
+  SUBCASE("a regular file in its place") {
+    std::FILE* f = std::fopen(reg.kubelet_socket.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fclose(f);
+    const auto r = register_with_kubelet(reg, 2000ms);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::Unavailable);
+    CHECK(r.error().message.find("not a unix socket") != std::string::npos);
+  }
+  SUBCASE("a socket file nobody listens on (kubelet gone, file left behind)") {
+    FakeKubelet kubelet(dir.path());
+    kubelet.start();
+    const auto live = id_of(reg.kubelet_socket);
+    // Keep a hard link to the socket file: stop() removes the path, the link keeps the inode.
+    const std::string stale = dir.path() + "/stale.sock";
+    REQUIRE(::link(reg.kubelet_socket.c_str(), stale.c_str()) == 0);
+    kubelet.stop();
+    REQUIRE(::rename(stale.c_str(), reg.kubelet_socket.c_str()) == 0);
+    CHECK(id_of(reg.kubelet_socket).ino == live.ino);  // the same inode (link and rename change ctime)
+    const auto r = register_with_kubelet(reg, 2000ms);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::Unavailable);
+    CHECK(r.error().message.find(reg.kubelet_socket) != std::string::npos);
+  }
+}
+
 TEST_CASE("the plugin socket deleted on its own is recreated and registered again") {
   Harness h;
   std::filesystem::remove(h.cfg.plugin_socket_path());
