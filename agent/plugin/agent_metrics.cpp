@@ -14,7 +14,7 @@ constexpr const char* kPredictions =
     "Predictions of whether SMC-R can form for an SMC-R pod (at PreStartContainer and resync), by verdict and reason";
 constexpr const char* kSetupSteps =
     "Time of each step of a configured SMC-R pod setup: kubelet's PodResources, the CRI runtime, the pod's netns, "
-    "the SMC-R prediction";
+    "and the SMC-R prediction (made after kubelet's answer)";
 std::vector<double> step_buckets() { return common::metrics::exponential_buckets(0.0001, 2, 18); }  // 100 us .. 13 s
 constexpr const char* kHostSetups = "SMC-R host setups (pnet entries and UEID), by result";
 constexpr const char* kPreload = "Installations of libsmc-preload.so into the host directory, by result";
@@ -61,7 +61,9 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
       preload_installed(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "installed"}})),
       preload_unchanged(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "unchanged"}})),
       preload_error(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "error"}})),
-      smcr_pods(r.gauge("erdma_agent_smcr_pods", "SMC-R pod network namespaces configured by the agent and still there")) {
+      smcr_pods(r.gauge("erdma_agent_smcr_pods", "SMC-R pod network namespaces configured by the agent and still there")),
+      smcr_predictions_pending(r.gauge("erdma_agent_smcr_pod_predictions_pending",
+                                       "SMC-R predictions queued after PreStartContainer answered, not yet logged")) {
   for (auto result : kAllPodSetupResults) {
     pod_setups[static_cast<size_t>(result)] =
         &r.counter("erdma_agent_smcr_pod_setups_total", kPodSetups, {{"result", std::string(to_string(result))}});

@@ -52,6 +52,7 @@ struct AgentMetrics {
   common::metrics::Counter& preload_unchanged;    // ... {result="unchanged"}
   common::metrics::Counter& preload_error;        // ... {result="error"}
   common::metrics::Gauge& smcr_pods;              // erdma_agent_smcr_pods (configured pod netns alive)
+  common::metrics::Gauge& smcr_predictions_pending;  // erdma_agent_smcr_pod_predictions_pending
   // erdma_agent_smcr_pod_prediction_total{verdict, reason}, indexed by SmcrReason (each reason
   // has one verdict).
   std::array<common::metrics::Counter*, std::size(kAllSmcrReasons)> pod_predictions{};

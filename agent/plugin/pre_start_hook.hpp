@@ -16,8 +16,9 @@ class PreStartHook {
   virtual ~PreStartHook() = default;
   // `device_ids`: the slot IDs kubelet passed; `devices`: their distinct device names, sorted.
   // Must return by `deadline` (kubelet gives up after 30 s; the plugin passes less). Runs on the
-  // plugin's single hook thread, one call at a time; a failure fails the container start with the
-  // Status message, so return an error only when the container must not run.
+  // plugin's hook threads (up to kPreStartWorkers calls at once, so it must be thread-safe); a
+  // failure fails the container start with the Status message, so return an error only when the
+  // container must not run.
   [[nodiscard]] virtual Status pre_start(const std::vector<std::string>& device_ids,
                                          const std::vector<std::string>& devices,
                                          std::chrono::steady_clock::time_point deadline) = 0;

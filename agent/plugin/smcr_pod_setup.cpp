@@ -41,19 +41,112 @@ SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadlin
   return predict_smcr(*facts);
 }
 
+SmcrPodSetup::~SmcrPodSetup() {
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}
+
 Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>&,
                                Clock::time_point deadline) {
-  const auto outcome = set_up(device_ids, deadline);
-  if (metrics_ != nullptr && outcome.result == PodSetupResult::Configured) {
-    const auto seconds = [](std::chrono::microseconds us) { return std::chrono::duration<double>(us).count(); };
-    metrics_->pod_setup_seconds.observe(seconds(outcome.duration));
-    metrics_->step_pod_resources_seconds.observe(seconds(outcome.steps.pod_resources));
-    metrics_->step_runtime_seconds.observe(seconds(outcome.steps.runtime));
-    metrics_->step_netns_seconds.observe(seconds(outcome.steps.netns));
-    metrics_->step_prediction_seconds.observe(seconds(outcome.steps.prediction));
+  PredictionTarget later;
+  auto outcome = run_setup(device_ids, deadline, &later);
+  if (metrics_ != nullptr) {
+    metrics_->pod_setup(outcome.result).inc();
+    if (outcome.result == PodSetupResult::Configured) {
+      const auto seconds = [](std::chrono::microseconds us) { return std::chrono::duration<double>(us).count(); };
+      metrics_->pod_setup_seconds.observe(seconds(outcome.duration));
+      metrics_->step_pod_resources_seconds.observe(seconds(outcome.steps.pod_resources));
+      metrics_->step_runtime_seconds.observe(seconds(outcome.steps.runtime));
+      metrics_->step_netns_seconds.observe(seconds(outcome.steps.netns));
+    }
   }
-  report("PreStartContainer", outcome);
+  if (later.wanted) {
+    queue_prediction(std::move(outcome), std::move(later.pod));
+  } else {
+    report("PreStartContainer", outcome, false);
+  }
   return {};  // never fails the container: without the setup SMC falls back to TCP
+}
+
+void SmcrPodSetup::queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod) {
+  std::optional<size_t> refused;  // the queue's length when it took no more
+  bool stopping = false;
+  {
+    std::lock_guard lock(queue_mu_);
+    stopping = stopping_;
+    if (stopping_ || queue_.size() >= queue_limit_) {
+      refused = queue_.size();
+    } else {
+      queue_.push_back(QueuedPrediction{std::move(outcome), std::move(pod)});
+      if (!worker_.joinable()) worker_ = std::thread([this] { prediction_loop(); });
+      set_pending_gauge();
+    }
+  }
+  if (!refused) {
+    queue_cv_.notify_one();
+    return;
+  }
+  outcome.prediction = unknown_prediction(stopping ? std::string("the agent is stopping; this pod was not predicted")
+                                                  : "SMC-R predictions waiting: " + std::to_string(*refused) +
+                                                        " (the most the agent queues); this pod was not predicted");
+  report("PreStartContainer", outcome, false);
+}
+
+void SmcrPodSetup::prediction_loop() {
+  for (;;) {
+    QueuedPrediction job;
+    bool stopping = false;
+    {
+      std::unique_lock lock(queue_mu_);
+      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and nothing left
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      ++predicting_;
+      stopping = stopping_;
+    }
+    if (stopping) {
+      job.outcome.prediction = unknown_prediction("the agent stopped before predicting this pod");
+    } else {
+      // Kubelet has its answer: the prediction gets a bound of its own.
+      const auto t0 = Clock::now();
+      job.outcome.prediction = predict(job.pod, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
+      job.outcome.steps.prediction = since(t0);
+      if (metrics_ != nullptr && job.outcome.result == PodSetupResult::Configured) {
+        metrics_->step_prediction_seconds.observe(std::chrono::duration<double>(job.outcome.steps.prediction).count());
+      }
+    }
+    report("PreStartContainer", job.outcome, false);
+    {
+      std::lock_guard lock(queue_mu_);
+      --predicting_;
+      set_pending_gauge();
+    }
+    idle_cv_.notify_all();
+  }
+}
+
+void SmcrPodSetup::set_pending_gauge() {
+  if (metrics_ != nullptr) metrics_->smcr_predictions_pending.set(static_cast<double>(queue_.size() + predicting_));
+}
+
+size_t SmcrPodSetup::pending_predictions() const {
+  std::lock_guard lock(queue_mu_);
+  return queue_.size() + predicting_;
+}
+
+bool SmcrPodSetup::wait_for_predictions(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(queue_mu_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return queue_.empty() && predicting_ == 0; });
+}
+
+void SmcrPodSetup::limit_queued_predictions(size_t n) {
+  std::lock_guard lock(queue_mu_);
+  queue_limit_ = n;
 }
 
 Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids) {
@@ -66,6 +159,11 @@ Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids) {
 }
 
 PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids, Deadline deadline) {
+  return run_setup(device_ids, deadline, nullptr);
+}
+
+PodSetupOutcome SmcrPodSetup::run_setup(const std::vector<std::string>& device_ids, Deadline deadline,
+                                        PredictionTarget* later) {
   const auto t0 = Clock::now();
   auto finish = [&](PodSetupOutcome o) {
     o.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
@@ -103,10 +201,23 @@ PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids,
     return finish(with(out, PodSetupResult::NotRequested,
                        "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""));
   }
-  return finish(configure_sandbox(sandbox->id, deadline, out));
+  return finish(configure_sandbox(sandbox->id, deadline, out, later));
 }
 
-PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out) {
+void SmcrPodSetup::predict_into(PodSetupOutcome& out, const std::optional<NetnsRef>& pod, Deadline deadline,
+                                PredictionTarget* later) {
+  if (later != nullptr) {
+    later->wanted = true;
+    later->pod = pod;
+    return;
+  }
+  const auto t0 = Clock::now();
+  out.prediction = predict(pod, deadline);
+  out.steps.prediction = since(t0);
+}
+
+PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out,
+                                                PredictionTarget* later) {
   out.sandbox = sandbox_id;
   const auto t_status = Clock::now();
   auto status = sandboxes_.status(sandbox_id, deadline);
@@ -126,11 +237,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   const auto choice = choose_pod_netns(sandbox_facts_of(st, cfg_.proc_root));
   if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
     out = with(out, stop->result, stop->message);
-    if (stop->result == PodSetupResult::HostNetwork) {
-      const auto t_predict = Clock::now();
-      out.prediction = predict(std::nullopt, deadline);
-      out.steps.prediction = since(t_predict);
-    }
+    if (stop->result == PodSetupResult::HostNetwork) predict_into(out, std::nullopt, deadline, later);
     return out;
   }
   const NetnsRef ref = NetnsRef::of_path(std::get<std::string>(choice));
@@ -159,9 +266,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   }
   out = with(out, PodSetupResult::Configured,
              describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
-  const auto t_predict = Clock::now();
-  out.prediction = predict(ref, deadline);
-  out.steps.prediction = since(t_predict);
+  predict_into(out, ref, deadline, later);
   return out;
 }
 
@@ -178,7 +283,7 @@ Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
     out.pod = sb.pod_namespace + "/" + sb.pod_name;
     // Each sandbox gets its own bound, so one hung namespace does not starve the rest.
     const auto own = std::min(deadline, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
-    out = configure_sandbox(sb.id, own, out);
+    out = configure_sandbox(sb.id, own, out, nullptr);
     out.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
     report("resync", out);
     if (out.result == PodSetupResult::Configured) {
@@ -204,8 +309,8 @@ void SmcrPodSetup::forget(const std::string& sandbox_id) {
   if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
 }
 
-void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o) {
-  if (metrics_ != nullptr) metrics_->pod_setup(o.result).inc();
+void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool count_result) {
+  if (metrics_ != nullptr && count_result) metrics_->pod_setup(o.result).inc();
   if (metrics_ != nullptr && o.prediction) metrics_->pod_prediction(o.prediction->reason).inc();
   // A pod whose SMC-R will fall back to TCP is degraded, not failed: say it, never silently.
   const bool bad = o.result == PodSetupResult::Failed || o.result == PodSetupResult::Timeout ||

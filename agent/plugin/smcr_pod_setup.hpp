@@ -6,14 +6,22 @@
 // PNETID` and the configured net.smc.* sysctls inside it. It never fails the container: SMC falls
 // back to TCP, so every failure is logged and counted and kubelet gets success, always within the
 // deadline. resync() applies the same to every ready SMC-R sandbox (after an agent restart).
+//
+// The SMC-R prediction (whether SMC-R can form for the pod: rtnetlink, sysfs and SMC netlink
+// reads in the node's and the pod's netns) changes nothing in the pod, so PreStartContainer does
+// not wait for it: kubelet gets its answer once the netns is configured, and one worker thread
+// makes the prediction afterwards, then logs the setup's one "SMC-R pod setup" line with it.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/core/config.hpp"
@@ -34,6 +42,8 @@ struct PodSetupOutcome {
   std::string message;  // why, for anything but Configured; what was set for Configured
   // Whether SMC-R can form for the pod (Configured and HostNetwork only).
   std::optional<SmcrPrediction> prediction;
+  // The setup's time: at PreStartContainer, until kubelet's answer (the prediction comes after it
+  // and is not included); at resync and from set_up(), everything.
   std::chrono::microseconds duration{0};
   // Where the time went, per step (zero for a step that did not run); logged beside "us" so a
   // slow setup says which answer or which kernel work it waited for.
@@ -66,14 +76,28 @@ class SmcrPodSetup final : public PreStartHook {
   // under /sys and netlink, the node's netns at <procRoot>/1/ns/net).
   SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
                PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector* inspector = nullptr);
+  // Makes or reports every prediction still queued (see wait_for_predictions), then stops.
+  ~SmcrPodSetup() override;
+  SmcrPodSetup(const SmcrPodSetup&) = delete;
+  SmcrPodSetup& operator=(const SmcrPodSetup&) = delete;
 
   // PreStartHook: always succeeds (see above); the outcome is logged and counted.
   [[nodiscard]] Status pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,
                                  std::chrono::steady_clock::time_point deadline) override;
   [[nodiscard]] Status missed_turn(const std::vector<std::string>& device_ids) override;
 
-  // The pre_start work with its outcome (what pre_start logs and counts).
+  // The pre_start work with its outcome, the prediction made inline (what pre_start logs and counts).
   [[nodiscard]] PodSetupOutcome set_up(const std::vector<std::string>& device_ids, Deadline deadline);
+
+  // Predictions pre_start queued and not yet logged. Past kMaxQueuedPredictions a setup is logged
+  // at once with an `unknown` prediction that says so; at destruction the one being made finishes
+  // (bounded by 2 x smcr.callTimeoutMs) and the rest are logged as not predicted. Nothing is lost.
+  static constexpr size_t kMaxQueuedPredictions = 1024;
+  [[nodiscard]] size_t pending_predictions() const;
+  // Waits until every queued prediction is made and logged; false when `timeout` passed first.
+  [[nodiscard]] bool wait_for_predictions(std::chrono::milliseconds timeout);
+  // A lower bound than kMaxQueuedPredictions (tests).
+  void limit_queued_predictions(size_t n);
 
   // Configures every ready sandbox that asks for SMC-R. Errors only when the runtime cannot be
   // listed; each sandbox's outcome is logged and counted like a PreStartContainer's.
@@ -84,10 +108,24 @@ class SmcrPodSetup final : public PreStartHook {
   void forget(const std::string& sandbox_id);
 
  private:
-  PodSetupOutcome configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out);
-  void report(const char* trigger, const PodSetupOutcome& outcome);
+  // A prediction left for later: the pod's netns, or none for a host-network pod.
+  struct PredictionTarget {
+    bool wanted = false;
+    std::optional<NetnsRef> pod;
+  };
+  // With `later` null the prediction is made inline, else only named in `later`.
+  PodSetupOutcome run_setup(const std::vector<std::string>& device_ids, Deadline deadline, PredictionTarget* later);
+  PodSetupOutcome configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out,
+                                    PredictionTarget* later);
+  void predict_into(PodSetupOutcome& out, const std::optional<NetnsRef>& pod, Deadline deadline,
+                    PredictionTarget* later);
+  // Logs the outcome's line and counts its prediction; counts its result too when `count_result`.
+  void report(const char* trigger, const PodSetupOutcome& outcome, bool count_result = true);
   // Never fails: facts that cannot be gathered make an `unknown` prediction.
   SmcrPrediction predict(const std::optional<NetnsRef>& pod, Deadline deadline);
+  void queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod);
+  void prediction_loop();
+  void set_pending_gauge();  // with queue_mu_ held
 
   const AgentConfig& cfg_;
   PodResourcesSource& pods_;
@@ -100,6 +138,19 @@ class SmcrPodSetup final : public PreStartHook {
 
   mutable std::mutex mu_;
   std::map<std::string, TrackedPod> tracked_;  // by sandbox ID
+
+  struct QueuedPrediction {
+    PodSetupOutcome outcome;
+    std::optional<NetnsRef> pod;
+  };
+  mutable std::mutex queue_mu_;
+  std::condition_variable queue_cv_;  // work queued, or stopping
+  std::condition_variable idle_cv_;   // a prediction logged
+  std::deque<QueuedPrediction> queue_;
+  size_t predicting_ = 0;  // taken from the queue, not yet logged
+  size_t queue_limit_ = kMaxQueuedPredictions;
+  bool stopping_ = false;
+  std::thread worker_;  // started with the first queued prediction
 };
 
 }  // namespace erdma::agent

@@ -301,6 +301,9 @@ setup_pnet() {  # ETH0_ID IB0_ID ETH1_ID IB1_ID
 }
 host_untouched() { host_entries_are 4 && ! "$AGENT" pnet list | grep -qE " eth +eth0 "; }
 check "a hostNetwork pod does not change the host's table" host_untouched
+# Kubelet's answer does not wait for the SMC-R prediction; the setup's log line comes with it.
+predictions_logged() { metric_is erdma_agent_smcr_pod_predictions_pending 0; }
+check "the agent logged each setup's SMC-R prediction after answering (no prediction left pending)" wait_until 60 predictions_logged
 pre_ms=$(jq_py "$W/prestart-rxe1-1.out" 'd["ms"]')
 hook_us=$(grep '"result":"configured"' "$W/agent.log" | sed -n 's/.*"us":\([0-9]*\).*/\1/p' | head -1)
 log "PreStartContainer -> configured: $pre_ms ms at the fake kubelet, ${hook_us:-?} us in the agent's hook"
@@ -341,6 +344,9 @@ check "PreStartContainer answers OK for $BURST pods at once, each within kubelet
 # answered in time without SMC-R (result "timeout", counted). Under TCG a setup takes about a
 # second, so a burst of 50 overruns it; what must hold is that every pod is accounted for and every
 # pod reported configured really is.
+burst_t0=$(date +%s)
+check "every prediction of the burst is made and logged after the answers" wait_until 120 predictions_logged
+log "the burst's predictions were all logged $(($(date +%s) - burst_t0)) s after the last answer"
 configured_burst=$(grep '"result":"configured"' "$W/agent.log" | grep -o '"pod":"burst/pod-[0-9]*"' | grep -o '[0-9]*' | sort -un)
 burst_configured() {
   [ -n "$configured_burst" ] || return 1

@@ -4,6 +4,7 @@
 // sysctls written to a stand-in procfs directory.
 #include "agent/plugin/smcr_pod_setup.hpp"
 
+#include <condition_variable>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -118,12 +119,15 @@ void write_text(const std::string& path, const std::string& text) {
 uint64_t setups(AgentMetrics& m, PodSetupResult r) { return m.pod_setup(r).value(); }
 
 // Hands out the facts a test sets and remembers which namespaces were asked about ("host" for a
-// host-network pod).
+// host-network pod). While held, each call waits (up to 10 s) for release().
 class FakeInspector final : public PodNetworkInspector {
  public:
   Result<SmcrPodFacts> gather(const std::optional<NetnsRef>& pod, const std::string& interface, const std::string& pnet,
                               std::chrono::steady_clock::time_point) override {
-    std::lock_guard lock(mu);
+    std::unique_lock lock(mu);
+    ++entered;
+    cv.notify_all();
+    cv.wait_for(lock, 10s, [this] { return !held; });
     asked.push_back(pod ? pod->path : "host");
     pnet_ids.push_back(pnet);
     if (failure) return *failure;
@@ -136,7 +140,26 @@ class FakeInspector final : public PodNetworkInspector {
     std::lock_guard lock(mu);
     return asked;
   }
+  void hold() {
+    std::lock_guard lock(mu);
+    held = true;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu);
+      held = false;
+    }
+    cv.notify_all();
+  }
+  // Waits until `n` calls have begun.
+  bool wait_entered(int n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, kWait, [&] { return entered >= n; });
+  }
   std::mutex mu;
+  std::condition_variable cv;
+  bool held = false;
+  int entered = 0;
   std::vector<std::string> asked;
   std::vector<std::string> pnet_ids;
   SmcrPodFacts facts;
@@ -454,6 +477,7 @@ TEST_CASE("PreStartContainer predicts whether SMC-R can form, and a prediction n
     CHECK(h.inspector.pnet_ids.back() == "ERDMA");
     // Through kubelet's call: counted, and the container starts.
     REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    REQUIRE(h.hook->wait_for_predictions(kWait));
     CHECK(predictions(h.metrics, SmcrReason::PodSubnetOutsideRdmaNetdev) == 1);
     CHECK(h.metrics.pre_start_ok.value() == 1);
   }
@@ -461,10 +485,12 @@ TEST_CASE("PreStartContainer predicts whether SMC-R can form, and a prediction n
     h.inspector.facts = veth_pod("10.244.1.2/24");  // the pod side is ignored for host network
     h.add_pod("ns", "host", {"erdma_0-1"}, kTrue, true);
     REQUIRE(h.prestart({"erdma_0-1"}).ok());
+    REQUIRE(h.hook->wait_for_predictions(kWait));
     CHECK(h.inspector.asked_copy() == std::vector<std::string>{"host"});
     CHECK(predictions(h.metrics, SmcrReason::HostNetwork) == 1);
     h.inspector.facts.ueid_set = false;
     REQUIRE(h.prestart({"erdma_0-1"}).ok());
+    REQUIRE(h.hook->wait_for_predictions(kWait));
     CHECK(predictions(h.metrics, SmcrReason::NoUeid) == 1);
     CHECK(setups(h.metrics, PodSetupResult::HostNetwork) == 2);
   }
@@ -477,11 +503,14 @@ TEST_CASE("PreStartContainer predicts whether SMC-R can form, and a prediction n
     CHECK(o.prediction->reason == SmcrReason::FactsUnavailable);
     CHECK(o.prediction->detail.find("is gone") != std::string::npos);
     REQUIRE(h.prestart({"erdma_0-2"}).ok());
+    REQUIRE(h.hook->wait_for_predictions(kWait));
     CHECK(predictions(h.metrics, SmcrReason::FactsUnavailable) == 1);
   }
   SUBCASE("pods that are not set up get no prediction") {
     h.add_pod("ns", "plain", {"erdma_0-3"}, "");
     REQUIRE(h.prestart({"erdma_0-3"}).ok());
+    REQUIRE(h.hook->wait_for_predictions(kWait));
+    CHECK(h.hook->pending_predictions() == 0);
     CHECK(h.inspector.asked_copy().empty());
     for (auto r : kAllSmcrReasons) CHECK(predictions(h.metrics, r) == 0);
   }
@@ -569,6 +598,7 @@ TEST_CASE("a setup says which step its time went to, in its log line and its met
 
   SUBCASE("configured: every step is timed and observed once") {
     REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    REQUIRE(h.hook->wait_for_predictions(kWait));
     CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
     for (const char* key : {"\"podresources_us\":", "\"runtime_us\":", "\"netns_us\":", "\"predict_us\":"}) {
       CHECK_MESSAGE(lines.find(key) != std::string::npos, key << " in " << lines);
@@ -577,9 +607,9 @@ TEST_CASE("a setup says which step its time went to, in its log line and its met
     CHECK(h.metrics.step_runtime_seconds.count() == 1);
     CHECK(h.metrics.step_netns_seconds.count() == 1);
     CHECK(h.metrics.step_prediction_seconds.count() == 1);
-    // The steps are parts of the whole.
+    // The steps before kubelet's answer are parts of the hook's time; the prediction comes after it.
     CHECK(h.metrics.step_pod_resources_seconds.sum() + h.metrics.step_runtime_seconds.sum() +
-              h.metrics.step_netns_seconds.sum() + h.metrics.step_prediction_seconds.sum() <=
+              h.metrics.step_netns_seconds.sum() <=
           h.metrics.pod_setup_seconds.sum());
   }
   SUBCASE("a hung runtime: the wait is charged to the runtime, later steps never ran") {
@@ -603,6 +633,90 @@ TEST_CASE("a setup says which step its time went to, in its log line and its met
     CHECK(lines.find("\"netns_us\":") == std::string::npos);
     // Only configured setups feed the histograms.
     CHECK(h.metrics.step_pod_resources_seconds.count() == 0);
+  }
+}
+
+namespace {
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("kubelet's answer does not wait for the SMC-R prediction, and every setup is logged once with it") {
+  PodHarness h;
+  h.inspector.facts = veth_pod("10.244.1.2/24");
+  std::string lines;
+  common::log::set_sink_for_test(&lines);
+  struct Restore {
+    ~Restore() { common::log::set_sink_for_test(nullptr); }
+  } restore;
+  const std::string setup_line = "\"msg\":\"SMC-R pod setup\"";
+  const auto pending = [&h] { return h.registry.expose().find("erdma_agent_smcr_pod_predictions_pending 1") != std::string::npos; };
+
+  SUBCASE("the answer comes with the netns configured; the line and the prediction follow") {
+    const auto path = h.add_pod("ns", "a", {"erdma_0-0"});
+    h.inspector.hold();
+    REQUIRE(h.prestart({"erdma_0-0"}).ok());  // answered while the prediction is held
+    CHECK(h.tables.entries(path) == std::vector<PnetEntry>{kEth0});
+    CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
+    CHECK(h.metrics.pod_setup_seconds.count() == 1);
+    REQUIRE(h.inspector.wait_entered(1));
+    CHECK(h.hook->pending_predictions() == 1);
+    CHECK(pending());
+    CHECK(h.metrics.step_prediction_seconds.count() == 0);
+    CHECK(count_of(lines, setup_line) == 0);
+    CHECK_FALSE(h.hook->wait_for_predictions(50ms));
+    h.inspector.release();
+    REQUIRE(h.hook->wait_for_predictions(kWait));
+    CHECK(h.hook->pending_predictions() == 0);
+    CHECK_FALSE(pending());
+    CHECK(count_of(lines, setup_line) == 1);
+    CHECK(lines.find("\"smcr_reason\":\"pod-subnet-outside-rdma-netdev\"") != std::string::npos);
+    CHECK(lines.find("\"predict_us\":") != std::string::npos);
+    CHECK(predictions(h.metrics, SmcrReason::PodSubnetOutsideRdmaNetdev) == 1);
+    CHECK(h.metrics.step_prediction_seconds.count() == 1);
+  }
+  SUBCASE("past the queue's bound a setup is logged at once, with an unknown prediction that says why") {
+    h.hook->limit_queued_predictions(1);
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    h.add_pod("ns", "b", {"erdma_0-1"});
+    h.add_pod("ns", "c", {"erdma_0-2"});
+    h.inspector.hold();
+    REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    REQUIRE(h.inspector.wait_entered(1));      // a: being predicted
+    REQUIRE(h.prestart({"erdma_0-1"}).ok());   // b: queued
+    REQUIRE(h.prestart({"erdma_0-2"}).ok());   // c: no room
+    CHECK(h.hook->pending_predictions() == 2);
+    CHECK(count_of(lines, setup_line) == 1);
+    CHECK(lines.find("\"pod\":\"ns/c\"") != std::string::npos);
+    CHECK(lines.find("SMC-R predictions waiting: 1") != std::string::npos);
+    CHECK(predictions(h.metrics, SmcrReason::FactsUnavailable) == 1);
+    h.inspector.release();
+    REQUIRE(h.hook->wait_for_predictions(kWait));
+    CHECK(count_of(lines, setup_line) == 3);
+    CHECK(predictions(h.metrics, SmcrReason::PodSubnetOutsideRdmaNetdev) == 2);
+    CHECK(setups(h.metrics, PodSetupResult::Configured) == 3);
+  }
+  SUBCASE("stopping the agent logs every queued setup, predicted or not") {
+    h.add_pod("ns", "a", {"erdma_0-0"});
+    h.add_pod("ns", "b", {"erdma_0-1"});
+    h.inspector.hold();
+    REQUIRE(h.prestart({"erdma_0-0"}).ok());
+    REQUIRE(h.inspector.wait_entered(1));
+    REQUIRE(h.prestart({"erdma_0-1"}).ok());
+    h.runtime->stop();
+    std::thread stopper([&h] { h.hook.reset(); });
+    std::this_thread::sleep_for(100ms);  // the destructor marks the queue stopped, then waits for `a`
+    h.inspector.release();
+    stopper.join();
+    CHECK(count_of(lines, setup_line) == 2);
+    CHECK(count_of(lines, "\"smcr_reason\":") == 2);
+    CHECK(predictions(h.metrics, SmcrReason::PodSubnetOutsideRdmaNetdev) +
+              predictions(h.metrics, SmcrReason::FactsUnavailable) ==
+          2);
+    MESSAGE("setups logged unpredicted at stop: " << count_of(lines, "the agent stopped before predicting this pod"));
   }
 }
 

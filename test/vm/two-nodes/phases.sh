@@ -81,6 +81,9 @@ pod_sysctls() {  # POD: net.smc.wmem and rmem in the pod's netns (the node's vie
 }
 # tcp-bulk and sleep run as PID 1 without a SIGTERM handler, so a stop waits out the grace period
 agent_log() { cat /var/log/pods/erdma-system_erdma-agent-node"$ME"_*/agent/*.log 2> /dev/null; }
+agent_metrics() {  # the agent's /metrics (hostNetwork, metricsListen 127.0.0.1:9467)
+  $PY -c 'import sys, urllib.request as u; sys.stdout.write(u.urlopen("http://127.0.0.1:9467/metrics", timeout=5).read().decode())' 2> /dev/null
+}
 delete_pod() { k "del-$1" 120 delete-pod "team-a/$1" --grace 2 --state "$KS" > /dev/null; }
 # Pods of finished phases stay until the VM powers off, except the layout pods (deleted before the
 # CNI config changes, so the hostNetwork SMC-R journey runs on nodes without them) and the pod the
@@ -127,9 +130,16 @@ check "the agent installed libsmc-preload.so into /var/lib/erdma-controller/lib"
 # --- e. pod-netns layouts, fresh nodes -----------------------------------------------------------------------
 # layout NAME CLIENT_REASON SERVER_REASON: node 2 serves from an SMC-R pod, node 1's SMC-R pod
 # sends 4 MiB to the server pod's IP; both must fall back to TCP with the named reasons.
-# The agent's own prediction for POD, from its PreStartContainer log line: VERDICT REASON.
+# The agent's own prediction for POD, from its PreStartContainer log line: VERDICT REASON. The agent
+# logs that line once the prediction is made, after kubelet's answer: wait for it (up to 60 s).
 prediction_of() {
-  line=$(agent_log | grep '"msg":"SMC-R pod setup"' | grep "\"pod\":\"[^\"]*/$1\"" | tail -1)
+  i=0
+  while :; do
+    line=$(agent_log | grep '"msg":"SMC-R pod setup"' | grep "\"pod\":\"[^\"]*/$1\"" | tail -1)
+    [ -n "$line" ] || [ "$i" -ge 120 ] && break
+    sleep 0.5
+    i=$((i + 1))
+  done
   v=$(echo "$line" | sed -n 's/.*"smcr":"\([^"]*\)".*/\1/p')
   r=$(echo "$line" | sed -n 's/.*"smcr_reason":"\([^"]*\)".*/\1/p')
   echo "${v:-none} ${r:-none}"
@@ -415,6 +425,12 @@ fi
 # line's fields) over the configured PreStartContainer setups of pods team-a/PREFIX*, leaving out
 # team-a/SKIP_PREFIX*
 hook_steps() {
+  # the lines of setups whose prediction is still being made are not there yet
+  i=0
+  while [ "$i" -lt 120 ] && agent_metrics | grep -q '^erdma_agent_smcr_pod_predictions_pending [1-9]'; do
+    sleep 0.5
+    i=$((i + 1))
+  done
   agent_log | grep '"msg":"SMC-R pod setup"' | grep '"trigger":"PreStartContainer"' | grep '"result":"configured"' |
     grep "\"pod\":\"team-a/$1" | grep -v "\"pod\":\"team-a/${2:-//}" > "$W/setups.log"
   hs="over $(wc -l < "$W/setups.log") configured setups:"
