@@ -193,6 +193,17 @@ class Server:
             out.append(json.loads(line))  # every line must be JSON
         return out
 
+    def log_lines_when(self, ready, seconds=5):
+        """The log's lines once ready(lines) holds, or as they are after `seconds`. Info and debug
+        lines are written by a flush the server's event loop runs after the answer, so a client
+        can read an answer before its line is in the log."""
+        deadline = time.monotonic() + seconds
+        while True:
+            lines = self.log_lines()
+            if ready(lines) or time.monotonic() >= deadline:
+                return lines
+            time.sleep(0.02)
+
     def alive(self):
         return self.proc.poll() is None
 

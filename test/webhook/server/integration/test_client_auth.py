@@ -104,7 +104,8 @@ def main():
             refused(server, tls_client(server, None, maximum=maximum))
             refused(server, tls_client(server, client_b, maximum=maximum))
         wait_for(lambda: counter(server, "client_certificate") == before + 4, "4 client_certificate failures")
-        lines = server.log_lines()
+        lines = server.log_lines_when(lambda ls: sum(l["msg"] == "handshake refused: client certificate"
+                                                      for l in ls) >= 4)
         debug = [l for l in lines if l["msg"] == "handshake refused: client certificate"]
         expect(sum("no client certificate presented" in l["error"] for l in debug) >= 2, debug)
         expect(sum("client certificate refused: unable to get local issuer certificate" in l["error"]

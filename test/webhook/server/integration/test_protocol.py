@@ -329,7 +329,7 @@ def main():
         expect(server.metrics()[("erdma_webhook_connections_open", ())] == 0, "connections_open after close")
 
     def one_log_line_per_admission():
-        lines = server.log_lines()
+        lines = server.log_lines_when(lambda ls: sum(l["msg"] == "admission" for l in ls) >= sum(sent.values()))
         adm = [l for l in lines if l["msg"] == "admission"]
         expect(len(adm) == sum(sent.values()), (len(adm), sent))
         first = next(l for l in adm if l.get("uid") == "uid-mutate")
@@ -343,7 +343,8 @@ def main():
         status, _, _ = post_review(conn, review(pod(generate_name="web-7d9f-"), uid="uid-gen"))
         conn.close()
         sent["mutated"] += 1
-        gen = [l for l in server.log_lines() if l.get("uid") == "uid-gen"]
+        gen = [l for l in server.log_lines_when(lambda ls: any(l.get("uid") == "uid-gen" for l in ls))
+               if l.get("uid") == "uid-gen"]
         expect(status == 200 and len(gen) == 1 and gen[0]["pod"].startswith("web-7d9f-"), gen)
 
     def rsa_certificate():
