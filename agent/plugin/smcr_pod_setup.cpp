@@ -14,6 +14,8 @@ std::chrono::microseconds since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
 }
 
+double seconds(std::chrono::microseconds us) { return std::chrono::duration<double>(us).count(); }
+
 PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message) {
   out.result = r;
   out.message = std::move(message);
@@ -57,7 +59,6 @@ Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const
   if (metrics_ != nullptr) {
     metrics_->pod_setup(outcome.result).inc();
     if (outcome.result == PodSetupResult::Configured) {
-      const auto seconds = [](std::chrono::microseconds us) { return std::chrono::duration<double>(us).count(); };
       metrics_->pod_setup_seconds.observe(seconds(outcome.duration));
       metrics_->step_pod_resources_seconds.observe(seconds(outcome.steps.pod_resources));
       metrics_->step_runtime_seconds.observe(seconds(outcome.steps.runtime));
@@ -117,7 +118,7 @@ void SmcrPodSetup::prediction_loop() {
       job.outcome.prediction = predict(job.pod, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
       job.outcome.steps.prediction = since(t0);
       if (metrics_ != nullptr && job.outcome.result == PodSetupResult::Configured) {
-        metrics_->step_prediction_seconds.observe(std::chrono::duration<double>(job.outcome.steps.prediction).count());
+        metrics_->step_prediction_seconds.observe(seconds(job.outcome.steps.prediction));
       }
     }
     report("PreStartContainer", job.outcome, false);

@@ -84,6 +84,7 @@ agent_log() { cat /var/log/pods/erdma-system_erdma-agent-node"$ME"_*/agent/*.log
 agent_metrics() {  # the agent's /metrics (hostNetwork, metricsListen 127.0.0.1:9467)
   $PY -c 'import sys, urllib.request as u; sys.stdout.write(u.urlopen("http://127.0.0.1:9467/metrics", timeout=5).read().decode())' 2> /dev/null
 }
+predictions_logged() { agent_metrics | grep -qx 'erdma_agent_smcr_pod_predictions_pending 0'; }
 delete_pod() { k "del-$1" 120 delete-pod "team-a/$1" --grace 2 --state "$KS" > /dev/null; }
 # Pods of finished phases stay until the VM powers off, except the layout pods (deleted before the
 # CNI config changes, so the hostNetwork SMC-R journey runs on nodes without them) and the pod the
@@ -132,14 +133,10 @@ check "the agent installed libsmc-preload.so into /var/lib/erdma-controller/lib"
 # sends 4 MiB to the server pod's IP; both must fall back to TCP with the named reasons.
 # The agent's own prediction for POD, from its PreStartContainer log line: VERDICT REASON. The agent
 # logs that line once the prediction is made, after kubelet's answer: wait for it (up to 60 s).
+setup_line() { agent_log | grep '"msg":"SMC-R pod setup"' | grep "\"pod\":\"[^\"]*/$1\"" | tail -1 | grep .; }
 prediction_of() {
-  i=0
-  while :; do
-    line=$(agent_log | grep '"msg":"SMC-R pod setup"' | grep "\"pod\":\"[^\"]*/$1\"" | tail -1)
-    [ -n "$line" ] || [ "$i" -ge 120 ] && break
-    sleep 0.5
-    i=$((i + 1))
-  done
+  wait_until 60 setup_line "$1" || log "    no SMC-R pod setup line for $1 after 60 s" >&2
+  line=$(setup_line "$1")
   v=$(echo "$line" | sed -n 's/.*"smcr":"\([^"]*\)".*/\1/p')
   r=$(echo "$line" | sed -n 's/.*"smcr_reason":"\([^"]*\)".*/\1/p')
   echo "${v:-none} ${r:-none}"
@@ -426,11 +423,7 @@ fi
 # team-a/SKIP_PREFIX*
 hook_steps() {
   # the lines of setups whose prediction is still being made are not there yet
-  i=0
-  while [ "$i" -lt 120 ] && agent_metrics | grep -q '^erdma_agent_smcr_pod_predictions_pending [1-9]'; do
-    sleep 0.5
-    i=$((i + 1))
-  done
+  wait_until 60 predictions_logged || log "    SMC-R predictions still pending after 60 s" >&2
   agent_log | grep '"msg":"SMC-R pod setup"' | grep '"trigger":"PreStartContainer"' | grep '"result":"configured"' |
     grep "\"pod\":\"team-a/$1" | grep -v "\"pod\":\"team-a/${2:-//}" > "$W/setups.log"
   hs="over $(wc -l < "$W/setups.log") configured setups:"
