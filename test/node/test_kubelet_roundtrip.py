@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 import kubelet as k  # noqa: E402
+from private_containerd import wait_for  # noqa: E402,F401 (also imported from here)
 
 try:
     import grpc
@@ -73,16 +74,6 @@ spec:
       - {name: cfg, configMap: {name: app-config}}
       - {name: scratch, emptyDir: {}}
 """
-
-
-def wait_for(what, fn, timeout=WAIT):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
 
 
 class FakePlugin:
