@@ -188,7 +188,9 @@ PodSetupOutcome SmcrPodSetup::run_setup(const std::vector<std::string>& device_i
     return finish(with(out, PodSetupResult::Failed, "kubelet lists the devices for a pod without namespace or name"));
   }
   const auto t_list = Clock::now();
-  auto list = sandboxes_.list_ready(deadline);
+  // Only this pod's sandboxes: the runtime filters on kubelet's labels, so the answer stays one
+  // entry however many pods the node runs.
+  auto list = sandboxes_.list_ready_of(PodName{pod->namespace_, pod->name}, deadline);
   out.steps.runtime = since(t_list);
   if (!list) {
     return finish(with(out, list.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout

@@ -301,9 +301,12 @@ TEST_CASE("PreStartContainer configures the netns of the pod that owns the devic
   REQUIRE(tracked.size() == 1);
   CHECK(tracked[0].pod == "team-b/trainer-0");
   CHECK(tracked[0].netns.path == b);
-  // The runtime was asked for ready sandboxes only.
+  // The runtime was asked for this pod's ready sandboxes only (kubelet's labels).
   const auto filter = h.cri.last_list_request();
   CHECK(filter.filter().state().state() == runtime::v1::SANDBOX_READY);
+  const auto& selector = filter.filter().label_selector();
+  CHECK(std::map<std::string, std::string>(selector.begin(), selector.end()) ==
+        std::map<std::string, std::string>{{"io.kubernetes.pod.namespace", "team-b"}, {"io.kubernetes.pod.name", "trainer-0"}});
 
   // Idempotent: a second container of the same pod finds the entry in place.
   REQUIRE(h.prestart({"erdma_0-1"}).ok());
