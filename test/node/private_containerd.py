@@ -302,7 +302,7 @@ state = "{t}/state"
 
     def kill_leftovers(self):
         """Shims and container processes of this containerd only (their command line names our dir)."""
-        for _ in range(50):
+        def shims():
             pids = []
             for pid in os.listdir("/proc"):
                 if not pid.isdigit() or int(pid) == os.getpid():
@@ -314,14 +314,8 @@ state = "{t}/state"
                     continue
                 if self.tmp.encode() in cmdline and b"containerd-shim" in cmdline:
                     pids.append(int(pid))
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.2)
+            return pids
+        kill_until_gone(shims, "containerd shims of " + self.tmp)
 
     def pod_cgroups(self):
         """Every cgroup directory under the pods' cgroup root, in every hierarchy, deepest first."""
@@ -335,7 +329,7 @@ state = "{t}/state"
     def kill_pod_processes(self):
         """Containers still running when containerd stops (it leaves them to their shims by design):
         every process in the pods' cgroups."""
-        for _ in range(50):
+        def in_pod_cgroups():
             pids = set()
             for d in self.pod_cgroups():
                 try:
@@ -343,12 +337,20 @@ state = "{t}/state"
                         pids.update(int(p) for p in f.read().split())
                 except OSError:
                     continue
-            if not pids:
-                return
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.2)
-        print("processes left in the pods' cgroups under %s" % self.cgroup_root, file=sys.stderr)
+            return pids
+        kill_until_gone(in_pod_cgroups, "processes in the pods' cgroups under " + self.cgroup_root)
+
+
+def kill_until_gone(find, what):
+    """SIGKILLs the PIDs find() returns until it returns none, for 10 s at most."""
+    for _ in range(50):
+        pids = find()
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
+    print("still running after 10 s: %s" % what, file=sys.stderr)
