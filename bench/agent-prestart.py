@@ -128,6 +128,7 @@ class Bench:
         self.serve = None
         self.agent = None
         self.agent_log = os.path.join(self.tmp, "agent.log")
+        self.logs = []  # files the started processes write to
 
     def stop_process(self, proc, what):
         if proc is None or proc.poll() is not None:
@@ -144,7 +145,13 @@ class Bench:
         self.stop_process(self.agent, "erdma-agent")
         self.stop_process(self.serve, "kubelet.py serve")
         self.node.stop()
+        for f in self.logs:
+            f.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def log_file(self, name):
+        self.logs.append(open(os.path.join(self.tmp, name), "w"))
+        return self.logs[-1]
 
     def start(self):
         self.node.start()
@@ -152,7 +159,7 @@ class Bench:
         kstate = os.path.join(self.tmp, "kstate")
         self.serve = subprocess.Popen(["/usr/bin/python3", KUBELET, "serve", "--root", os.path.join(self.tmp, "kroot"),
                                        "--state", kstate, "--seconds", "3600"],
-                                      stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.tmp, "serve.log"), "w"),
+                                      stdout=subprocess.DEVNULL, stderr=self.log_file("serve.log"),
                                       start_new_session=True)
         wait_for("kubelet.py serve", lambda: os.path.exists(os.path.join(kstate, "serve.ready")))
         os.makedirs(os.path.join(self.tmp, "preload"))
@@ -163,7 +170,7 @@ class Bench:
         # sees the pods' processes and /proc/1, and its SMC-R host set-up acts on that private
         # network namespace, never on this host's.
         self.agent = self.node.run_inside([os.path.abspath(self.args.agent), "run", "--config", cfg],
-                                          stdout=subprocess.DEVNULL, stderr=open(self.agent_log, "w"))
+                                          stdout=subprocess.DEVNULL, stderr=self.log_file("agent.log"))
 
         def registered():
             if self.agent.poll() is not None:
@@ -237,7 +244,8 @@ class Bench:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[1] if __doc__ else None)
+    ap = argparse.ArgumentParser(description="PreStartContainer at native speed on a real containerd with the real "
+                                             "erdma-agent (see the header of this file)")
     ap.add_argument("--agent", default=os.path.join(SRC, "build", "agent", "erdma-agent"))
     ap.add_argument("--pods", type=int, default=50, help="SMC-R pods to start (1-200, default 50)")
     args = ap.parse_args()
