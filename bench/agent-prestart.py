@@ -93,6 +93,28 @@ def pod_yaml(name):
             "resources": {"limits": {RESOURCE: "1"}}}]}})
 
 
+def memory_split(pid):
+    """(VmRSS KiB, anonymous KiB, [(KiB, file name)] of file pages by file, largest first) from smaps.
+    Anonymous includes the copied-on-write pages of file mappings (relocated library data)."""
+    by_file, anon, current = {}, 0, None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            head = line.split()
+            if not head:
+                continue
+            if not head[0].endswith(":"):  # a mapping's header: range, perms, offset, dev, inode, path
+                current = head[5] if len(head) > 5 and head[5].startswith("/") else None
+            elif head[0] == "Rss:" and current:
+                by_file[current] = by_file.get(current, 0) + int(head[1])
+            elif head[0] == "Anonymous:":
+                anon += int(head[1])
+                if current:
+                    by_file[current] -= int(head[1])
+    with open("/proc/%d/status" % pid) as f:
+        rss = next((int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")), 0)
+    return rss, anon, sorted(((kib, os.path.basename(path)) for path, kib in by_file.items()), reverse=True)
+
+
 def kernel_has_smc():
     import socket
     try:
@@ -216,8 +238,7 @@ class Bench:
         found_netns = sum(1 for p in want if lines[p].get("netns"))
         with open("/proc/%d/task/%d/children" % (self.agent.pid, self.agent.pid)) as f:
             agent_pid = int(f.read().split()[0])  # nsenter's child
-        with open("/proc/%d/status" % agent_pid) as f:
-            rss = next((ln.split()[1] for ln in f if ln.startswith("VmRSS:")), "?")
+        rss, anon, files = memory_split(agent_pid)
         print("pods: %d, started one after another on containerd %s (private, CNI bridge)" % (
             self.args.pods, self.node.ctr("version").stdout.split("Version:")[1].split()[0]))
         print("PreStartContainer at the kubelet stand-in: " + describe(at_kubelet))
@@ -227,7 +248,9 @@ class Bench:
         print("  the pod's network namespace:             " + describe(steps["netns_us"]))
         print("results: " + ", ".join("%s %d" % kv for kv in sorted(results.items())))
         print("pod network namespace found through CRI: %d of %d" % (found_netns, len(want)))
-        print("erdma-agent VmRSS after the pods: %s KiB" % rss)
+        print("erdma-agent VmRSS after the pods: %.1f MiB, of which anonymous %.1f MiB (heap, stacks, library data) "
+              "and file pages, largest: %s" % (rss / 1024, anon / 1024, ", ".join(
+                  "%s %.1f" % (name, kib / 1024) for kib, name in files[:8])))
         if results.get("configured", 0) != len(want):
             sample = next(lines[p] for p in sorted(want) if lines[p]["result"] != "configured")
             print("not configured, e.g. %s: %s" % (sample["pod"], sample.get("reason", "")))
