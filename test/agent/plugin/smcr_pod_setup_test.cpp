@@ -306,7 +306,8 @@ TEST_CASE("PreStartContainer configures the netns of the pod that owns the devic
   CHECK(filter.filter().state().state() == runtime::v1::SANDBOX_READY);
   const auto& selector = filter.filter().label_selector();
   CHECK(std::map<std::string, std::string>(selector.begin(), selector.end()) ==
-        std::map<std::string, std::string>{{"io.kubernetes.pod.namespace", "team-b"}, {"io.kubernetes.pod.name", "trainer-0"}});
+        std::map<std::string, std::string>{{"io.kubernetes.pod.namespace", "team-b"},
+                                           {"io.kubernetes.pod.name", "trainer-0"}});
 
   // Idempotent: a second container of the same pod finds the entry in place.
   REQUIRE(h.prestart({"erdma_0-1"}).ok());
