@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
 import kubelet as k  # noqa: E402
-from private_containerd import wait_for  # noqa: E402,F401 (also imported from here)
+from private_containerd import wait_for  # noqa: E402
 
 try:
     import grpc
