@@ -178,6 +178,18 @@ std::string_view to_string(Outcome o) noexcept {
 }
 
 ReviewResult Reviewer::review(ReviewBody body, const Config& cfg) {
+  ReviewResult result = review_once(body, cfg);
+  decoder_.release_large_buffers();
+  return result;
+}
+
+void ReviewDecoder::release_large_buffers() {
+  // simdjson keeps the capacity of the largest document it parsed (about 14 bytes per input
+  // byte); a fresh parser allocates again, sized to the next document.
+  if (parser_.capacity() > kKeptCapacity) parser_ = simdjson::dom::parser{};
+}
+
+ReviewResult Reviewer::review_once(ReviewBody body, const Config& cfg) {
   ReviewResult result;
   auto decoded = decoder_.decode(body);
   if (!decoded) {
@@ -187,7 +199,8 @@ ReviewResult Reviewer::review(ReviewBody body, const Config& cfg) {
   }
   const AdmissionRequest& req = *decoded;
   result.uid = std::string(req.uid);
-  result.pod = std::string(req.namespace_name) + "/" + std::string(req.name);
+  // Both come from the apiserver, the name from the pod's author: cut as PodView::display_name.
+  result.pod = std::string(req.namespace_name.substr(0, 253)) + "/" + std::string(req.name.substr(0, 253));
 
   AdmissionResponse resp;
   resp.uid = req.uid;

@@ -60,6 +60,13 @@ class ReviewDecoder {
   // no request, no uid, or a request field of the wrong type. Messages say which.
   [[nodiscard]] Result<AdmissionRequest> decode(ReviewBody body);
 
+  // Frees the parser's buffers when the last document made them larger than kKeptCapacity, so a
+  // thread does not hold the memory of the largest body it ever saw. Invalidates what decode
+  // returned.
+  void release_large_buffers();
+  static constexpr size_t kKeptCapacity = 1u << 20;
+  [[nodiscard]] size_t capacity() const noexcept { return parser_.capacity(); }
+
  private:
   simdjson::dom::parser parser_;
 };
@@ -107,8 +114,14 @@ struct ReviewResult {
 class Reviewer {
  public:
   [[nodiscard]] ReviewResult review(ReviewBody body, const Config& cfg);
+  // The parser keeps at most this capacity between reviews (see ReviewDecoder::release_large_buffers).
+  static constexpr size_t kMaxKeptParserCapacity = ReviewDecoder::kKeptCapacity;
+  // Bytes of JSON the parser can take without allocating.
+  [[nodiscard]] size_t parser_capacity() const noexcept { return decoder_.capacity(); }
 
  private:
+  ReviewResult review_once(ReviewBody body, const Config& cfg);
+
   ReviewDecoder decoder_;
 };
 

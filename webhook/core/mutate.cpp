@@ -3,10 +3,15 @@
 // Every rule checks the pod's current state before adding anything, so a pod that already went
 // through the webhook (reinvocationPolicy: IfNeeded) yields no operations. Arrays and maps that
 // are missing are created whole with one "add"; existing ones are appended to with "/-".
+//
+// The pod is the tenant's input: every loop here is a single pass or a hash lookup over it, never
+// a pass per item, and every tenant string that reaches a warning is cut to a bounded length
+// (read_pod caps the counts and the annotation bytes, see pod_view.hpp).
 #include "webhook/core/mutate.hpp"
 
 #include <algorithm>
 #include <optional>
+#include <unordered_set>
 
 #include "common/config_reader.hpp"
 #include "common/json_pointer.hpp"
@@ -28,12 +33,42 @@ std::string container_prefix(const ContainerView& c) {
   return p;
 }
 
+// At most `max` bytes of `s`, cut at a UTF-8 character boundary and marked with "...".
+std::string_view cut_utf8(std::string_view s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end);
+}
+
+// Container names are checked to be DNS labels (at most 63 bytes) before most warnings are made;
+// the ones made earlier see whatever the tenant sent, so the name is cut here too.
+constexpr size_t kMaxNameInMessage = 64;
+// An LD_PRELOAD element quoted in a warning: a path, cut at PATH_MAX.
+constexpr size_t kMaxPathInMessage = 4096;
+
 std::string describe(const ContainerView& c) {
   std::string s = c.list == ContainerList::Init ? "init container \"" : "container \"";
-  s += c.name;
+  const auto name = cut_utf8(c.name, kMaxNameInMessage);
+  s += name;
+  if (name.size() < c.name.size()) s += "...";
   s += '"';
   return s;
 }
+
+// Container names, in first-seen order, with a hash set for lookups: the tenant decides how many.
+class NameList {
+ public:
+  void add(std::string_view name) {
+    if (set_.insert(name).second) order_.push_back(name);
+  }
+  [[nodiscard]] bool contains(std::string_view name) const { return set_.count(name) > 0; }
+  [[nodiscard]] const std::vector<std::string_view>& names() const { return order_; }
+
+ private:
+  std::vector<std::string_view> order_;
+  std::unordered_set<std::string_view> set_;
+};
 
 bool defines_env(const ContainerView& c, std::string_view name) {
   return std::any_of(c.env.begin(), c.env.end(), [&](const EnvEntryView& e) { return e.name == name; });
@@ -91,9 +126,12 @@ class Builder {
       : pod_(pod), cfg_(cfg), display_(std::move(display)),
         host_path_library_(cfg.smcr().library_from == LibraryFrom::HostPath) {}
 
+  // Every warning is counted by kind; the text of the first kKeptWarnings is kept (more than the
+  // answer and the annotation can carry, see take_warnings and warnings_annotation).
   void warn(WarningKind kind, std::string w) {
-    warnings_.push_back(std::move(w));
     ++counts_[static_cast<size_t>(kind)];
+    ++total_warnings_;
+    if (warnings_.size() < kKeptWarnings) warnings_.push_back(std::move(w));
   }
   const std::string& display() const { return display_; }
 
@@ -215,8 +253,10 @@ class Builder {
     for (auto element : split_ld_preload(last->value)) {
       if (element == r.preload_path) return;
       if (basename(element) == cfg_.smcr().library) {
-        warn(WarningKind::LdPreloadOtherCopy,
-             describe(c) + " already preloads " + std::string(element) + "; LD_PRELOAD left unchanged");
+        const auto shown = cut_utf8(element, kMaxPathInMessage);
+        warn(WarningKind::LdPreloadOtherCopy, describe(c) + " already preloads " + std::string(shown) +
+                                                  (shown.size() < element.size() ? "..." : "") +
+                                                  "; LD_PRELOAD left unchanged");
         return;
       }
     }
@@ -265,7 +305,7 @@ class Builder {
 
   // The warnings annotation, merged with the one the pod has.
   void warnings_annotation() {
-    std::string value = warnings_annotation_value(pod_.warnings_annotation, warnings_);
+    std::string value = warnings_annotation_value(pod_.warnings_annotation, warnings_, total_warnings_ > warnings_.size());
     if (!value.empty()) set_annotation(kWarningsAnnotation, pod_.warnings_annotation, std::move(value));
   }
 
@@ -312,8 +352,8 @@ class Builder {
   }
 
   std::vector<std::string> take_warnings() {
-    if (warnings_.size() > kMaxWarnings) {
-      const size_t dropped = warnings_.size() - (kMaxWarnings - 1);
+    if (total_warnings_ > kMaxWarnings) {
+      const size_t dropped = total_warnings_ - (kMaxWarnings - 1);
       warnings_.resize(kMaxWarnings - 1);
       warnings_.push_back("... and " + std::to_string(dropped) + " more warnings");
     }
@@ -339,7 +379,9 @@ class Builder {
 
   std::vector<PatchOp> meta_ops_, volume_ops_, ops_;
   std::vector<Annotation> annotations_;
+  static constexpr size_t kKeptWarnings = 2 * kMaxWarnings;
   std::vector<std::string> warnings_;
+  size_t total_warnings_ = 0;
   std::array<uint32_t, kWarningKindCount> counts_{};
 };
 
@@ -388,22 +430,23 @@ std::string annotation_line(std::string_view s) {
   return out;
 }
 
-// The comma-separated names of kResourceAddedAnnotation.
-std::vector<std::string_view> split_names(std::optional<std::string_view> value) {
-  std::vector<std::string_view> out;
-  if (!value) return out;
-  for_each_listed(*value, [&](std::string_view name) {
-    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
-  });
+// The comma-separated names of kResourceAddedAnnotation, each once.
+NameList split_names(std::optional<std::string_view> value) {
+  NameList out;
+  if (value) for_each_listed(*value, [&](std::string_view name) { out.add(name); });
   return out;
 }
 
+// "container \"a\", container \"b\" and container \"c\"": the first kListed, then how many more.
 std::string describe_all(const std::vector<const ContainerView*>& cs) {
+  constexpr size_t kListed = 8;
   std::string s;
-  for (size_t i = 0; i < cs.size(); ++i) {
+  const size_t shown = cs.size() > kListed ? kListed : cs.size();
+  for (size_t i = 0; i < shown; ++i) {
     if (i > 0) s += i + 1 == cs.size() ? " and " : ", ";
     s += describe(*cs[i]);
   }
+  if (shown < cs.size()) s += " and " + std::to_string(cs.size() - shown) + " more containers";
   return s;
 }
 
@@ -412,6 +455,8 @@ std::string describe_all(const std::vector<const ContainerView*>& cs) {
 // any other pod after admission anyway (validation runs after the mutating webhooks). The message
 // names the field as the apiserver would.
 Status check_container_names(const PodView& pod) {
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(pod.containers.size());
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     const ContainerView& c = pod.containers[i];
     auto refuse = [&c](const std::string& why) {
@@ -424,10 +469,8 @@ Status check_container_names(const PodView& pod) {
       return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
                     "63, starting and ending with a letter or digit); the apiserver refuses it");
     }
-    for (size_t j = 0; j < i; ++j) {
-      if (pod.containers[j].name == c.name) {
-        return refuse(quoted_value(c.name) + " is used by another container of the pod; names must be unique");
-      }
+    if (!seen.insert(c.name).second) {
+      return refuse(quoted_value(c.name) + " is used by another container of the pod; names must be unique");
     }
   }
   return {};
@@ -438,7 +481,12 @@ std::string display_of_unreadable(simdjson::dom::element pod, std::string_view n
   std::string_view name;
   if (pod.at_pointer("/metadata/name").get(name) != simdjson::SUCCESS) name = "<unnamed>";
   if (ns.empty() && pod.at_pointer("/metadata/namespace").get(ns) != simdjson::SUCCESS) ns = "default";
-  return std::string(ns.empty() ? "default" : ns) + "/" + std::string(name);
+  constexpr size_t kMaxPart = 253;  // as PodView::display_name
+  const auto cut = [](std::string_view part) {
+    const auto kept = cut_utf8(part, kMaxPart);
+    return std::string(kept) + (kept.size() < part.size() ? "..." : "");
+  };
+  return cut(ns.empty() ? "default" : ns) + "/" + cut(name);
 }
 
 }  // namespace
@@ -468,9 +516,11 @@ std::string_view to_string(WarningKind k) noexcept {
   return "unknown";
 }
 
-std::string warnings_annotation_value(std::optional<std::string_view> existing, const std::vector<std::string>& warnings) {
+std::string warnings_annotation_value(std::optional<std::string_view> existing, const std::vector<std::string>& warnings,
+                                      bool more) {
   std::vector<std::string> lines;
-  bool left_out = false;
+  std::unordered_set<std::string> seen;  // the lines above, for a single pass over the new ones
+  bool left_out = more;
   if (existing) {
     std::string_view rest = *existing;
     while (!rest.empty()) {
@@ -480,6 +530,7 @@ std::string warnings_annotation_value(std::optional<std::string_view> existing, 
         left_out = true;
       } else if (!line.empty()) {
         lines.emplace_back(line);
+        seen.emplace(line);
       }
       if (nl == std::string_view::npos) break;
       rest.remove_prefix(nl + 1);
@@ -487,7 +538,7 @@ std::string warnings_annotation_value(std::optional<std::string_view> existing, 
   }
   for (const auto& w : warnings) {
     std::string line = annotation_line(w);
-    if (!line.empty() && std::find(lines.begin(), lines.end(), line) == lines.end()) lines.push_back(std::move(line));
+    if (!line.empty() && seen.insert(line).second) lines.push_back(std::move(line));
   }
   // A line is taken if the left-out note would still fit after it, or if it is the last line and
   // no note is needed. Deterministic, so a second pass over the result reproduces it.
@@ -603,7 +654,7 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   // they get no NCCL env and no device mounts, on any pass.
   const auto ours = split_names(pod.resource_added_annotation);
   auto is_ours = [&](const ContainerView& c) {
-    return c.resource_positive && std::find(ours.begin(), ours.end(), c.name) != ours.end();
+    return c.resource_positive && ours.contains(c.name);
   };
   std::vector<bool> erdma(pod.containers.size());
   bool any_erdma = false, any_ours = false;
@@ -743,10 +794,8 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
       return std::move(s).error();
     }
   }
-  std::vector<std::string_view> added_names = ours;
-  for (const auto* c : added) {
-    if (std::find(added_names.begin(), added_names.end(), c->name) == added_names.end()) added_names.push_back(c->name);
-  }
+  NameList added_names = ours;
+  for (const auto* c : added) added_names.add(c->name);
 
   std::vector<std::string_view> computed;
   if (any_erdma && !cfg.erdma_env().empty()) computed.push_back(kTokenErdmaEnv);
@@ -758,7 +807,7 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   Mutation m;
   m.pod = b.display();
   m.injected = b.marker(computed);
-  b.resource_added_annotation(added_names);
+  b.resource_added_annotation(added_names.names());
   b.warnings_annotation();
   b.annotation_ops();
   m.ops = b.take_ops();

@@ -78,9 +78,10 @@ inline constexpr size_t kMaxWarningsAnnotationBytes = 2048;
 inline constexpr std::string_view kWarningsLeftOut = "(more warnings were left out; the erdma-webhook log lists them)";
 
 // The annotation value for `warnings` on a pod whose annotation is `existing` (see above); empty
-// when there is nothing to say.
+// when there is nothing to say. `more`: further warnings were made but their text not kept, so
+// the value ends with kWarningsLeftOut.
 [[nodiscard]] std::string warnings_annotation_value(std::optional<std::string_view> existing,
-                                                    const std::vector<std::string>& warnings);
+                                                    const std::vector<std::string>& warnings, bool more = false);
 
 // Computes the mutation of `pod` (a Pod object) for a CREATE in namespace `ns`.
 // Errors: InvalidArgument when a field the rules read has the wrong type, or when the injection

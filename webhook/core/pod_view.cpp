@@ -244,6 +244,12 @@ Status read_container_list(element e, const Path& path, ContainerList list, std:
   if (e.is_null()) return {};
   array arr;
   if (e.get_array().get(arr) != simdjson::SUCCESS) return type_error(path, "a list", e);
+  if (pod.containers.size() + arr.size() > kMaxContainers) {
+    return make_error(ErrorCode::InvalidArgument,
+                      path.str() + ": " + std::to_string(pod.containers.size() + arr.size()) +
+                          " containers and init containers; erdma-webhook mutates pods of at most " +
+                          std::to_string(kMaxContainers));
+  }
   pod.containers.reserve(pod.containers.size() + arr.size());
   size_t i = 0;
   for (element item : arr) {
@@ -322,7 +328,14 @@ Status read_metadata(element e, PodView& pod) {
       bool seen_smcr = false, seen_inject = false, seen_injected = false, seen_warnings = false, seen_mirror = false,
            seen_added = false;
       const Path ap = child(path, k);
+      size_t bytes = 0;
       auto r = read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
+        bytes += key.size() + value.size();
+        if (bytes > kMaxAnnotationBytes) [[unlikely]] {
+          return make_error(ErrorCode::InvalidArgument,
+                            ap.str() + ": Too long: must have at most " + std::to_string(kMaxAnnotationBytes) +
+                                " bytes, keys and values together (the apiserver refuses such a pod too)");
+        }
         if (key == kSmcrAnnotation) {
           if (auto s = once(seen_smcr, ap, key); !s) return s;
           pod.smcr_annotation = value;
@@ -436,13 +449,25 @@ std::string_view element_type_name(element e) noexcept {
 }
 
 std::string PodView::display_name(std::string_view request_namespace) const {
-  std::string out(request_namespace.empty() ? namespace_name : request_namespace);
+  constexpr size_t kMaxPart = 253;
+  auto append_cut = [](std::string& out, std::string_view part) {
+    if (part.size() <= kMaxPart) {
+      out += part;
+      return;
+    }
+    size_t end = kMaxPart;
+    while (end > 0 && (static_cast<unsigned char>(part[end]) & 0xC0) == 0x80) --end;
+    out += part.substr(0, end);
+    out += "...";
+  };
+  std::string out;
+  append_cut(out, request_namespace.empty() ? namespace_name : request_namespace);
   if (out.empty()) out = "default";
   out += '/';
   if (!name.empty()) {
-    out += name;
+    append_cut(out, name);
   } else if (!generate_name.empty()) {
-    out += generate_name;
+    append_cut(out, generate_name);
     out += '*';
   } else {
     out += "<unnamed>";

@@ -14,6 +14,16 @@
 
 namespace erdma::webhook {
 
+// Limits on sizes the pod's author controls, checked while reading, before any work per item
+// (the apiserver validates a pod only after the mutating webhooks, so its own limits do not
+// protect the webhook):
+// - the bytes of all annotations, keys and values together: the apiserver's limit, so a pod over
+//   it is refused here with the apiserver's words instead of after the webhook's work;
+// - containers and init containers together: Kubernetes sets no number, but a pod that large is
+//   an attack on the webhook, not a workload (each one costs patch operations and memory).
+inline constexpr size_t kMaxAnnotationBytes = 256 * 1024;
+inline constexpr size_t kMaxContainers = 4096;
+
 struct EnvEntryView {
   std::string_view name;
   bool has_value = false;   // "value" key present (possibly "")
@@ -73,7 +83,8 @@ struct PodView {
   std::vector<ContainerView> containers;  // init containers first, then containers, in order
   size_t init_count = 0;
 
-  // "ns/name" for messages ("ns/prefix-*" for generateName pods).
+  // "ns/name" for messages ("ns/prefix-*" for generateName pods); each part cut after 253 bytes,
+  // the longest name the apiserver accepts.
   [[nodiscard]] std::string display_name(std::string_view request_namespace) const;
 };
 

@@ -15,6 +15,7 @@
 #include <ostream>
 #include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -143,7 +144,11 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
     if (draining.load()) return "shutting down";
     return std::nullopt;
   };
-  common::http::MetricsServer metrics_server(ioc, common::http::probe_handler(registry, not_ready));
+  // The metrics and probe port has an event loop and a thread of its own: however long a review
+  // takes, or however many admission connections are open, /healthz answers for the process.
+  net::io_context probe_ioc(1);
+  auto probe_work = net::make_work_guard(probe_ioc);
+  common::http::MetricsServer metrics_server(probe_ioc, common::http::probe_handler(registry, not_ready));
   if (auto s = metrics_server.listen(*metrics_addr); !s) {
     log::error("cannot start").kv("error", s.error().message);
     return kExitStart;
@@ -242,11 +247,16 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   // The admission lines of one turn of the event loop go out in one write(2), not one per request;
   // warnings and errors are never held back (see log::set_batching).
   log::set_batching([&ioc] { net::post(ioc, [] { log::flush(); }); });
+  std::thread probe_thread([&probe_ioc] { probe_ioc.run(); });
   std::vector<std::thread> pool;
   pool.reserve(threads - 1);
   for (unsigned i = 1; i < threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
   ioc.run();
   for (auto& t : pool) t.join();
+  metrics_server.stop();
+  probe_work.reset();
+  probe_ioc.stop();
+  probe_thread.join();
   log::set_batching(nullptr);  // writes what the last turn left
   reloader.stop();
   return kExitOk;
