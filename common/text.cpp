@@ -221,4 +221,18 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
   return true;
 }
 
+std::string_view utf8_prefix(std::string_view s, size_t max) noexcept {
+  if (s.size() <= max) return s;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end);
+}
+
+std::string cut_for_message(std::string_view s, size_t max) {
+  const auto kept = utf8_prefix(s, max);
+  std::string out(kept);
+  if (kept.size() < s.size()) out += "...";
+  return out;
+}
+
 }  // namespace erdma::common

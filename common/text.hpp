@@ -19,6 +19,13 @@ void append_json_string(std::string& out, std::string_view s);
 // True if `s` is well-formed UTF-8 (no overlongs, no surrogates, nothing above U+10FFFF).
 [[nodiscard]] bool is_valid_utf8(std::string_view s) noexcept;
 
+// The longest prefix of `s` of at most `max` bytes that does not end inside a UTF-8 character.
+[[nodiscard]] std::string_view utf8_prefix(std::string_view s, size_t max) noexcept;
+
+// `s` cut to utf8_prefix(s, max) and marked with "..." where it was cut: for a user's string in a
+// message.
+[[nodiscard]] std::string cut_for_message(std::string_view s, size_t max);
+
 // Standard base64 (RFC 4648 section 4) with '=' padding.
 void append_base64(std::string& out, std::string_view bytes);
 [[nodiscard]] std::string base64_encode(std::string_view bytes);

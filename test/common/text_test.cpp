@@ -187,3 +187,20 @@ TEST_CASE("iequals compares ASCII without case, and only ASCII") {
   CHECK_FALSE(iequals("abc", "ab"));
   CHECK_FALSE(iequals("\xc3\x84", "\xc3\xa4"));  // Ä and ä: not ASCII, not folded
 }
+
+TEST_CASE("utf8_prefix never ends inside a character; cut_for_message marks the cut") {
+  using erdma::common::cut_for_message;
+  using erdma::common::utf8_prefix;
+  CHECK(utf8_prefix("abc", 5) == "abc");
+  CHECK(utf8_prefix("abc", 2) == "ab");
+  CHECK(utf8_prefix("", 0).empty());
+  const std::string e_acute = "a\xC3\xA9";  // "aé": 'a' then a two-byte character
+  CHECK(utf8_prefix(e_acute, 2) == "a");
+  CHECK(utf8_prefix(e_acute, 3) == e_acute);
+  const std::string euro = "\xE2\x82\xAC\xE2\x82\xAC";  // two three-byte characters
+  CHECK(utf8_prefix(euro, 5) == "\xE2\x82\xAC");
+  CHECK(utf8_prefix(euro, 2).empty());
+  CHECK(cut_for_message("abcdef", 3) == "abc...");
+  CHECK(cut_for_message("abc", 3) == "abc");
+  CHECK(cut_for_message(euro, 4) == "\xE2\x82\xAC...");
+}

@@ -33,14 +33,6 @@ std::string container_prefix(const ContainerView& c) {
   return p;
 }
 
-// At most `max` bytes of `s`, cut at a UTF-8 character boundary and marked with "...".
-std::string_view cut_utf8(std::string_view s, size_t max) {
-  if (s.size() <= max) return s;
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
-  return s.substr(0, end);
-}
-
 // Container names are checked to be DNS labels (at most 63 bytes) before most warnings are made;
 // the ones made earlier see whatever the tenant sent, so the name is cut here too.
 constexpr size_t kMaxNameInMessage = 64;
@@ -49,9 +41,7 @@ constexpr size_t kMaxPathInMessage = 4096;
 
 std::string describe(const ContainerView& c) {
   std::string s = c.list == ContainerList::Init ? "init container \"" : "container \"";
-  const auto name = cut_utf8(c.name, kMaxNameInMessage);
-  s += name;
-  if (name.size() < c.name.size()) s += "...";
+  s += common::cut_for_message(c.name, kMaxNameInMessage);
   s += '"';
   return s;
 }
@@ -253,9 +243,8 @@ class Builder {
     for (auto element : split_ld_preload(last->value)) {
       if (element == r.preload_path) return;
       if (basename(element) == cfg_.smcr().library) {
-        const auto shown = cut_utf8(element, kMaxPathInMessage);
-        warn(WarningKind::LdPreloadOtherCopy, describe(c) + " already preloads " + std::string(shown) +
-                                                  (shown.size() < element.size() ? "..." : "") +
+        warn(WarningKind::LdPreloadOtherCopy, describe(c) + " already preloads " +
+                                                  common::cut_for_message(element, kMaxPathInMessage) +
                                                   "; LD_PRELOAD left unchanged");
         return;
       }
@@ -407,9 +396,7 @@ Mutation finish(Decision d, std::string reason, Builder& b, bool annotate = true
 std::string quoted_value(std::string_view v) {
   constexpr size_t kMax = 64;
   if (v.size() <= kMax) return common::json_quote(v);
-  size_t end = kMax;
-  while (end > 0 && (static_cast<unsigned char>(v[end]) & 0xC0) == 0x80) --end;
-  return common::json_quote(v.substr(0, end)) + "...";
+  return common::json_quote(common::utf8_prefix(v, kMax)) + "...";
 }
 
 // Copies `s` for one line of the warnings annotation: control characters become blanks, and a
@@ -422,12 +409,7 @@ std::string annotation_line(std::string_view s) {
     out += (u < 0x20 || u == 0x7f) ? ' ' : ch;
   }
   if (out.size() <= kMaxWarningLineBytes) return out;
-  constexpr std::string_view kCut = "...";
-  size_t end = kMaxWarningLineBytes - kCut.size();
-  while (end > 0 && (static_cast<unsigned char>(out[end]) & 0xC0) == 0x80) --end;
-  out.resize(end);
-  out += kCut;
-  return out;
+  return common::cut_for_message(out, kMaxWarningLineBytes - 3);  // "..." included
 }
 
 // The comma-separated names of kResourceAddedAnnotation, each once.
@@ -482,11 +464,7 @@ std::string display_of_unreadable(simdjson::dom::element pod, std::string_view n
   if (pod.at_pointer("/metadata/name").get(name) != simdjson::SUCCESS) name = "<unnamed>";
   if (ns.empty() && pod.at_pointer("/metadata/namespace").get(ns) != simdjson::SUCCESS) ns = "default";
   constexpr size_t kMaxPart = 253;  // as PodView::display_name
-  const auto cut = [](std::string_view part) {
-    const auto kept = cut_utf8(part, kMaxPart);
-    return std::string(kept) + (kept.size() < part.size() ? "..." : "");
-  };
-  return cut(ns.empty() ? "default" : ns) + "/" + cut(name);
+  return common::cut_for_message(ns.empty() ? "default" : ns, kMaxPart) + "/" + common::cut_for_message(name, kMaxPart);
 }
 
 }  // namespace

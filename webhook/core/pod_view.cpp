@@ -3,6 +3,7 @@
 // with a JSON Patch implementation that keeps the other duplicate.
 #include "webhook/core/pod_view.hpp"
 
+#include "common/text.hpp"
 #include "webhook/core/names.hpp"
 #include "webhook/core/quantity.hpp"
 
@@ -450,16 +451,7 @@ std::string_view element_type_name(element e) noexcept {
 
 std::string PodView::display_name(std::string_view request_namespace) const {
   constexpr size_t kMaxPart = 253;
-  auto append_cut = [](std::string& out, std::string_view part) {
-    if (part.size() <= kMaxPart) {
-      out += part;
-      return;
-    }
-    size_t end = kMaxPart;
-    while (end > 0 && (static_cast<unsigned char>(part[end]) & 0xC0) == 0x80) --end;
-    out += part.substr(0, end);
-    out += "...";
-  };
+  auto append_cut = [](std::string& out, std::string_view part) { out += common::cut_for_message(part, kMaxPart); };
   std::string out;
   append_cut(out, request_namespace.empty() ? namespace_name : request_namespace);
   if (out.empty()) out = "default";
