@@ -16,7 +16,7 @@ namespace {
 
 CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& host_root) {
   CleanupFacts f;
-  f.pnet_id = cfg.smcr.pnet_id;
+  f.pnet_id = cfg.smcr.pnet_id.str();
   f.ueid = cfg.smcr.ueid;
   if (auto t = NetlinkPnetTable::open()) {
     f.pnet_table = (*t)->list();

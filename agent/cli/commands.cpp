@@ -1,41 +1,19 @@
 // erdma-agent subcommands (see commands.hpp).
 #include "agent/cli/commands.hpp"
 
-#include <csignal>
 #include <filesystem>
-#include <cstring>
 #include <iomanip>
 #include <optional>
 #include <ostream>
-#include <set>
 #include <sstream>
-#include <thread>
-
-#include <pthread.h>
-
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 
 #include "agent/core/plugin_model.hpp"
-#include "agent/plugin/agent_metrics.hpp"
-#include "agent/plugin/plugin_runtime.hpp"
-#include "agent/plugin/smc_stats.hpp"
-#include "agent/plugin/smcr_host_setup.hpp"
-#include "agent/plugin/smcr_pod_setup.hpp"
-#include "agent/plugin/smcr_service.hpp"
+#include "agent/daemon/daemon.hpp"
+#include "agent/plugin/plugin_server.hpp"
 #include "agent/sys/kernel_modules.hpp"
 #include "agent/sys/netlink_smc.hpp"
-#include "agent/sys/netns.hpp"
-#include "agent/sys/pod_netns.hpp"
-#include "agent/sys/pod_sources.hpp"
-#include "agent/sys/rdma_netlink.hpp"
-#include "agent/sys/static_rdma_devices.hpp"
-#include "agent/sys/verbs_rdma_devices.hpp"
-#include "common/http/metrics_server.hpp"
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
-#include "common/metrics.hpp"
-#include "common/structured.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
@@ -44,20 +22,9 @@ using nlohmann::json;
 
 namespace {
 
-// The verbs source with its RDMA netlink queries, owned together.
-class VerbsWithNetlink final : public RdmaDevices {
- public:
-  explicit VerbsWithNetlink(const std::vector<std::string>& drivers) : verbs_(drivers, &kernel_) {}
-  Result<DeviceScan> scan() override { return verbs_.scan(); }
-  std::string describe() const override { return verbs_.describe(); }
-
- private:
-  NetlinkDeviceInfo kernel_;
-  VerbsRdmaDevices verbs_;
-};
-
 struct Flags {
-  std::string config;
+  // Every subcommand reads the DaemonSet's file when it is there, like the daemon (config_file.hpp).
+  std::string config = default_config_path();
   std::string output = "table";
   std::string log_level;
   std::optional<std::string> metrics_listen;  // run --metrics-listen: replaces metricsListen
@@ -131,27 +98,6 @@ std::string gid_list(const RdmaPort& p) {
 }
 
 }  // namespace
-
-std::string default_config_path() {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(kDefaultConfigPath, ec) ? kDefaultConfigPath : "";
-}
-
-Result<AgentConfig> load_config_file(const std::string& path) {
-  if (path.empty()) return AgentConfig{};
-  auto text = common::read_file(path, 1u << 20);
-  if (!text) return std::move(text).error();
-  auto doc = common::parse_document(*text, path);
-  if (!doc) return std::move(doc).error();
-  auto cfg = AgentConfig::load(*doc);
-  if (!cfg) return make_error(cfg.error().code, path + ": " + cfg.error().message);
-  return cfg;
-}
-
-std::unique_ptr<RdmaDevices> make_device_source(const AgentConfig& cfg) {
-  if (cfg.source == DeviceSourceKind::Static) return std::make_unique<StaticRdmaDevices>(cfg.static_devices);
-  return std::make_unique<VerbsWithNetlink>(cfg.drivers);
-}
 
 std::string render_devices_table(const DeviceScan& scan, unsigned slots_per_device) {
   std::ostringstream out;
@@ -372,77 +318,6 @@ int run_status(const std::vector<std::string>& args, std::ostream& out, std::ost
   return !st.driver.mismatch && !st.scan.devices.empty() ? kExitOk : kExitFailure;
 }
 
-namespace {
-
-// Re-reads the node's driver state every rescan: logs one line at start and on every change,
-// keeps erdma_agent_driver_mode_mismatch{want,have} and, when configured, the NFD feature file.
-class NodeReporter {
- public:
-  NodeReporter(const AgentConfig& cfg, common::metrics::Registry& registry, PluginRuntime& runtime)
-      : cfg_(cfg), registry_(registry), runtime_(runtime) {}
-
-  void check() {
-    auto facts = read_driver_facts("/sys");
-    auto verdict = judge_driver(cfg_.driver.prefer, facts);
-    // driver.loadModules: each planned module once per agent run (a failure is logged once, not
-    // at every rescan); loading erdma can bring smc into the plan, hence the second round.
-    for (int round = 0; round < 2 && cfg_.driver.load_modules; ++round) {
-      bool loaded_any = false;
-      for (const auto& m : plan_module_loads(verdict)) {
-        if (!attempted_.insert(m).second) continue;
-        if (auto s = run_modprobe(cfg_.driver.modprobe, m); s) {
-          log::info("kernel module loaded").kv("module", m).kv("by", cfg_.driver.modprobe);
-          loaded_any = true;
-        } else {
-          log::error("cannot load kernel module").kv("module", m).kv("error", s.error().message);
-        }
-      }
-      if (!loaded_any) break;
-      facts = read_driver_facts("/sys");
-      verdict = judge_driver(cfg_.driver.prefer, facts);
-    }
-    if (!last_ || verdict != *last_) {
-      (verdict.mismatch ? log::warn(verdict.line) : log::info(verdict.line))
-          .kv("want", verdict.want)
-          .kv("have", verdict.have)
-          .kv("smcr_capable", verdict.smcr_capable ? "true" : "false");
-      for (const auto& n : verdict.notes) log::warn("node preparation").kv("note", n);
-      if (last_ && (last_->want != verdict.want || last_->have != verdict.have)) gauge(*last_).set(0);
-      gauge(verdict).set(verdict.mismatch ? 1 : 0);
-      last_ = verdict;
-    }
-    if (!cfg_.nfd_feature_file.empty()) {
-      const auto text = nfd_features(verdict, runtime_.state().snapshot()->devices.size());
-      auto w = write_file_atomically(cfg_.nfd_feature_file, text);
-      if (!w) {
-        if (w.error().message != last_nfd_error_) {
-          log::error("cannot write the NFD feature file").kv("error", w.error().message);
-          last_nfd_error_ = w.error().message;
-        }
-      } else {
-        last_nfd_error_.clear();
-        if (*w) log::info("NFD feature file written").kv("path", cfg_.nfd_feature_file);
-      }
-    }
-  }
-
- private:
-  common::metrics::Gauge& gauge(const DriverVerdict& v) {
-    return registry_.gauge("erdma_agent_driver_mode_mismatch",
-                           "1 when the node's erdma driver mode (have) differs from the configured one (want)",
-                           {{"want", v.want}, {"have", v.have}});
-  }
-
-  const AgentConfig& cfg_;
-  common::metrics::Registry& registry_;
-  PluginRuntime& runtime_;
-  std::set<std::string> attempted_;  // modules driver.loadModules already tried
-  std::optional<DriverVerdict> last_;
-  std::string last_nfd_error_;
-};
-
-}  // namespace
-
 int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   Flags flags;
   if (!parse_flags(args, flags, false, true, err)) return kExitUsage;
@@ -456,112 +331,7 @@ int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   if (flags.metrics_listen) cfg->metrics_listen = *flags.metrics_listen;
   if (flags.load_modules) cfg->driver.load_modules = true;
 
-  // Signals are taken synchronously by this thread (sigtimedwait); block them before any other
-  // thread exists so that every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  common::metrics::Registry registry;
-  AgentMetrics metrics(registry);
-  auto source = make_device_source(*cfg);
-
-  // SMC-R: pod setup is the PreStartContainer hook; host setup, resync and statistics run on
-  // their own thread. smcr.enabled: false leaves the kernel alone (the hook only logs).
-  const auto call_timeout = std::chrono::milliseconds(cfg->smcr.call_timeout_ms);
-  SetnsNetns netns;
-  std::unique_ptr<PodResourcesSource> pod_resources;
-  std::unique_ptr<SandboxSource> sandboxes;
-  std::unique_ptr<PodNetnsConfigurator> configurator;
-  std::unique_ptr<SmcrPodSetup> pod_setup;
-  std::unique_ptr<SmcrHostSetup> host_setup;
-  std::unique_ptr<SmcStatsCollector> stats;
-  std::unique_ptr<PreStartHook> logging_hook;
-  PreStartHook* hook = nullptr;
-  if (cfg->smcr.enabled) {
-    pod_resources = std::make_unique<GrpcPodResources>(cfg->pod_resources_socket, call_timeout);
-    sandboxes = std::make_unique<GrpcCriSandboxes>(cfg->cri_socket, call_timeout);
-    configurator = std::make_unique<KernelPodNetns>(netns, netlink_pnet_opener());
-    pod_setup = std::make_unique<SmcrPodSetup>(*cfg, *pod_resources, *sandboxes, *configurator, &metrics);
-    host_setup = std::make_unique<SmcrHostSetup>(cfg->smcr, netlink_pnet_opener(), netlink_smc_info_opener());
-    stats = std::make_unique<SmcStatsCollector>(metrics, netns, netlink_smc_info_opener());
-    hook = pod_setup.get();
-    log::info("SMC-R enabled")
-        .kv("pnet_id", cfg->smcr.pnet_id)
-        .kv("ueid", cfg->smcr.ueid.empty() ? "(not managed)" : cfg->smcr.ueid)
-        .kv("pod_resources", cfg->pod_resources_socket)
-        .kv("cri", cfg->cri_socket)
-        .kv("proc_root", cfg->proc_root);
-    (void)install_preload(cfg->smcr, &metrics);  // logged and counted; pods fall back to TCP without it
-  } else {
-    logging_hook = std::make_unique<LoggingPreStartHook>();
-    hook = logging_hook.get();
-    log::info("SMC-R disabled (smcr.enabled: false): no host or pod setup, no preload install");
-  }
-  PluginRuntime runtime(*cfg, *source, *hook, &metrics);
-  std::unique_ptr<SmcrService> smcr;
-
-  boost::asio::io_context ioc;
-  auto work = boost::asio::make_work_guard(ioc);
-  std::unique_ptr<common::http::MetricsServer> metrics_server;
-  std::thread metrics_thread;
-  if (!cfg->metrics_listen.empty()) {
-    auto not_ready = [&]() -> std::optional<std::string> {
-      if (runtime.registered()) return std::nullopt;
-      return "not registered with kubelet";
-    };
-    metrics_server = std::make_unique<common::http::MetricsServer>(ioc, common::http::probe_handler(registry, not_ready));
-    auto addr = common::parse_listen_address(cfg->metrics_listen);
-    auto s = addr ? metrics_server->listen(*addr) : Status(addr.error());
-    if (!s) {
-      log::error("cannot serve metrics").kv("listen", cfg->metrics_listen).kv("error", s.error().message);
-      return kExitFailure;
-    }
-    log::info("serving metrics").kv("listen", cfg->metrics_listen).kv("port", static_cast<unsigned>(metrics_server->port()));
-    metrics_thread = std::thread([&] { ioc.run(); });
-  }
-
-  int rc = kExitOk;
-  if (auto s = runtime.start(); !s) {
-    log::error("device plugin failed to start").kv("error", s.error().message);
-    rc = kExitFailure;
-  } else {
-    if (cfg->smcr.enabled) {
-      // After the first scan (runtime.start() scans before returning): host setup sees devices.
-      smcr = std::make_unique<SmcrService>(*cfg, runtime.state(), *host_setup, pod_setup.get(), stats.get(), &metrics);
-      smcr->start();
-    }
-    NodeReporter reporter(*cfg, registry, runtime);
-    reporter.check();
-    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg->rescan_seconds);
-    for (;;) {
-      if (std::chrono::steady_clock::now() >= next_check) {
-        reporter.check();
-        next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg->rescan_seconds);
-      }
-      timespec timeout{1, 0};  // bounded wait: the loop stays responsive and never blocks forever
-      const int sig = sigtimedwait(&signals, nullptr, &timeout);
-      if (sig == SIGTERM || sig == SIGINT) {
-        log::info("signal received; stopping").kv("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        break;
-      }
-      if (sig == SIGHUP) {
-        log::info("SIGHUP: rescanning devices");
-        runtime.request_rescan();
-      }
-    }
-  }
-  if (smcr) smcr->stop();
-  runtime.stop();
-  if (metrics_server) metrics_server->stop();
-  work.reset();
-  ioc.stop();
-  if (metrics_thread.joinable()) metrics_thread.join();
-  log::info("erdma-agent exiting").kv("status", rc);
-  return rc;
+  return run_daemon(*cfg);
 }
 
 }  // namespace erdma::agent

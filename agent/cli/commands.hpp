@@ -10,27 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/core/config.hpp"
+#include "agent/daemon/config_file.hpp"
+#include "agent/daemon/device_source.hpp"
+#include "agent/daemon/exit_status.hpp"
 #include "agent/core/driver_mode.hpp"
 #include "agent/sys/rdma_devices.hpp"
 
 namespace erdma::agent {
-
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;   // run: the agent could not start; devices: none found
-inline constexpr int kExitUsage = 2;     // bad flags or an invalid config file
-
-// The config file the DaemonSet mounts; the admin commands (smc-status/smc-stats --pod, cleanup)
-// read it when no --config is given, so `kubectl exec ... -- erdma-agent cleanup` sees the
-// agent's own settings.
-inline constexpr const char* kDefaultConfigPath = "/etc/erdma-agent/config.yaml";
-// kDefaultConfigPath when that file exists, else "" (the built-in defaults).
-[[nodiscard]] std::string default_config_path();
-
-// Reads and validates a config file (YAML or JSON); "" gives the defaults. Errors name the file.
-[[nodiscard]] Result<AgentConfig> load_config_file(const std::string& path);
-
-// The device source the config asks for (static list, or libibverbs + sysfs + RDMA netlink).
-[[nodiscard]] std::unique_ptr<RdmaDevices> make_device_source(const AgentConfig& cfg);
 
 // `erdma-agent devices` output, from a scan (pure; tested directly).
 [[nodiscard]] std::string render_devices_table(const DeviceScan& scan, unsigned slots_per_device);

@@ -142,11 +142,11 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   if (!enabled) return std::move(enabled).error();
   out.enabled = *enabled;
 
-  auto pnet = cfg::get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id);
+  auto pnet = cfg::get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id.str());
   if (!pnet) return std::move(pnet).error();
   auto id = PnetId::parse(*pnet);
   if (!id) return cfg::error("smcr.pnetId", id.error().message);
-  out.pnet_id = id->str();
+  out.pnet_id = std::move(*id);
 
   auto ueid = cfg::get_string(*smcr, "ueid", "smcr.ueid", out.ueid);
   if (!ueid) return std::move(ueid).error();
@@ -246,6 +246,11 @@ std::string_view to_string(DriverMode mode) noexcept {
     case DriverMode::Auto: return "auto";
   }
   return "default";
+}
+
+PnetId default_pnet_id() {
+  static const PnetId id = *PnetId::parse("ERDMA");
+  return id;
 }
 
 Result<AgentConfig> AgentConfig::load(const json& doc) {
@@ -377,7 +382,7 @@ json AgentConfig::to_json() const {
               {"metricsListen", metrics_listen},
               {"smcr",
                {{"enabled", smcr.enabled},
-                {"pnetId", smcr.pnet_id},
+                {"pnetId", smcr.pnet_id.str()},
                 {"ueid", smcr.ueid},
                 {"sysctls", smcr.sysctls},
                 {"podInterface", smcr.pod_interface},

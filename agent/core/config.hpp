@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/core/pnet.hpp"
 #include "agent/core/rdma_device.hpp"
 #include "common/contract.hpp"
 #include "common/result.hpp"
@@ -27,10 +28,13 @@ inline constexpr unsigned kMaxSlotsPerDevice = 1000;
 
 enum class DeviceSourceKind { Verbs, Static };
 
+// "ERDMA": smcr.pnetId when the config does not set it.
+[[nodiscard]] PnetId default_pnet_id();
+
 // smcr.*: SMC-R on the node and in SMC-R pods. Values are validated as the kernel validates them.
 struct SmcrConfig {
   bool enabled = true;               // false: no host setup, no pod setup, no preload install
-  std::string pnet_id = "ERDMA";     // PNETID for every eRDMA port and netdev (upper-cased)
+  PnetId pnet_id = default_pnet_id();  // PNETID for every eRDMA port and netdev, parsed at load
   std::string ueid = "ERDMA-CONTROLLER";  // SMC-Rv2 UEID, the same on every node; "" = leave the table alone
   std::map<std::string, std::string> sysctls;  // net.smc.* written in each SMC-R pod's netns
   std::string pod_interface = "eth0";          // the pod-side interface that gets `-> pnetId`

@@ -26,11 +26,11 @@ std::vector<SmcrPort> smcr_ports_of(const std::vector<RdmaDevice>& devices, std:
 Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id, const std::vector<SmcrPort>& ports) {
   std::set<PnetEntry> out;
   for (const auto& p : ports) {
-    auto ib = PnetEntry::ib(pnet_id.str(), p.ib_device, p.port);
+    auto ib = PnetEntry::ib(pnet_id, p.ib_device, p.port);
     if (!ib) return ib.error();
     out.insert(std::move(*ib));
     if (!p.netdev.empty()) {
-      auto eth = PnetEntry::eth(pnet_id.str(), p.netdev);
+      auto eth = PnetEntry::eth(pnet_id, p.netdev);
       if (!eth) return eth.error();
       out.insert(std::move(*eth));
     }

@@ -89,20 +89,28 @@ Status validate_ibdev_name(std::string_view name) {
 Result<PnetEntry> PnetEntry::eth(std::string_view pnet_id, std::string_view ifname) {
   auto id = PnetId::parse(pnet_id);
   if (!id) return id.error();
-  if (auto st = validate_ifname(ifname); !st) return st.error();
-  return PnetEntry{std::move(*id), PnetEntryKind::Eth, std::string(ifname), 0};
+  return eth(*id, ifname);
 }
 
 Result<PnetEntry> PnetEntry::ib(std::string_view pnet_id, std::string_view ibdev, unsigned port) {
   auto id = PnetId::parse(pnet_id);
   if (!id) return id.error();
+  return ib(*id, ibdev, port);
+}
+
+Result<PnetEntry> PnetEntry::eth(const PnetId& pnet_id, std::string_view ifname) {
+  if (auto st = validate_ifname(ifname); !st) return st.error();
+  return PnetEntry{pnet_id, PnetEntryKind::Eth, std::string(ifname), 0};
+}
+
+Result<PnetEntry> PnetEntry::ib(const PnetId& pnet_id, std::string_view ibdev, unsigned port) {
   if (auto st = validate_ibdev_name(ibdev); !st) return st.error();
   if (port < 1 || port > kMaxSmcIbPort) {
     return make_error(ErrorCode::InvalidArgument, "RDMA device " + std::string(ibdev) + ": port " +
                                                       std::to_string(port) + " is outside 1.." +
                                                       std::to_string(kMaxSmcIbPort) + " (SMC uses ports 1 and 2)");
   }
-  return PnetEntry{std::move(*id), PnetEntryKind::Ib, std::string(ibdev), static_cast<uint8_t>(port)};
+  return PnetEntry{pnet_id, PnetEntryKind::Ib, std::string(ibdev), static_cast<uint8_t>(port)};
 }
 
 std::string PnetEntry::to_string() const {

@@ -44,6 +44,9 @@ struct PnetEntry {
   // Validated constructors. Interface names follow the kernel's dev_valid_name (1..15 bytes, no
   // '/', ':' or whitespace, not "." or ".."); RDMA device names are 1..63 printable bytes
   // without '/' or whitespace; ports are 1..2.
+  [[nodiscard]] static Result<PnetEntry> eth(const PnetId& pnet_id, std::string_view ifname);
+  [[nodiscard]] static Result<PnetEntry> ib(const PnetId& pnet_id, std::string_view ibdev, unsigned port);
+  // The same, parsing the PNETID first (from the kernel or the command line).
   [[nodiscard]] static Result<PnetEntry> eth(std::string_view pnet_id, std::string_view ifname);
   [[nodiscard]] static Result<PnetEntry> ib(std::string_view pnet_id, std::string_view ibdev, unsigned port);
 

@@ -8,9 +8,7 @@ SmcrHostSetup::SmcrHostSetup(const SmcrConfig& cfg, PnetTableOpener open_table, 
 
 Result<HostSetupReport> SmcrHostSetup::reconcile(const std::vector<RdmaDevice>& devices) {
   HostSetupReport report;
-  auto pnet_id = PnetId::parse(cfg_.pnet_id);
-  if (!pnet_id) return pnet_id.error();  // validated at config load; kept for safety
-  auto desired = host_pnet_entries(*pnet_id, smcr_ports_of(devices, &report.notes));
+  auto desired = host_pnet_entries(cfg_.pnet_id, smcr_ports_of(devices, &report.notes));
   if (!desired) return desired.error();
   std::optional<Ueid> ueid;
   if (!cfg_.ueid.empty()) {

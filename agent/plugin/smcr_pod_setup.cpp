@@ -25,20 +25,12 @@ PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message)
 }  // namespace
 
 SmcrPodSetup::SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
-                           PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector* inspector)
-    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics), inspector_(inspector) {
-  if (inspector_ == nullptr) {
-    own_netns_ = std::make_unique<SetnsNetns>();
-    own_inspector_ = std::make_unique<KernelPodNetworkInspector>(
-        *own_netns_, NetnsRef::of_path(cfg_.proc_root + "/1/ns/net"), sysfs_rdma_lister(), netlink_pnet_opener(),
-        netlink_smc_info_opener());
-    inspector_ = own_inspector_.get();
-  }
-}
+                           PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector& inspector)
+    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics), inspector_(inspector) {}
 
 SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadline deadline) {
   if (Clock::now() >= deadline) return unknown_prediction("no time left before kubelet's deadline");
-  auto facts = inspector_->gather(pod, cfg_.smcr.pod_interface, cfg_.smcr.pnet_id, deadline);
+  auto facts = inspector_.gather(pod, cfg_.smcr.pod_interface, cfg_.smcr.pnet_id.str(), deadline);
   if (!facts) return unknown_prediction(facts.error().message);
   return predict_smcr(*facts);
 }

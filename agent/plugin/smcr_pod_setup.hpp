@@ -72,10 +72,9 @@ struct ResyncSummary {
 class SmcrPodSetup final : public PreStartHook {
  public:
   // All references must outlive the hook. `metrics` may be null. `inspector` gathers the facts of
-  // the SMC-R prediction; null means the kernel's (KernelPodNetworkInspector over setns, sysfs
-  // under /sys and netlink, the node's netns at <procRoot>/1/ns/net).
+  // the SMC-R prediction (the daemon gives it the kernel's: KernelPodNetworkInspector).
   SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
-               PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector* inspector = nullptr);
+               PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector& inspector);
   // Makes or reports every prediction still queued (see wait_for_predictions), then stops.
   ~SmcrPodSetup() override;
   SmcrPodSetup(const SmcrPodSetup&) = delete;
@@ -132,9 +131,7 @@ class SmcrPodSetup final : public PreStartHook {
   SandboxSource& sandboxes_;
   PodNetnsConfigurator& configurator_;
   AgentMetrics* metrics_;
-  std::unique_ptr<Netns> own_netns_;                    // only for the default inspector
-  std::unique_ptr<PodNetworkInspector> own_inspector_;  // the default inspector
-  PodNetworkInspector* inspector_;
+  PodNetworkInspector& inspector_;
 
   mutable std::mutex mu_;
   std::map<std::string, TrackedPod> tracked_;  // by sandbox ID

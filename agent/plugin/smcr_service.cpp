@@ -78,7 +78,7 @@ void SmcrService::host_setup() {
   }
   if (!r->applied.empty() || host_ok_ == 0) {
     log::info("SMC-R host setup done")
-        .kv("pnet_id", cfg_.smcr.pnet_id)
+        .kv("pnet_id", cfg_.smcr.pnet_id.str())
         .kv("ueid", cfg_.smcr.ueid.empty() ? "(not managed)" : cfg_.smcr.ueid)
         .kv("devices", static_cast<uint64_t>(snap->devices.size()))
         .kv("changes", static_cast<uint64_t>(r->applied.size()));

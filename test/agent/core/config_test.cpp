@@ -23,7 +23,7 @@ TEST_CASE("an empty or null document gives the defaults") {
     CHECK(cfg->rescan_seconds == 5);
     CHECK(cfg->metrics_listen == "127.0.0.1:9467");
     CHECK(cfg->smcr.enabled);
-    CHECK(cfg->smcr.pnet_id == "ERDMA");
+    CHECK(cfg->smcr.pnet_id.str() == "ERDMA");
     CHECK(cfg->smcr.ueid == "ERDMA-CONTROLLER");
     CHECK(cfg->smcr.sysctls.empty());
     CHECK(cfg->smcr.pod_interface == "eth0");
@@ -93,7 +93,7 @@ TEST_CASE("the SMC-R keys are read and normalised") {
   auto cfg = AgentConfig::load(doc);
   REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
   CHECK_FALSE(cfg->smcr.enabled);
-  CHECK(cfg->smcr.pnet_id == "ERDMA1");
+  CHECK(cfg->smcr.pnet_id.str() == "ERDMA1");
   CHECK(cfg->smcr.ueid == "CLUSTER-7.PROD");
   CHECK(cfg->smcr.sysctls == std::map<std::string, std::string>{{"net.smc.autocorking_size", "0"},
                                                                  {"net.smc.wmem", "262144"}});

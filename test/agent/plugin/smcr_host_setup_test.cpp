@@ -124,7 +124,7 @@ TEST_CASE("host setup leaves entries of other PNETIDs and a full UEID table alon
   k.table.entries = {ib("ADMIN", "erdma_0"), eth("OTHER", "eth9")};
   for (const char* u : {"A", "B", "C", "D"}) k.info.table.push_back(Ueid::parse(u).value());
   SmcrConfig cfg;
-  cfg.pnet_id = "NET1";
+  cfg.pnet_id = *PnetId::parse("NET1");
   SmcrHostSetup setup(cfg, k.table_opener(), k.info_opener());
   auto r = setup.reconcile({make_device("erdma_0", "uverbs0", 0, PortState::Active, "eth0")});
   REQUIRE(r.ok());

@@ -218,7 +218,7 @@ struct PodHarness {
     cfg.smcr.call_timeout_ms = call_timeout_ms;
     podres_client = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, std::chrono::milliseconds(call_timeout_ms));
     cri_client = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, std::chrono::milliseconds(call_timeout_ms));
-    hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics, &inspector);
+    hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics, inspector);
     kubelet.start();
     RuntimeTiming t;
     t.register_backoff_min = 20ms;
@@ -577,7 +577,7 @@ TEST_CASE("an unreachable or misbehaving kubelet or runtime fails the setup, nev
   // No PodResources socket at all.
   {
     GrpcPodResources missing(h.dir.path() + "/no-such.sock", 1s);
-    SmcrPodSetup hook(h.cfg, missing, *h.cri_client, h.configurator, nullptr);
+    SmcrPodSetup hook(h.cfg, missing, *h.cri_client, h.configurator, nullptr, h.inspector);
     const auto out = hook.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
     CHECK(out.result == PodSetupResult::Failed);
     CHECK(out.message.find("no-such.sock") != std::string::npos);
@@ -814,7 +814,7 @@ TEST_CASE("sysctls the kernel lacks are reported and the pnet entry stays") {
   fs::remove(h.proc.path() + "/sys/net/smc/tcp2smc");  // most kernels have no tcp2smc: not an error
   auto cfg = h.cfg;
   cfg.smcr.sysctls = {{"net.smc.wmem", "131072"}, {"net.smc.no_such_knob", "1"}};
-  SmcrPodSetup hook(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics);
+  SmcrPodSetup hook(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics, h.inspector);
   const auto ns = h.add_pod("ns", "a", {"erdma_0-0"});
   const auto o = hook.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
   CHECK(o.result == PodSetupResult::Failed);
@@ -825,7 +825,7 @@ TEST_CASE("sysctls the kernel lacks are reported and the pnet entry stays") {
 
   // Without the unknown knob the same pod is configured, still without tcp2smc.
   cfg.smcr.sysctls = {{"net.smc.wmem", "131072"}};
-  SmcrPodSetup good(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics);
+  SmcrPodSetup good(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics, h.inspector);
   const auto o2 = good.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
   CHECK(o2.result == PodSetupResult::Configured);
   CHECK(o2.message.find("already present") != std::string::npos);

@@ -1,0 +1,149 @@
+// The node agent's composition root (see daemon.hpp).
+#include "agent/daemon/daemon.hpp"
+
+#include <csignal>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <pthread.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "agent/daemon/device_source.hpp"
+#include "agent/daemon/exit_status.hpp"
+#include "agent/daemon/node_reporter.hpp"
+#include "agent/plugin/agent_metrics.hpp"
+#include "agent/plugin/plugin_runtime.hpp"
+#include "agent/plugin/smc_stats.hpp"
+#include "agent/plugin/smcr_host_setup.hpp"
+#include "agent/plugin/smcr_pod_setup.hpp"
+#include "agent/plugin/smcr_service.hpp"
+#include "agent/sys/netlink_smc.hpp"
+#include "agent/sys/netns.hpp"
+#include "agent/sys/pod_netns.hpp"
+#include "agent/sys/pod_sources.hpp"
+#include "common/http/metrics_server.hpp"
+#include "common/listen_address.hpp"
+#include "common/log.hpp"
+#include "common/metrics.hpp"
+
+namespace erdma::agent {
+namespace log = common::log;
+
+int run_daemon(const AgentConfig& cfg) {
+  // Signals are taken synchronously by this thread (sigtimedwait); block them before any other
+  // thread exists so that every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  common::metrics::Registry registry;
+  AgentMetrics metrics(registry);
+  auto source = make_device_source(cfg);
+
+  // SMC-R: pod setup is the PreStartContainer hook; host setup, resync and statistics run on
+  // their own thread. smcr.enabled: false leaves the kernel alone (the hook only logs).
+  const auto call_timeout = std::chrono::milliseconds(cfg.smcr.call_timeout_ms);
+  SetnsNetns netns;
+  SetnsNetns inspector_netns;  // the SMC-R prediction's, on its own worker thread
+  std::unique_ptr<KernelPodNetworkInspector> inspector;
+  std::unique_ptr<PodResourcesSource> pod_resources;
+  std::unique_ptr<SandboxSource> sandboxes;
+  std::unique_ptr<PodNetnsConfigurator> configurator;
+  std::unique_ptr<SmcrPodSetup> pod_setup;
+  std::unique_ptr<SmcrHostSetup> host_setup;
+  std::unique_ptr<SmcStatsCollector> stats;
+  std::unique_ptr<PreStartHook> logging_hook;
+  PreStartHook* hook = nullptr;
+  if (cfg.smcr.enabled) {
+    pod_resources = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, call_timeout);
+    sandboxes = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, call_timeout);
+    configurator = std::make_unique<KernelPodNetns>(netns, netlink_pnet_opener());
+    inspector = std::make_unique<KernelPodNetworkInspector>(inspector_netns, NetnsRef::of_path(cfg.proc_root + "/1/ns/net"),
+                                                            sysfs_rdma_lister(), netlink_pnet_opener(),
+                                                            netlink_smc_info_opener());
+    pod_setup = std::make_unique<SmcrPodSetup>(cfg, *pod_resources, *sandboxes, *configurator, &metrics, *inspector);
+    host_setup = std::make_unique<SmcrHostSetup>(cfg.smcr, netlink_pnet_opener(), netlink_smc_info_opener());
+    stats = std::make_unique<SmcStatsCollector>(metrics, netns, netlink_smc_info_opener());
+    hook = pod_setup.get();
+    log::info("SMC-R enabled")
+        .kv("pnet_id", cfg.smcr.pnet_id.str())
+        .kv("ueid", cfg.smcr.ueid.empty() ? "(not managed)" : cfg.smcr.ueid)
+        .kv("pod_resources", cfg.pod_resources_socket)
+        .kv("cri", cfg.cri_socket)
+        .kv("proc_root", cfg.proc_root);
+    (void)install_preload(cfg.smcr, &metrics);  // logged and counted; pods fall back to TCP without it
+  } else {
+    logging_hook = std::make_unique<LoggingPreStartHook>();
+    hook = logging_hook.get();
+    log::info("SMC-R disabled (smcr.enabled: false): no host or pod setup, no preload install");
+  }
+  PluginRuntime runtime(cfg, *source, *hook, &metrics);
+  std::unique_ptr<SmcrService> smcr;
+
+  boost::asio::io_context ioc;
+  auto work = boost::asio::make_work_guard(ioc);
+  std::unique_ptr<common::http::MetricsServer> metrics_server;
+  std::thread metrics_thread;
+  if (!cfg.metrics_listen.empty()) {
+    auto not_ready = [&]() -> std::optional<std::string> {
+      if (runtime.registered()) return std::nullopt;
+      return "not registered with kubelet";
+    };
+    metrics_server = std::make_unique<common::http::MetricsServer>(ioc, common::http::probe_handler(registry, not_ready));
+    auto addr = common::parse_listen_address(cfg.metrics_listen);
+    auto s = addr ? metrics_server->listen(*addr) : Status(addr.error());
+    if (!s) {
+      log::error("cannot serve metrics").kv("listen", cfg.metrics_listen).kv("error", s.error().message);
+      return kExitFailure;
+    }
+    log::info("serving metrics").kv("listen", cfg.metrics_listen).kv("port", static_cast<unsigned>(metrics_server->port()));
+    metrics_thread = std::thread([&] { ioc.run(); });
+  }
+
+  int rc = kExitOk;
+  if (auto s = runtime.start(); !s) {
+    log::error("device plugin failed to start").kv("error", s.error().message);
+    rc = kExitFailure;
+  } else {
+    if (cfg.smcr.enabled) {
+      // After the first scan (runtime.start() scans before returning): host setup sees devices.
+      smcr = std::make_unique<SmcrService>(cfg, runtime.state(), *host_setup, pod_setup.get(), stats.get(), &metrics);
+      smcr->start();
+    }
+    NodeReporter reporter(cfg, registry, runtime);
+    reporter.check();
+    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
+    for (;;) {
+      if (std::chrono::steady_clock::now() >= next_check) {
+        reporter.check();
+        next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
+      }
+      timespec timeout{1, 0};  // bounded wait: the loop stays responsive and never blocks forever
+      const int sig = sigtimedwait(&signals, nullptr, &timeout);
+      if (sig == SIGTERM || sig == SIGINT) {
+        log::info("signal received; stopping").kv("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        break;
+      }
+      if (sig == SIGHUP) {
+        log::info("SIGHUP: rescanning devices");
+        runtime.request_rescan();
+      }
+    }
+  }
+  if (smcr) smcr->stop();
+  runtime.stop();
+  if (metrics_server) metrics_server->stop();
+  work.reset();
+  ioc.stop();
+  if (metrics_thread.joinable()) metrics_thread.join();
+  log::info("erdma-agent exiting").kv("status", rc);
+  return rc;
+}
+
+}  // namespace erdma::agent
