@@ -123,57 +123,28 @@ void fill_list_and_watch(const DeviceState::Snapshot& snapshot, v1beta1::ListAnd
 
 // ---- HookRunner
 
-HookRunner::HookRunner(PreStartHook& hook, size_t workers) : hook_(hook) {
-  workers = std::max<size_t>(workers, 1);
-  workers_.reserve(workers);
-  for (size_t i = 0; i < workers; ++i) workers_.emplace_back([this] { loop(); });
-}
-
-HookRunner::~HookRunner() { stop(); }
-
-void HookRunner::stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  for (auto& w : workers_) {
-    if (w.joinable()) w.join();
-  }
-}
+HookRunner::HookRunner(PreStartHook& hook, size_t workers, size_t capacity)
+    : hook_(hook), capacity_(capacity), queue_(workers, capacity, [this](Job&& job, bool stopping) { run(std::move(job), stopping); }) {}
 
 void HookRunner::submit(std::vector<std::string> ids, std::vector<std::string> devices,
                         std::chrono::steady_clock::time_point deadline, Done done) {
-  {
-    std::lock_guard lock(mu_);
-    if (!stopping_ && queue_.size() < kMaxQueuedPreStarts) {
-      queue_.push_back(Job{std::move(ids), std::move(devices), deadline, std::move(done)});
-      cv_.notify_one();
-      return;
-    }
+  Job job{std::move(ids), std::move(devices), deadline, std::move(done)};
+  const auto refused = queue_.submit(job);
+  if (!refused) return;
+  if (*refused == common::WorkQueue<Job>::Refusal::Stopping) {
+    job.done(make_error(ErrorCode::Unavailable, "the agent is stopping"));
+  } else {
+    job.done(hook_.missed_turn(job.ids, "PreStartContainer calls queued: " + std::to_string(capacity_) +
+                                            ", the most the agent holds"));
   }
-  done(make_error(ErrorCode::Unavailable, "the agent is stopping or has too many PreStartContainer calls queued"));
 }
 
-void HookRunner::loop() {
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      if (stopping_) {
-        lock.unlock();
-        job.done(make_error(ErrorCode::Unavailable, "the agent is stopping"));
-        continue;
-      }
-    }
-    if (std::chrono::steady_clock::now() >= job.deadline) {
-      job.done(hook_.missed_turn(job.ids));
-      continue;
-    }
+void HookRunner::run(Job&& job, bool stopping) {
+  if (stopping) {
+    job.done(make_error(ErrorCode::Unavailable, "the agent is stopping"));
+  } else if (std::chrono::steady_clock::now() >= job.deadline) {
+    job.done(hook_.missed_turn(job.ids, "the PreStartContainer deadline passed while earlier pod setups ran"));
+  } else {
     job.done(hook_.pre_start(job.ids, job.devices, job.deadline));
   }
 }

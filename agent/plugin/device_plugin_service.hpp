@@ -17,6 +17,7 @@
 #include "agent/plugin/device_state.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/proto/deviceplugin_v1beta1.grpc.pb.h"
+#include "common/work_queue.hpp"
 
 namespace erdma::agent {
 
@@ -32,19 +33,24 @@ inline constexpr size_t kMaxQueuedPreStarts = 64;
 inline constexpr size_t kPreStartWorkers = 4;
 
 // Runs PreStartHook calls on up to `workers` threads, in arrival order, each with a deadline.
+// A call that cannot wait its turn (the queue holds `capacity` calls already, or its deadline
+// passed while it waited) goes to the hook's missed_turn() instead, which for SMC-R lets the
+// container start (its TCP falls back) rather than fail it.
 class HookRunner {
  public:
-  explicit HookRunner(PreStartHook& hook, size_t workers = kPreStartWorkers);
-  ~HookRunner();  // stops; queued calls are answered with a "stopping" error
+  explicit HookRunner(PreStartHook& hook, size_t workers = kPreStartWorkers, size_t capacity = kMaxQueuedPreStarts);
+  // Stops; calls still queued are answered with a "stopping" error (the agent is going away, and
+  // kubelet retries the container start against the next one).
+  ~HookRunner() = default;
   HookRunner(const HookRunner&) = delete;
   HookRunner& operator=(const HookRunner&) = delete;
 
   using Done = std::function<void(Status)>;
-  // Queues a call; `done` runs exactly once, on the worker (or inline when refused: queue full or
+  // Queues a call; `done` runs exactly once, on a worker (or inline when the queue is full or
   // stopping). Thread-safe.
   void submit(std::vector<std::string> ids, std::vector<std::string> devices,
               std::chrono::steady_clock::time_point deadline, Done done);
-  void stop();
+  void stop() { queue_.stop(); }
 
  private:
   struct Job {
@@ -52,14 +58,11 @@ class HookRunner {
     std::chrono::steady_clock::time_point deadline;
     Done done;
   };
-  void loop();
+  void run(Job&& job, bool stopping);
 
   PreStartHook& hook_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;
+  const size_t capacity_;
+  common::WorkQueue<Job> queue_;  // last: its workers call run()
 };
 
 class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService {

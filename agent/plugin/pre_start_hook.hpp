@@ -22,12 +22,13 @@ class PreStartHook {
   [[nodiscard]] virtual Status pre_start(const std::vector<std::string>& device_ids,
                                          const std::vector<std::string>& devices,
                                          std::chrono::steady_clock::time_point deadline) = 0;
-  // Called instead of pre_start() when the call's deadline passed while it waited for its turn
-  // (earlier calls took the time). The answer goes to kubelet as for pre_start(); by default the
-  // container start fails. A hook whose work is optional answers success.
-  [[nodiscard]] virtual Status missed_turn(const std::vector<std::string>& device_ids) {
+  // Called instead of pre_start() when the call cannot have its turn: its deadline passed while
+  // it waited (earlier calls took the time), or the queue was full. `why` says which. The answer
+  // goes to kubelet as for pre_start(); by default the container start fails. A hook whose work is
+  // optional answers success.
+  [[nodiscard]] virtual Status missed_turn(const std::vector<std::string>& device_ids, const std::string& why) {
     (void)device_ids;
-    return make_error(ErrorCode::DeadlineExceeded, "PreStartContainer waited too long for its turn");
+    return make_error(ErrorCode::DeadlineExceeded, "PreStartContainer did not get its turn: " + why);
   }
 };
 

@@ -26,7 +26,17 @@ PodSetupOutcome with(PodSetupOutcome out, PodSetupResult r, std::string message)
 
 SmcrPodSetup::SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, SandboxSource& sandboxes,
                            PodNetnsConfigurator& configurator, AgentMetrics* metrics, PodNetworkInspector& inspector)
-    : cfg_(cfg), pods_(pods), sandboxes_(sandboxes), configurator_(configurator), metrics_(metrics), inspector_(inspector) {}
+    : cfg_(cfg),
+      pods_(pods),
+      sandboxes_(sandboxes),
+      configurator_(configurator),
+      metrics_(metrics),
+      inspector_(inspector),
+      predictions_(
+          1, kMaxQueuedPredictions, [this](QueuedPrediction&& job, bool stopping) { make_prediction(std::move(job), stopping); },
+          [metrics](size_t pending) {
+            if (metrics != nullptr) metrics->smcr_predictions_pending.set(static_cast<double>(pending));
+          }) {}
 
 SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadline deadline) {
   if (Clock::now() >= deadline) return unknown_prediction("no time left before kubelet's deadline");
@@ -35,14 +45,7 @@ SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadlin
   return predict_smcr(*facts);
 }
 
-SmcrPodSetup::~SmcrPodSetup() {
-  {
-    std::lock_guard lock(queue_mu_);
-    stopping_ = true;
-  }
-  queue_cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
-}
+SmcrPodSetup::~SmcrPodSetup() { predictions_.stop(); }
 
 Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>&,
                                Clock::time_point deadline) {
@@ -66,87 +69,45 @@ Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const
 }
 
 void SmcrPodSetup::queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod) {
-  std::optional<size_t> refused;  // the queue's length when it took no more
-  bool stopping = false;
-  {
-    std::lock_guard lock(queue_mu_);
-    stopping = stopping_;
-    if (stopping_ || queue_.size() >= queue_limit_) {
-      refused = queue_.size();
-    } else {
-      queue_.push_back(QueuedPrediction{std::move(outcome), std::move(pod)});
-      if (!worker_.joinable()) worker_ = std::thread([this] { prediction_loop(); });
-      set_pending_gauge();
+  QueuedPrediction job{std::move(outcome), std::move(pod)};
+  const auto refused = predictions_.submit(job);
+  if (!refused) return;
+  job.outcome.prediction = unknown_prediction(
+      *refused == common::WorkQueue<QueuedPrediction>::Refusal::Stopping
+          ? std::string("the agent is stopping; this pod was not predicted")
+          : "SMC-R predictions waiting: " + std::to_string(queue_limit_.load()) +
+                " (the most the agent queues); this pod was not predicted");
+  report("PreStartContainer", job.outcome, false);
+}
+
+void SmcrPodSetup::make_prediction(QueuedPrediction&& job, bool stopping) {
+  if (stopping) {
+    job.outcome.prediction = unknown_prediction("the agent stopped before predicting this pod");
+  } else {
+    // Kubelet has its answer: the prediction gets a bound of its own.
+    const auto t0 = Clock::now();
+    job.outcome.prediction = predict(job.pod, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
+    job.outcome.steps.prediction = since(t0);
+    if (metrics_ != nullptr && job.outcome.result == PodSetupResult::Configured) {
+      metrics_->step_prediction_seconds.observe(seconds(job.outcome.steps.prediction));
     }
   }
-  if (!refused) {
-    queue_cv_.notify_one();
-    return;
-  }
-  outcome.prediction = unknown_prediction(stopping ? std::string("the agent is stopping; this pod was not predicted")
-                                                  : "SMC-R predictions waiting: " + std::to_string(*refused) +
-                                                        " (the most the agent queues); this pod was not predicted");
-  report("PreStartContainer", outcome, false);
+  report("PreStartContainer", job.outcome, false);
 }
 
-void SmcrPodSetup::prediction_loop() {
-  for (;;) {
-    QueuedPrediction job;
-    bool stopping = false;
-    {
-      std::unique_lock lock(queue_mu_);
-      queue_cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left
-      job = std::move(queue_.front());
-      queue_.pop_front();
-      ++predicting_;
-      stopping = stopping_;
-    }
-    if (stopping) {
-      job.outcome.prediction = unknown_prediction("the agent stopped before predicting this pod");
-    } else {
-      // Kubelet has its answer: the prediction gets a bound of its own.
-      const auto t0 = Clock::now();
-      job.outcome.prediction = predict(job.pod, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
-      job.outcome.steps.prediction = since(t0);
-      if (metrics_ != nullptr && job.outcome.result == PodSetupResult::Configured) {
-        metrics_->step_prediction_seconds.observe(seconds(job.outcome.steps.prediction));
-      }
-    }
-    report("PreStartContainer", job.outcome, false);
-    {
-      std::lock_guard lock(queue_mu_);
-      --predicting_;
-      set_pending_gauge();
-    }
-    idle_cv_.notify_all();
-  }
-}
+size_t SmcrPodSetup::pending_predictions() const { return predictions_.pending(); }
 
-void SmcrPodSetup::set_pending_gauge() {
-  if (metrics_ != nullptr) metrics_->smcr_predictions_pending.set(static_cast<double>(queue_.size() + predicting_));
-}
-
-size_t SmcrPodSetup::pending_predictions() const {
-  std::lock_guard lock(queue_mu_);
-  return queue_.size() + predicting_;
-}
-
-bool SmcrPodSetup::wait_for_predictions(std::chrono::milliseconds timeout) {
-  std::unique_lock lock(queue_mu_);
-  return idle_cv_.wait_for(lock, timeout, [this] { return queue_.empty() && predicting_ == 0; });
-}
+bool SmcrPodSetup::wait_for_predictions(std::chrono::milliseconds timeout) { return predictions_.wait_idle(timeout); }
 
 void SmcrPodSetup::limit_queued_predictions(size_t n) {
-  std::lock_guard lock(queue_mu_);
   queue_limit_ = n;
+  predictions_.set_capacity(n);
 }
 
-Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids) {
+Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids, const std::string& why) {
   PodSetupOutcome out;
   out.result = PodSetupResult::Timeout;
-  out.message = "the PreStartContainer deadline passed while earlier pod setups ran; devices " + common::join(device_ids, ",") +
-                " (SMC-R falls back to TCP for this pod)";
+  out.message = why + "; devices " + common::join(device_ids, ",") + " (SMC-R falls back to TCP for this pod)";
   report("PreStartContainer", out);
   return {};
 }

@@ -13,6 +13,7 @@
 // makes the prediction afterwards, then logs the setup's one "SMC-R pod setup" line with it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -31,6 +32,7 @@
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/pod_netns.hpp"
 #include "agent/sys/pod_sources.hpp"
+#include "common/work_queue.hpp"
 
 namespace erdma::agent {
 
@@ -83,7 +85,7 @@ class SmcrPodSetup final : public PreStartHook {
   // PreStartHook: always succeeds (see above); the outcome is logged and counted.
   [[nodiscard]] Status pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,
                                  std::chrono::steady_clock::time_point deadline) override;
-  [[nodiscard]] Status missed_turn(const std::vector<std::string>& device_ids) override;
+  [[nodiscard]] Status missed_turn(const std::vector<std::string>& device_ids, const std::string& why) override;
 
   // The pre_start work with its outcome, the prediction made inline (what pre_start logs and counts).
   [[nodiscard]] PodSetupOutcome set_up(const std::vector<std::string>& device_ids, Deadline deadline);
@@ -123,8 +125,11 @@ class SmcrPodSetup final : public PreStartHook {
   // Never fails: facts that cannot be gathered make an `unknown` prediction.
   SmcrPrediction predict(const std::optional<NetnsRef>& pod, Deadline deadline);
   void queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod);
-  void prediction_loop();
-  void set_pending_gauge();  // with queue_mu_ held
+  struct QueuedPrediction {
+    PodSetupOutcome outcome;
+    std::optional<NetnsRef> pod;
+  };
+  void make_prediction(QueuedPrediction&& job, bool stopping);
 
   const AgentConfig& cfg_;
   PodResourcesSource& pods_;
@@ -136,18 +141,8 @@ class SmcrPodSetup final : public PreStartHook {
   mutable std::mutex mu_;
   std::map<std::string, TrackedPod> tracked_;  // by sandbox ID
 
-  struct QueuedPrediction {
-    PodSetupOutcome outcome;
-    std::optional<NetnsRef> pod;
-  };
-  mutable std::mutex queue_mu_;
-  std::condition_variable queue_cv_;  // work queued, or stopping
-  std::condition_variable idle_cv_;   // a prediction logged
-  std::deque<QueuedPrediction> queue_;
-  size_t predicting_ = 0;  // taken from the queue, not yet logged
-  size_t queue_limit_ = kMaxQueuedPredictions;
-  bool stopping_ = false;
-  std::thread worker_;  // started with the first queued prediction
+  std::atomic<size_t> queue_limit_{kMaxQueuedPredictions};  // for the refusal's message
+  common::WorkQueue<QueuedPrediction> predictions_;        // last: its worker uses the members above
 };
 
 }  // namespace erdma::agent
