@@ -1,0 +1,556 @@
+#!/usr/bin/env bash
+# A one-node Kubernetes on this machine, for trying erdma-controller against a real kubelet:
+#   scripts/cluster.sh up               start it (builds the binaries first when needed), wait until
+#                                       the node is Ready, print `export KUBECONFIG=...`
+#   scripts/cluster.sh status           what runs, and the node's readiness
+#   scripts/cluster.sh down             stop everything and remove every trace (also after a
+#                                       failed `up`; safe to run twice)
+#   scripts/cluster.sh import FILE.tar  import an OCI archive (images/build-images.sh) into the
+#                                       node's containerd, namespace k8s.io
+#   scripts/cluster.sh exec CMD...      run CMD on the node: in the sandbox's namespaces (its /dev,
+#                                       /run, /var, network, processes), e.g. to add device nodes
+# No kubeadm, no systemd, no registry. Kubernetes and etcd are built from pinned Go modules by
+# test/cluster/build-k8s.sh; containerd, runc and the CNI plugins are Debian's. Everything runs in
+# one "node sandbox": private mount, network, PID and UTS namespaces. Its network namespace holds
+# the node address, the pods' bridge and the Service rules, so no address or rule is added to
+# this machine's network; kubectl reaches the API server through a forwarder listening on
+# 127.0.0.1:${ERDMA_CLUSTER_PORT:-6443} here. See test/cluster/README.md.
+#
+# Environment: ERDMA_CLUSTER_DIR (state, logs, certificates; default /run/erdma-cluster),
+# ERDMA_CLUSTER_PORT (default 6443), ERDMA_K8S_CACHE (test/cluster/build-k8s.sh).
+# Needs root and scripts/install-deps.sh's packages (containerd, runc, containernetworking-plugins,
+# iproute2, iptables, openssl, curl, python3, gcc and busybox-static for the images).
+set -euo pipefail
+
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SELF=$SRC/scripts/cluster.sh
+STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
+PORT=${ERDMA_CLUSTER_PORT:-6443}
+NODE=erdma-node
+# These addresses exist only inside the sandbox's network namespace.
+NODE_IP=10.255.0.1          # the node's InternalIP, on the sandbox's eth0
+POD_CIDR=10.88.0.0/16       # the CNI bridge cni0
+SERVICE_CIDR=10.96.0.0/16   # virtual, kube-proxy's iptables rules
+KUBERNETES_SVC=10.96.0.1
+# Every cgroup the kubelet and runc create is under this one, in every hierarchy.
+CGROUP_ROOT=erdma-cluster
+PAUSE_IMAGE=localhost/erdma-controller/pause:1
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+
+# fd 3: stderr, also where wait_until's conditions report why they gave up.
+exec 3>&2
+log() { echo "cluster: $*" >&3; }
+die() { log "$*"; exit 1; }
+
+# wait_until WHAT SECONDS CMD...: runs CMD every 0.2 s until it succeeds; fails after SECONDS.
+wait_until() {
+  local what=$1 secs=$2
+  shift 2
+  local end=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    [ "$SECONDS" -lt "$end" ] || { log "timed out after $secs s waiting for $what"; return 1; }
+    sleep 0.2
+  done
+}
+
+# The sandbox's PID 1, seen from here: the child of the `unshare` recorded at start-up.
+sandbox_init() {
+  local pid
+  pid=$(cat "$STATE/sandbox.pid" 2>/dev/null) || return 1
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -q "unshare .* _init $STATE" || return 1
+  pid=$(cut -d' ' -f1 "/proc/$pid/task/$pid/children" 2>/dev/null) || return 1
+  [ -n "$pid" ] && echo "$pid"
+}
+
+# --------------------------------------------------------------------------------------------
+# Certificates and configuration (written by `up`, read inside the sandbox)
+
+pki() {
+  local d=$STATE/pki
+  mkdir -p "$d"
+  ec() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$d/$1.key" 2>/dev/null; }
+  ca() {  # NAME CN
+    ec "$1"
+    openssl req -x509 -new -key "$d/$1.key" -out "$d/$1.crt" -days 3650 -subj "/CN=$2" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+  }
+  cert() {  # NAME CA SUBJECT serverAuth|clientAuth [SANS]
+    ec "$1"
+    openssl req -new -key "$d/$1.key" -subj "$3" -out "$d/$1.csr" 2>/dev/null
+    {
+      echo "basicConstraints=CA:FALSE"
+      echo "keyUsage=critical,digitalSignature,keyEncipherment"
+      echo "extendedKeyUsage=$4"
+      [ -z "${5:-}" ] || echo "subjectAltName=$5"
+    } > "$d/$1.ext"
+    openssl x509 -req -in "$d/$1.csr" -CA "$d/$2.crt" -CAkey "$d/$2.key" -set_serial "0x$(openssl rand -hex 8)" \
+      -days 365 -extfile "$d/$1.ext" -out "$d/$1.crt" 2>/dev/null
+    rm -f "$d/$1.csr" "$d/$1.ext"
+  }
+  ca ca erdma-cluster-ca
+  ca front-proxy-ca erdma-cluster-front-proxy-ca
+  cert apiserver ca "/CN=kube-apiserver" serverAuth \
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$NODE_IP,IP:$KUBERNETES_SVC"
+  cert apiserver-kubelet-client ca "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  cert front-proxy-client front-proxy-ca "/CN=front-proxy-client" clientAuth
+  cert admin ca "/O=system:masters/CN=erdma-cluster-admin" clientAuth
+  cert kubelet ca "/O=system:nodes/CN=system:node:$NODE" clientAuth
+  cert kubelet-serving ca "/CN=$NODE" serverAuth "DNS:$NODE,IP:$NODE_IP"
+  cert controller-manager ca "/CN=system:kube-controller-manager" clientAuth
+  cert scheduler ca "/CN=system:kube-scheduler" clientAuth
+  cert kube-proxy ca "/CN=system:kube-proxy" clientAuth
+  ec sa
+  openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
+  chmod 600 "$d"/*.key
+}
+
+kubeconfig() {  # FILE SERVER CERT-NAME
+  cat > "$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: erdma-cluster
+  cluster:
+    server: $2
+    certificate-authority: $STATE/pki/ca.crt
+users:
+- name: $3
+  user:
+    client-certificate: $STATE/pki/$3.crt
+    client-key: $STATE/pki/$3.key
+contexts:
+- name: erdma-cluster
+  context: {cluster: erdma-cluster, user: $3}
+current-context: erdma-cluster
+EOF
+}
+
+configs() {
+  local c=$STATE/config
+  mkdir -p "$c"
+  kubeconfig "$STATE/admin.kubeconfig" "https://127.0.0.1:$PORT" admin
+  for n in kubelet controller-manager scheduler kube-proxy; do
+    kubeconfig "$c/$n.kubeconfig" https://127.0.0.1:6443 "$n"
+  done
+  cat > "$c/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $STATE/pki/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $STATE/pki/kubelet-serving.crt
+tlsPrivateKeyFile: $STATE/pki/kubelet-serving.key
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+# containerd 1.6 has no RuntimeConfig CRI call: kubelet 1.37 falls back to this (removal in 1.38).
+cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_ROOT
+# This host mounts cgroup v1 (hybrid); kubelet 1.35+ refuses v1 unless told.
+failCgroupV1: false
+failSwapOn: false
+registerNode: true
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+# Under /var, which the sandbox overlays: the default (/usr/libexec/...) would be created here.
+volumePluginDir: /var/lib/kubelet/volume-plugins
+# No registry to pull the pause image back from: never collect images; evict only when nearly full.
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+EOF
+  cat > "$c/kube-proxy.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $c/kube-proxy.kubeconfig}
+mode: iptables
+hostnameOverride: $NODE
+clusterCIDR: $POD_CIDR
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+# Leave the conntrack table size and timeouts alone: the size is global to the machine.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+  mkdir -p "$STATE/containerd/net.d"
+  cat > "$STATE/containerd/config.toml" <<EOF
+version = 2
+root = "$STATE/containerd/root"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$STATE/containerd/opt"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "$PAUSE_IMAGE"
+  disable_apparmor = true
+  # Root lacks CAP_SYS_RESOURCE on some hosts: never lower a container's oom_score_adj below
+  # containerd's own (runc fails on the pause container's -998 otherwise).
+  restrict_oom_score_adj = true
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$STATE/containerd/net.d"
+EOF
+  cat > "$STATE/containerd/net.d/10-erdma-cluster.conflist" <<EOF
+{"cniVersion": "1.0.0", "name": "erdma-cluster", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "dataDir": "/run/cni/ipam",
+            "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "loopback"}]}
+EOF
+}
+
+# --------------------------------------------------------------------------------------------
+# Inside the sandbox: PID 1 of its PID namespace (started by `up` through unshare)
+
+sandbox_main() {
+  # shellcheck disable=SC1091
+  . "$STATE/env"
+  local L=$STATE/logs P=$STATE/pki C=$STATE/config
+  declare -A pids=()
+  mount --make-rprivate /
+  # A private /run (containerd's socket and state, runc, netns files, CNI leases), keeping the state
+  # directory: it is bound back from the working directory, which the new /run hides by path only.
+  cd "$STATE"
+  # -n: no utab entry; libmount would create /run/mount on this machine's /run for it.
+  mount -n -t tmpfs -o mode=755 tmpfs /run
+  mkdir -p "$STATE"
+  mount --no-canonicalize --bind . "$STATE"
+  cd /
+  # /var: writes (kubelet's /var/log/containers, hostPath DirectoryOrCreate volumes, CNI's cache)
+  # land in the state directory, never in this machine's /var. kubelet's root and the pods' logs
+  # are plain directories of the state directory bound in.
+  mkdir -p "$STATE"/var/{upper,work} "$STATE"/kubelet "$STATE"/pod-logs
+  mount -t overlay overlay -o "lowerdir=/var,upperdir=$STATE/var/upper,workdir=$STATE/var/work" /var
+  mkdir -p /var/lib/kubelet /var/log/pods
+  mount --bind "$STATE/kubelet" /var/lib/kubelet
+  mount --bind "$STATE/pod-logs" /var/log/pods
+  # /dev: an overlay with a tmpfs upper layer, so device directories a pod creates (hostPath
+  # DirectoryOrCreate under /dev) stay here.
+  mkdir -p "$STATE"/dev/{lower,layer}
+  mount --rbind /dev "$STATE/dev/lower"
+  mount -t tmpfs tmpfs "$STATE/dev/layer"
+  mkdir "$STATE"/dev/layer/{up,work}
+  mount -t overlay overlay -o "lowerdir=$STATE/dev/lower,upperdir=$STATE/dev/layer/up,workdir=$STATE/dev/layer/work" /dev
+  local sub
+  for sub in pts shm mqueue; do
+    if mountpoint -q "$STATE/dev/lower/$sub"; then mount --rbind "$STATE/dev/lower/$sub" "/dev/$sub"; fi
+  done
+  # kubelet sets these machine-wide sysctls to its preferred values (or, with
+  # protectKernelDefaults, refuses to start): in the sandbox's /proc it reads its own values and
+  # leaves the machine's alone.
+  mkdir -p "$STATE/sysctl"
+  local k v
+  for kv in vm/overcommit_memory=1 vm/panic_on_oom=0 kernel/panic=10 kernel/panic_on_oops=1 \
+            kernel/keys/root_maxkeys=1000000 kernel/keys/root_maxbytes=25000000; do
+    k=${kv%=*} v=${kv#*=}
+    [ "$(cat "/proc/sys/$k")" = "$v" ] && continue
+    echo "$v" > "$STATE/sysctl/${k//\//.}"
+    mount --bind "$STATE/sysctl/${k//\//.}" "/proc/sys/$k"
+  done
+  # Shared inside the sandbox, as a systemd host's mounts are: kubelet and containerd refuse
+  # HostToContainer and Bidirectional propagation (the agent's /run/containerd, /var/run/netns)
+  # from a private mount. The peer groups are new ones: nothing propagates to this machine.
+  mount --make-rshared /
+  hostname "$NODE"
+  ip link set lo up
+  # The node's interface, as on a real node (the agent's static device config names a netdev): one
+  # end of a veth pair whose other end stays here unused (this kernel may lack the dummy type).
+  ip link add eth0 type veth peer name eth0-peer
+  ip addr add "$NODE_IP/24" dev eth0
+  ip link set eth0-peer up
+  ip link set eth0 up
+
+  start() {  # NAME CMD...: in the background, output to logs/NAME.log
+    local name=$1
+    shift
+    "$@" > "$L/$name.log" 2>&1 < /dev/null &
+    pids[$name]=$!
+  }
+  alive() { kill -0 "${pids[$1]}" 2>/dev/null; }
+  up_or_dead() {  # NAME CMD...: succeeds when CMD does; stops waiting when NAME has exited
+    local name=$1
+    shift
+    alive "$name" || { log "$name exited: $(tail -n 20 "$L/$name.log")"; exit 1; }
+    "$@"
+  }
+  stop_group() {  # SECONDS NAME...: TERM to each, wait until all have exited or SECONDS passed
+    local secs=$1 name t0=$SECONDS
+    shift
+    for name; do [ -z "${pids[$name]:-}" ] || kill -TERM "${pids[$name]}" 2>/dev/null || true; done
+    local n=0 left
+    while :; do
+      left=""
+      for name; do [ -z "${pids[$name]:-}" ] || ! alive "$name" || left+="$name "; done
+      [ -n "$left" ] && [ $n -lt $((secs * 5)) ] || break
+      sleep 0.2
+      n=$((n + 1))
+    done
+    log "stopped $* after $((SECONDS - t0)) s${left:+; still running: $left(killed with the sandbox)}"
+  }
+  stop_all() {
+    # Clients before the API server, the API server before etcd; a bound on each step.
+    stop_group 10 kubelet kube-proxy
+    stop_group 5 kube-controller-manager kube-scheduler
+    stop_group 10 kube-apiserver
+    stop_group 5 etcd containerd forward
+    # Leaving PID 1 kills whatever is left here: containers, shims, anything that ignored TERM.
+    exit 0
+  }
+  trap stop_all TERM INT
+
+  start forward /usr/bin/python3 "$SRC/test/cluster/forward.py" serve --to 127.0.0.1:6443
+  # Speed over durability: a throwaway test cluster on a slow disk.
+  start etcd "$BIN/etcd" --name "$NODE" --data-dir "$STATE/etcd" --unsafe-no-fsync \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster "$NODE=http://127.0.0.1:2380" --listen-metrics-urls http://127.0.0.1:2381
+  start containerd /usr/bin/containerd --config "$STATE/containerd/config.toml"
+  wait_until etcd 60 up_or_dead etcd curl -sf http://127.0.0.1:2379/health
+  start kube-apiserver "$BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address=0.0.0.0 --secure-port=6443 --advertise-address="$NODE_IP" \
+    --tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" \
+    --client-ca-file="$P/ca.crt" --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction,PodSecurity --allow-privileged=true \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --service-account-key-file="$P/sa.pub" --service-account-signing-key-file="$P/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --kubelet-client-certificate="$P/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$P/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$P/ca.crt" --kubelet-preferred-address-types=InternalIP \
+    --enable-aggregator-routing=true \
+    --requestheader-client-ca-file="$P/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+    --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --proxy-client-cert-file="$P/front-proxy-client.crt" --proxy-client-key-file="$P/front-proxy-client.key"
+  wait_until containerd 60 up_or_dead containerd ctr --address /run/containerd/containerd.sock version
+  local image
+  for image in pause workload; do
+    ctr --address /run/containerd/containerd.sock -n k8s.io images import "$STATE/images/$image.tar" > /dev/null
+  done
+  wait_until kube-apiserver 180 up_or_dead kube-apiserver curl -sf --cacert "$P/ca.crt" https://127.0.0.1:6443/readyz
+  start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$C/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$C/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$C/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials \
+    --root-ca-file="$P/ca.crt" --service-account-private-key-file="$P/sa.key" \
+    --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" --cluster-name=erdma-cluster
+  start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$C/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$C/scheduler.kubeconfig" --authorization-kubeconfig="$C/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --leader-elect=false
+  start kubelet "$BIN/kubelet" --config="$C/kubelet.yaml" --kubeconfig="$C/kubelet.kubeconfig" \
+    --hostname-override="$NODE" --node-ip="$NODE_IP" --v=2
+  start kube-proxy "$BIN/kube-proxy" --config="$C/kube-proxy.yaml"
+  wait_until kube-controller-manager 60 up_or_dead kube-controller-manager curl -sfk https://127.0.0.1:10257/healthz
+  wait_until kube-scheduler 60 up_or_dead kube-scheduler curl -sfk https://127.0.0.1:10259/healthz
+  wait_until kubelet 60 up_or_dead kubelet curl -sf http://127.0.0.1:10248/healthz
+  echo "$(date -u +%FT%TZ)" > "$STATE/sandbox.ready"
+  log "components started"
+  # Wait for TERM (stop_all); a component that exits stays down and shows in `status`.
+  while :; do
+    sleep 3600 &
+    wait $! || true
+  done
+}
+
+# --------------------------------------------------------------------------------------------
+# On this machine
+
+require_root() { [ "$(id -u)" -eq 0 ] || die "run as root (namespaces, mounts, cgroups)"; }
+
+kubectl_() { "$(cat "$STATE/bin")/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+
+node_ready() {
+  [ "$(kubectl_ get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+}
+
+cmd_up() {
+  require_root
+  if sandbox_init > /dev/null; then
+    log "already up"
+    echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
+    return 0
+  fi
+  [ ! -e "$STATE" ] || { log "removing what a previous run left in $STATE"; cmd_down; }
+  local missing=() t
+  for t in /usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/lib/cni/bridge \
+           /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/python3; do
+    [ -x "$t" ] || missing+=("$t")
+  done
+  for t in runc unshare nsenter openssl curl ip iptables-restore mountpoint gcc; do
+    command -v "$t" > /dev/null || missing+=("$t")
+  done
+  [ ${#missing[@]} -eq 0 ] || die "missing: ${missing[*]} (scripts/install-deps.sh installs them)"
+  local t0=$SECONDS bin
+  bin=$("$SRC/test/cluster/build-k8s.sh" | tail -n 1)
+  [ -x "$bin/kubelet" ] || die "test/cluster/build-k8s.sh gave no binaries"
+  local t1=$SECONDS
+  mkdir -p "$STATE/logs"
+  echo "$bin" > "$STATE/bin"
+  cat > "$STATE/env" <<EOF
+BIN=$bin
+EOF
+  pki
+  configs
+  "$SRC/images/build-images.sh" --out "$STATE/images" pause workload > "$STATE/logs/images.log" 2>&1 ||
+    die "images/build-images.sh failed: $(tail -n 5 "$STATE/logs/images.log")"
+  # The kubelet's cgroup root must exist in every hierarchy; a cpuset cgroup needs its CPUs and
+  # memory nodes before a process can join it.
+  local h
+  for h in /sys/fs/cgroup/*/; do
+    mountpoint -q "$h" || continue
+    mkdir -p "$h$CGROUP_ROOT"
+    if [ -f "${h}cpuset.cpus" ]; then
+      cat "${h}cpuset.cpus" > "$h$CGROUP_ROOT/cpuset.cpus"
+      cat "${h}cpuset.mems" > "$h$CGROUP_ROOT/cpuset.mems"
+    fi
+  done
+  log "starting the node sandbox (logs in $STATE/logs)"
+  setsid /usr/bin/python3 "$SRC/test/cluster/forward.py" listen "127.0.0.1:$PORT" -- \
+    unshare --mount --propagation private --net --pid --fork --mount-proc --uts -- \
+    /bin/bash "$SELF" _init "$STATE" > "$STATE/logs/sandbox.log" 2>&1 < /dev/null 3>&- &
+  echo $! > "$STATE/sandbox.pid"
+  started() {
+    [ -e "$STATE/sandbox.ready" ] && return 0
+    kill -0 "$(cat "$STATE/sandbox.pid")" 2>/dev/null || { log "the sandbox ended: $(tail -n 20 "$STATE/logs/sandbox.log")"; exit 1; }
+    return 1
+  }
+  wait_until "the node sandbox's components" 300 started ||
+    die "see $STATE/logs; scripts/cluster.sh down removes everything"
+  wait_until "node $NODE Ready" 180 node_ready || {
+    kubectl_ describe node "$NODE" >&2 || true
+    die "see $STATE/logs/kubelet.log; scripts/cluster.sh down removes everything"
+  }
+  [ "$(kubectl_ get --raw /readyz)" = ok ] || die "kube-apiserver /readyz is not ok"
+  # Pods can be created once their namespace has its service account.
+  wait_until "the default service account" 60 kubectl_ -n default get serviceaccount default ||
+    die "see $STATE/logs/kube-controller-manager.log; scripts/cluster.sh down removes everything"
+  log "up in $((SECONDS - t0)) s (binaries $((t1 - t0)) s, start $((SECONDS - t1)) s)"
+  kubectl_ get nodes -o wide >&2
+  echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$bin:\$PATH"
+}
+
+cmd_status() {
+  local init pid
+  if ! init=$(sandbox_init); then
+    echo "down${STATE:+ (no sandbox running for $STATE)}"
+    [ ! -e "$STATE" ] || echo "leftovers in $STATE: run scripts/cluster.sh down"
+    return 3
+  fi
+  local ns
+  ns=$(readlink "/proc/$init/ns/pid")
+  echo "sandbox: PID $init (host view), since $(cat "$STATE/sandbox.ready" 2>/dev/null || echo '(starting)')"
+  for pid in $(ls /proc | grep -E '^[0-9]+$' | sort -n); do
+    [ "$(readlink "/proc/$pid/ns/pid" 2>/dev/null)" = "$ns" ] || continue
+    case $(cat "/proc/$pid/comm" 2>/dev/null) in
+      etcd|kube-*|kubelet|containerd|python3) printf '  %-8s %s\n' "$pid" "$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | cut -c1-100)" ;;
+    esac
+  done
+  echo "containers running: $(nsenter -t "$init" -m -- ctr --address /run/containerd/containerd.sock -n k8s.io tasks ls -q 2>/dev/null | wc -l)"
+  kubectl_ get nodes -o wide || true
+  echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
+}
+
+cmd_exec() {
+  require_root
+  local init
+  init=$(sandbox_init) || die "not up"
+  exec nsenter -t "$init" -m -n -p -u -- "$@"
+}
+
+cmd_import() {
+  require_root
+  local init f
+  init=$(sandbox_init) || die "not up"
+  for f in "$@"; do
+    nsenter -t "$init" -m -- ctr --address /run/containerd/containerd.sock -n k8s.io images import - < "$f"
+  done
+}
+
+# Kill what find_pids prints until it prints nothing, for 10 s at most.
+kill_until_gone() {  # WHAT FIND-FUNCTION
+  local n=0 pids
+  while [ $n -lt 50 ]; do
+    pids=$($2)
+    [ -n "$pids" ] || return 0
+    # shellcheck disable=SC2086
+    kill -KILL $pids 2>/dev/null || true
+    sleep 0.2
+    n=$((n + 1))
+  done
+  log "still running after 10 s: $1 ($pids)"
+  return 1
+}
+
+# Processes that name the state directory on their command line (the sandbox's unshare and init,
+# anything started from it that escaped), and processes in the kubelet's cgroups.
+leftover_pids() {
+  local pid f
+  for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    [ "$pid" != $$ ] && [ "$pid" != "$BASHPID" ] || continue
+    tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline" | grep -qxF -- "$STATE" && echo "$pid"
+  done
+  for f in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+    [ -d "$f" ] && find "$f" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done
+}
+
+cmd_down() {
+  require_root
+  local pid init n=0
+  # TERM to PID 1 of the sandbox: it stops the components; when it ends the kernel kills every
+  # process left in its PID namespace (containers and shims included) and drops its mounts and
+  # network namespace with it.
+  if init=$(sandbox_init); then
+    pid=$(cat "$STATE/sandbox.pid")
+    log "stopping the node sandbox (PID $init)"
+    kill -TERM "$init" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null && [ $n -lt 150 ]; do sleep 0.2; n=$((n + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "the sandbox did not stop in 30 s after SIGTERM; killing it"
+      kill -KILL "$init" 2>/dev/null || true
+    fi
+    grep -h 'stopped .* after' "$STATE/logs/sandbox.log" >&2 || true
+  fi
+  kill_until_gone "processes of $STATE" leftover_pids || true
+  # The cgroups the kubelet and runc made, deepest first.
+  local d
+  for d in /sys/fs/cgroup/*/"$CGROUP_ROOT"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    [ ! -d "$d" ] || log "cannot remove cgroup $d"
+  done
+  if [ -e "$STATE" ]; then
+    # Mounts here come only from the sandbox's own mount namespace; one seen from this namespace
+    # is unexpected: unmount it, and never remove files across a mount.
+    local m
+    for m in $(awk -v s="$STATE" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
+      log "unmounting $m"
+      umount -l "$m" || true
+    done
+    if awk -v s="$STATE" 'index($5, s) == 1 {found=1} END {exit !found}' /proc/self/mountinfo; then
+      die "mounts remain under $STATE; not removing it"
+    fi
+    rm -rf --one-file-system "$STATE"
+  fi
+  log "down"
+}
+
+case ${1:-} in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  import) shift; [ $# -gt 0 ] || die "import FILE.tar..."; cmd_import "$@" ;;
+  exec) shift; [ $# -gt 0 ] || die "exec CMD..."; cmd_exec "$@" ;;
+  _init) [ "${2:-}" = "$STATE" ] || STATE=$2; sandbox_main ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
+esac
