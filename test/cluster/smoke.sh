@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Smoke check of scripts/cluster.sh on this machine: `up`, a pod from the project's workload image
+# on the real kubelet (Running, `kubectl exec`, `kubectl logs`, the `kubernetes` Service reachable
+# from the pod), then `down`, and a check that nothing is left: no process of the state
+# directory, no mount, no network namespace, no cgroup, no listener, no file outside the state
+# directory, the machine's iptables rules as before. Exit 0 when all of that holds.
+#   test/cluster/smoke.sh         (root; refuses to run when a cluster is already up)
+set -euo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CLUSTER=$SRC/scripts/cluster.sh
+STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
+PORT=${ERDMA_CLUSTER_PORT:-6443}
+IMAGE=localhost/erdma-controller/workload:1
+
+fail() { echo "smoke: FAILED: $*" >&2; exit 1; }
+step() { echo "smoke: $*" >&2; }
+
+[ "$(id -u)" -eq 0 ] || fail "run as root"
+if "$CLUSTER" status > /dev/null 2>&1; then fail "a cluster is already up at $STATE; run scripts/cluster.sh down first"; fi
+
+# What the machine looks like before: compared after `down`.
+host_paths=(/var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/containerd /run/netns
+  /usr/libexec/kubernetes /etc/cni /dev/infiniband)
+before_paths=$(for p in "${host_paths[@]}"; do [ -e "$p" ] && echo "$p"; done || true)
+before_iptables=$(iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//') || true
+before_netns=$(ip netns list 2>/dev/null || true)
+
+downed=0
+trap '[ $downed -eq 1 ] || "$CLUSTER" down' EXIT
+t0=$SECONDS
+env_line=$("$CLUSTER" up | tail -n 1)
+eval "$env_line"
+step "up in $((SECONDS - t0)) s"
+
+kubectl apply -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: smoke
+  namespace: default
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: $IMAGE
+    imagePullPolicy: Never
+    command: ["sh", "-c", "echo smoke-started; exec sleep 100000"]
+EOF
+t1=$SECONDS
+kubectl wait --for=condition=Ready pod/smoke --timeout=120s || {
+  kubectl describe pod smoke >&2
+  fail "the pod did not become Ready"
+}
+step "pod Ready in $((SECONDS - t1)) s: $(kubectl get pod smoke -o jsonpath='{.status.phase} {.status.podIP} on {.spec.nodeName}')"
+out=$(kubectl exec smoke -- sh -c 'echo "exec-ok $(hostname) $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"')
+step "kubectl exec: $out"
+case $out in exec-ok\ smoke\ *) ;; *) fail "unexpected exec output: $out" ;; esac
+logs=$(kubectl logs smoke)
+[ "$logs" = smoke-started ] || fail "kubectl logs gave '$logs'"
+step "kubectl logs: $logs"
+# The kubernetes Service (kube-proxy's rules in the sandbox) leads to the API server.
+svc=$(kubectl exec smoke -- sh -c 'busybox nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" </dev/null && echo tcp-ok')
+[ "$svc" = tcp-ok ] || fail "no TCP connection to the kubernetes Service from the pod: '$svc'"
+step "pod -> kubernetes Service: $svc"
+
+# The pod stays: `down` must take its containers, shims and cgroups with the sandbox.
+t2=$SECONDS
+"$CLUSTER" down
+downed=1
+step "down in $((SECONDS - t2)) s"
+
+left=()
+for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+  tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline" | grep -q -- "$STATE" && left+=("process $pid")
+done
+grep -q -- "$STATE" /proc/self/mountinfo && left+=("mounts under $STATE")
+[ ! -e "$STATE" ] || left+=("$STATE")
+for d in /sys/fs/cgroup/*/erdma-cluster /sys/fs/cgroup/*/kubepods*; do [ ! -e "$d" ] || left+=("cgroup $d"); done
+[ "$(ip netns list 2>/dev/null || true)" = "$before_netns" ] || left+=("network namespaces: $(ip netns list)")
+ss -ltnH "sport = :$PORT" | grep -q . && left+=("a listener on port $PORT")
+after_paths=$(for p in "${host_paths[@]}"; do [ -e "$p" ] && echo "$p"; done || true)
+[ "$after_paths" = "$before_paths" ] || left+=("paths: before '$before_paths', after '$after_paths'")
+after_iptables=$(iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//') || true
+[ "$after_iptables" = "$before_iptables" ] || left+=("this machine's iptables rules changed")
+[ ${#left[@]} -eq 0 ] || fail "left behind: ${left[*]}"
+step "nothing left behind; all checks passed in $((SECONDS - t0)) s"
