@@ -45,12 +45,11 @@ void NodeReporter::check() {
     const auto text = nfd_features(verdict, runtime_.state().snapshot()->devices.size());
     auto w = write_file_atomically(cfg_.nfd_feature_file, text);
     if (!w) {
-      if (w.error().message != last_nfd_error_) {
+      if (nfd_errors_.failed(w.error().message)) {
         log::error("cannot write the NFD feature file").kv("error", w.error().message);
-        last_nfd_error_ = w.error().message;
       }
     } else {
-      last_nfd_error_.clear();
+      nfd_errors_.succeeded();
       if (*w) log::info("NFD feature file written").kv("path", cfg_.nfd_feature_file);
     }
   }

@@ -9,6 +9,7 @@
 #include "agent/core/driver_mode.hpp"
 #include "agent/plugin/plugin_runtime.hpp"
 #include "common/metrics.hpp"
+#include "common/repeat_filter.hpp"
 
 namespace erdma::agent {
 
@@ -27,7 +28,7 @@ class NodeReporter {
   PluginRuntime& runtime_;
   std::set<std::string> attempted_;  // modules driver.loadModules already tried
   std::optional<DriverVerdict> last_;
-  std::string last_nfd_error_;
+  common::RepeatFilter nfd_errors_;
 };
 
 }  // namespace erdma::agent

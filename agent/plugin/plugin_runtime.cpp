@@ -104,13 +104,12 @@ void PluginRuntime::scan() {
   auto result = devices_.scan();
   if (!result) {
     if (metrics_ != nullptr) metrics_->scans_error.inc();
-    if (result.error().message != last_scan_error_) {
+    if (scan_errors_.failed(result.error().message)) {
       log::warn("device scan failed; keeping the previous view").kv("error", result.error().message);
-      last_scan_error_ = result.error().message;
     }
     return;
   }
-  last_scan_error_.clear();
+  scan_errors_.succeeded();
   if (metrics_ != nullptr) metrics_->scans_ok.inc();
   if (result->notes != last_notes_) {
     for (const auto& note : result->notes) log::warn("device discovery").kv("note", note);
@@ -150,13 +149,12 @@ void PluginRuntime::serve() {
   const auto path = cfg_.plugin_socket_path();
   auto s = server_.start(path, timing_.shutdown_grace);
   if (!s) {
-    if (s.error().message != last_serve_error_) {
+    if (serve_errors_.failed(s.error().message)) {
       log::error("cannot serve the device plugin socket; retrying every second").kv("error", s.error().message);
-      last_serve_error_ = s.error().message;
     }
     return;
   }
-  last_serve_error_.clear();
+  serve_errors_.succeeded();
   need_serve_ = false;
   need_register_ = true;
   next_register_ = Clock::now();
@@ -171,14 +169,13 @@ void PluginRuntime::try_register() {
     if (metrics_ != nullptr) metrics_->registrations_error.inc();
     backoff_ = std::clamp(backoff_ * 2, timing_.register_backoff_min, timing_.register_backoff_max);
     next_register_ = Clock::now() + backoff_;
-    if (s.error().message != last_register_error_) {
+    if (register_errors_.failed(s.error().message)) {
       log::warn("registration with kubelet failed; retrying").kv("error", s.error().message).kv("retry_ms",
                                                                                                backoff_.count());
-      last_register_error_ = s.error().message;
     }
     return;
   }
-  last_register_error_.clear();
+  register_errors_.succeeded();
   need_register_ = false;
   backoff_ = milliseconds(0);
   registered_kubelet_ = *s;

@@ -24,6 +24,7 @@
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/rdma_devices.hpp"
+#include "common/repeat_filter.hpp"
 
 namespace erdma::agent {
 
@@ -101,7 +102,7 @@ class PluginRuntime {
   // socket we already registered with is not a new kubelet.
   SocketFileId registered_kubelet_;
   std::vector<std::string> last_notes_;
-  std::string last_serve_error_, last_register_error_, last_scan_error_;
+  common::RepeatFilter serve_errors_, register_errors_, scan_errors_;
   bool watch_error_logged_ = false;
 
   mutable std::mutex timing_mu_;

@@ -56,14 +56,12 @@ void SmcrService::host_setup() {
   if (!r) {
     if (metrics_ != nullptr) metrics_->host_setups_error.inc();
     // The same failure every period is one log line, not one per minute.
-    if (r.error().message != last_host_error_) {
+    if (host_errors_.failed(r.error().message)) {
       log::error("SMC-R host setup failed; retrying").kv("error", r.error().message);
-      last_host_error_ = r.error().message;
     }
     return;
   }
-  if (!last_host_error_.empty()) log::info("SMC-R host setup works again");
-  last_host_error_.clear();
+  if (host_errors_.succeeded()) log::info("SMC-R host setup works again");
   for (const auto& op : r->applied) log::info("SMC-R host setup").kv("op", op);
   for (const auto& n : r->notes) log::warn("SMC-R host setup").kv("note", n);
   std::string conflicts;

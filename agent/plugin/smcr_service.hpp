@@ -20,6 +20,7 @@
 #include "agent/plugin/smc_stats.hpp"
 #include "agent/plugin/smcr_host_setup.hpp"
 #include "agent/plugin/smcr_pod_setup.hpp"
+#include "common/repeat_filter.hpp"
 
 namespace erdma::agent {
 
@@ -66,7 +67,7 @@ class SmcrService {
   bool resynced_ = false;
   uint64_t watcher_ = 0;
   std::thread thread_;
-  std::string last_host_error_;
+  common::RepeatFilter host_errors_;
   std::string last_host_conflicts_;
 };
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/repeat_filter.hpp"
+
 using namespace erdma::common;
 
 TEST_CASE("json_quote escapes what JSON requires and round-trips through a JSON parser") {
@@ -203,4 +205,18 @@ TEST_CASE("utf8_prefix never ends inside a character; cut_for_message marks the 
   CHECK(cut_for_message("abcdef", 3) == "abc...");
   CHECK(cut_for_message("abc", 3) == "abc");
   CHECK(cut_for_message(euro, 4) == "\xE2\x82\xAC...");
+}
+
+TEST_CASE("RepeatFilter: a failure is news once until it changes or the operation works") {
+  erdma::common::RepeatFilter f;
+  CHECK_FALSE(f.succeeded());  // nothing was failing
+  CHECK(f.failed("disk full"));
+  CHECK_FALSE(f.failed("disk full"));
+  CHECK(f.failed("permission denied"));
+  CHECK(f.failed("disk full"));  // changed back: news again
+  CHECK(f.succeeded());          // a recovery to log
+  CHECK_FALSE(f.succeeded());
+  CHECK(f.failed("disk full"));  // after a success the same error is news
+  CHECK(f.failed(""));           // an empty message is still a failure
+  CHECK_FALSE(f.failed(""));
 }
