@@ -657,6 +657,74 @@ TEST_CASE("PreStartContainer setups of a burst run at once, up to the worker cou
   CHECK(overlap_with(1, 3, 50ms) == 1);
 }
 
+// Holds every pre_start() until released; missed_turn() succeeds and records why, as SMC-R's does.
+class GateHook final : public PreStartHook {
+ public:
+  Status pre_start(const std::vector<std::string>&, const std::vector<std::string>&,
+                   std::chrono::steady_clock::time_point) override {
+    std::unique_lock lock(mu_);
+    ++inside_;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return open_; });
+    return {};
+  }
+  Status missed_turn(const std::vector<std::string>&, const std::string& why) override {
+    std::lock_guard lock(mu_);
+    missed_.push_back(why);
+    return {};
+  }
+  bool wait_inside(int n) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, 20s, [&] { return inside_ >= n; });
+  }
+  void open() {
+    std::lock_guard lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  std::vector<std::string> missed() {
+    std::lock_guard lock(mu_);
+    return missed_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int inside_ = 0;
+  bool open_ = false;
+  std::vector<std::string> missed_;
+};
+
+TEST_CASE("a full PreStartContainer queue answers at once through missed_turn, never failing the start") {
+  GateHook hook;
+  std::mutex mu;
+  std::vector<Status> answers;
+  auto record = [&](Status st) {
+    std::lock_guard lock(mu);
+    answers.push_back(std::move(st));
+  };
+  {
+    HookRunner runner(hook, 1, 1);  // one worker, one call queued behind it
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    runner.submit({"erdma_0-0"}, {"erdma_0"}, deadline, record);
+    REQUIRE(hook.wait_inside(1));
+    runner.submit({"erdma_0-1"}, {"erdma_0"}, deadline, record);  // queued
+    runner.submit({"erdma_0-2"}, {"erdma_0"}, deadline, record);  // refused: answered here, now
+    {
+      std::lock_guard lock(mu);
+      REQUIRE(answers.size() == 1);
+      CHECK(answers[0].ok());
+    }
+    CHECK(hook.missed() == std::vector<std::string>{"PreStartContainer calls queued: 1, the most the agent holds"});
+    hook.open();
+    REQUIRE(eventually([&] {
+      std::lock_guard lock(mu);
+      return answers.size() == 3;
+    }, 20s));
+  }
+  for (const auto& a : answers) CHECK(a.ok());
+}
+
 TEST_CASE("a stale socket file is replaced, anything else in its place is refused") {
   TempDir dir;
   AgentConfig cfg;

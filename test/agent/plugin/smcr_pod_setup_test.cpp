@@ -845,7 +845,7 @@ TEST_CASE("a procRoot without the host's netns stops the setup before any namesp
 
 TEST_CASE("a PreStartContainer whose deadline passed in the queue still lets the container start") {
   PodHarness h;
-  CHECK(h.hook->missed_turn({"erdma_0-0"}).ok());
+  CHECK(h.hook->missed_turn({"erdma_0-0"}, "the PreStartContainer deadline passed while earlier pod setups ran").ok());
   CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
 }
 
