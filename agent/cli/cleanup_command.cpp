@@ -1,7 +1,11 @@
 // erdma-agent cleanup: removes what the agent left on the node (see commands.hpp). The facts are
 // read here, the plan is agent/core/admin.hpp's, and each action is printed as it is done.
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 
 #include "agent/cli/commands.hpp"
 #include "agent/core/admin.hpp"
@@ -13,6 +17,37 @@ namespace erdma::agent {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A directory something is mounted on: another filesystem than its parent's, or a bind mount
+// listed in /proc/self/mountinfo (whose paths escape blanks as \040).
+bool is_mount_point(const std::string& dir) {
+  struct stat self {}, parent {};
+  if (::stat(dir.c_str(), &self) != 0 || ::stat((dir + "/..").c_str(), &parent) != 0) return false;
+  if (self.st_dev != parent.st_dev) return true;
+  std::error_code ec;
+  const std::string want = fs::weakly_canonical(dir, ec).string();
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent_id, dev, root, mount_point;
+    if (!(fields >> id >> parent_id >> dev >> root >> mount_point)) continue;
+    std::string unescaped;
+    for (size_t i = 0; i < mount_point.size(); ++i) {
+      if (mount_point[i] == '\\' && i + 3 < mount_point.size()) {
+        const std::string oct = mount_point.substr(i + 1, 3);
+        if (oct.find_first_not_of("01234567") == std::string::npos) {
+          unescaped += static_cast<char>(std::stoi(oct, nullptr, 8));
+          i += 3;
+          continue;
+        }
+      }
+      unescaped += mount_point[i];
+    }
+    if (unescaped == want) return true;
+  }
+  return false;
+}
 
 CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& host_root) {
   CleanupFacts f;
@@ -41,6 +76,7 @@ CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& hos
   f.preload_file = f.preload_dir + "/" + std::string(contract::kPreloadLibrary);
   f.preload_present = fs::is_regular_file(f.preload_file, ec);
   f.preload_dir_present = fs::is_directory(f.preload_dir, ec);
+  f.preload_dir_is_mount = f.preload_dir_present && is_mount_point(f.preload_dir);
   if (f.preload_dir_present) {
     for (const auto& e : fs::directory_iterator(f.preload_dir, ec)) {
       if (e.path().filename().string() != std::string(contract::kPreloadLibrary)) ++f.preload_dir_other_entries;

@@ -160,7 +160,10 @@ CleanupPlan plan_cleanup(const CleanupFacts& f) {
     plan.actions.push_back({CleanupStep::RemoveFile, f.preload_file, "preload library " + f.preload_file});
   }
   if (f.preload_dir_present) {
-    if (f.preload_dir_other_entries == 0) {
+    if (f.preload_dir_is_mount) {
+      plan.notes.push_back(f.preload_dir + " kept: it is mounted here (the agent's hostPath volume); the empty " +
+                           "directory stays on the node (rmdir it there if you want)");
+    } else if (f.preload_dir_other_entries == 0) {
       plan.actions.push_back({CleanupStep::RemoveDir, f.preload_dir, "directory " + f.preload_dir});
     } else {
       plan.notes.push_back(f.preload_dir + " kept: it holds " + std::to_string(f.preload_dir_other_entries) +

@@ -59,6 +59,9 @@ struct CleanupFacts {
   std::string preload_dir;                   // preloadHostDir
   bool preload_dir_present = false;
   size_t preload_dir_other_entries = 0;      // entries of the directory besides the library
+  // The directory is a mount point where cleanup runs (the DaemonSet's hostPath inside the agent's
+  // pod): it cannot be removed from there, and on the node it stays as an empty directory.
+  bool preload_dir_is_mount = false;
   std::string nfd_file;                      // nfdFeatureFile; "" = not configured
   bool nfd_present = false;
 };

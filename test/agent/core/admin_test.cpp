@@ -208,6 +208,15 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
     cases.push_back(c);
   }
   {
+    // Inside the agent's pod: the directory is its hostPath mount, which no rmdir can remove.
+    Case c{"a mounted directory is kept, the library goes", node_facts(), {}, {"kept: it is mounted here"}, 0};
+    c.facts.preload_present = true;
+    c.facts.preload_dir_present = true;
+    c.facts.preload_dir_is_mount = true;
+    c.actions = {"preload library /var/lib/erdma-controller/lib/libsmc-preload.so"};
+    cases.push_back(c);
+  }
+  {
     Case c{"UEID not managed", node_facts(), {}, {"smcr.ueid is empty"}, 0};
     c.facts.ueid = "";
     c.facts.ueid_table = std::vector<std::string>{"ERDMA-CONTROLLER"};

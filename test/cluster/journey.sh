@@ -1,0 +1,309 @@
+#!/usr/bin/env bash
+# The user's journey on a real cluster: a real kube-apiserver, scheduler, controller-manager and
+# kubelet (scripts/cluster.sh), the product installed the way README.md tells a user, and every
+# Kubernetes-facing promise checked against the real components. Each check prints PASS or FAIL
+# with its evidence; the run ends with "N passed, M failed" and exits 1 on any failure.
+#
+#   test/cluster/journey.sh [BUILD_DIR]      (root; default BUILD_DIR: build)
+#
+# It starts its own cluster (and stops it at the end, whatever happens), so no cluster may be up.
+# The node has no eRDMA hardware: a site overlay (the README's way to change a setting) gives the
+# agent one static device, erdma_0 on uverbs0, and the node's view of /dev (the sandbox's, never
+# this machine's) gets the two character devices Allocate passes to containers. The kernel here
+# has no SMC: the agent's SMC-R pod setup then ends "failed" with that reason, which the checks
+# expect and print. Outside CI a machine that cannot run the cluster prints why and exits 0; under
+# CI=true that is a failure.
+set -uo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "journey: no build tree ${1:-build}" >&2; exit 1; }
+CLUSTER=$SRC/scripts/cluster.sh
+STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
+NODE=erdma-node
+WORKLOAD=localhost/erdma-controller/workload:1
+NS=team-a
+t_start=$SECONDS
+
+skip_or_fail() {
+  if [ "${CI:-}" = true ]; then
+    echo "journey: FAILED: $* (the install step provides what this needs)" >&2
+    exit 1
+  fi
+  echo "journey: skipped: $*" >&2
+  exit 0
+}
+[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
+for tool in containerd runc ctr openssl curl /usr/bin/python3 /usr/lib/cni/bridge; do
+  command -v "$tool" >/dev/null 2>&1 || skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
+if "$CLUSTER" status >/dev/null 2>&1; then
+  echo "journey: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
+  exit 1
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-journey.XXXXXX")
+passed=0 failed=0
+finish() {
+  local rc=$?
+  if [ -n "${KUBECONFIG:-}" ] && [ "$failed" -gt 0 ]; then
+    echo "---- on failure: pods, events and the agent's and webhook's last log lines" >&2
+    kubectl get pods -A -o wide >&2 2>/dev/null || true
+    kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 25 >&2 || true
+    kubectl -n erdma-system logs ds/erdma-agent --tail=20 >&2 2>/dev/null || true
+    kubectl -n erdma-system logs deploy/erdma-webhook --tail=10 >&2 2>/dev/null || true
+  fi
+  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
+  rm -rf "$work"
+  exit $rc
+}
+trap finish EXIT
+
+# check NAME CMD...: runs CMD; PASS or FAIL with its output (the evidence either way).
+check() {
+  local name=$1
+  shift
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1))
+    echo "PASS $name"
+    [ -z "$out" ] || printf '%s\n' "$out" | head -n 8 | sed 's/^/     /'
+  else
+    failed=$((failed + 1))
+    echo "FAIL $name (exit $rc)"
+    printf '%s\n' "$out" | tail -n 30 | sed 's/^/     /'
+  fi
+  return $rc
+}
+phase() { echo "== $* ($((SECONDS - t_start)) s)"; }
+# must NAME CMD...: a check the rest depends on; on failure the run ends here, counted.
+must() {
+  check "$@" && return 0
+  echo "journey: stopping: the checks after this one need it"
+  echo "$passed passed, $failed failed"
+  exit 1
+}
+
+# wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS; its last output on failure.
+wait_for() {
+  local secs=$1
+  shift
+  local end=$((SECONDS + secs)) out
+  while :; do
+    out=$("$@" 2>&1) && { [ -z "$out" ] || printf '%s\n' "$out"; return 0; }
+    [ $SECONDS -lt $end ] || { printf 'gave up after %s s; last answer:\n%s\n' "$secs" "$out"; return 1; }
+    sleep 0.5
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+phase "cluster"
+t0=$SECONDS
+up_out=$("$CLUSTER" up 2>"$work/up.log") || { cat "$work/up.log" >&2; echo "journey: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
+eval "$(printf '%s\n' "$up_out" | tail -n 1)"
+export KUBECONFIG
+export PATH="$(cat "$STATE/bin"):$PATH"
+echo "cluster up in $((SECONDS - t0)) s; $(kubectl version 2>/dev/null | tr '\n' ' ')"
+
+phase "images"
+t0=$SECONDS
+check "images built from the build tree and imported into the node's containerd" bash -c "
+  '$SRC/images/build-images.sh' --build-dir '$BUILD' --out '$work/images' erdma-agent erdma-webhook workload >/dev/null &&
+  '$CLUSTER' import '$work/images/erdma-agent.tar' '$work/images/erdma-webhook.tar' '$work/images/workload.tar' >/dev/null &&
+  echo \"in $((SECONDS - t0)) s\""
+# The two device nodes Allocate hands to containers, in the node's (the sandbox's) /dev only.
+"$CLUSTER" exec sh -c 'mkdir -p /dev/infiniband && mknod -m 666 /dev/infiniband/uverbs0 c 231 192 &&
+  mknod -m 666 /dev/infiniband/rdma_cm c 10 58'
+
+# ---------------------------------------------------------------------------------------------
+phase "install as README.md says"
+kubectl label node "$NODE" aliyun.accelerator/erdma=true >/dev/null
+# README's way: a site overlay beside a copy of manifests/, here replacing the agent's
+# configuration with the same file but a static device (this node has no eRDMA card).
+cp -r "$SRC/manifests" "$work/manifests"
+mkdir -p "$work/site"
+sed -e 's/^  source: verbs$/  source: static\n  static: [{name: erdma_0, uverbs: uverbs0, netdev: eth0}]/' \
+  "$SRC/manifests/base/agent-config.yaml" >"$work/site/agent-config.yaml"
+cat >"$work/site/kustomization.yaml" <<EOF
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ../manifests/default
+configMapGenerator:
+- name: erdma-agent-config
+  namespace: erdma-system
+  behavior: replace
+  files:
+  - config.yaml=agent-config.yaml
+EOF
+must "kubectl apply -k (manifests/default through a site overlay)" kubectl apply -k "$work/site"
+must "erdma-certs generate" "$SRC/certs/erdma-certs" generate --dir "$work/pki"
+must "erdma-certs apply" "$SRC/certs/erdma-certs" apply --dir "$work/pki"
+must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
+must "the agent DaemonSet rolls out" kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
+capacity() { kubectl get node "$NODE" -o jsonpath='{.status.capacity.aliyun/erdma}' | grep -E '^[1-9][0-9]*$'; }
+must "the real kubelet shows aliyun/erdma capacity registered by the agent" wait_for 60 capacity
+
+# ---------------------------------------------------------------------------------------------
+phase "the seed's workloads"
+kubectl create namespace "$NS" >/dev/null
+check "opt in with kubectl label namespace" kubectl label namespace "$NS" erdma-injection=enabled
+# nvidia.com/gpu made schedulable: an extended resource advertised on the node's status.
+kubectl patch node "$NODE" --subresource=status --type=json \
+  -p '[{"op":"add","path":"/status/capacity/nvidia.com~1gpu","value":"8"}]' >/dev/null
+cat >"$work/nccl.yaml" <<EOF
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: nccltest, namespace: $NS}
+spec:
+  serviceName: nccltest
+  replicas: 1
+  selector: {matchLabels: {app: nccltest}}
+  template:
+    metadata: {labels: {app: nccltest}}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: nccltest
+        image: $WORKLOAD
+        imagePullPolicy: Never
+        command: ["sleep", "100000"]
+        securityContext: {privileged: true}
+        resources:
+          limits: {aliyun/erdma: 1, nvidia.com/gpu: 8}
+EOF
+cat >"$work/smcr.yaml" <<EOF
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: smcr-app, namespace: $NS}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: smcr-app}}
+  template:
+    metadata:
+      labels: {app: smcr-app}
+      annotations: {network.alibabacloud.com/erdma-smcr: "true"}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: app
+        image: $WORKLOAD
+        imagePullPolicy: Never
+        command: ["sleep", "100000"]
+EOF
+check "the NCCL StatefulSet and the SMC-R Deployment are created" kubectl apply -f "$work/nccl.yaml" -f "$work/smcr.yaml"
+check "the NCCL pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/nccltest-0 --timeout=180s
+check "the SMC-R pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod -l app=smcr-app --timeout=180s
+smcr_pod=$(kubectl -n "$NS" get pod -l app=smcr-app -o jsonpath='{.items[0].metadata.name}')
+check "kubectl exec lists rdma_cm and uverbs0 in /dev/infiniband (NCCL pod)" bash -c "
+  out=\$(kubectl -n $NS exec nccltest-0 -- ls /dev/infiniband/) && echo \"\$out\" &&
+  grep -qx rdma_cm <<<\"\$out\" && grep -qx uverbs0 <<<\"\$out\""
+check "the NCCL pod has the NCCL environment of the agent's Allocate answer" bash -c "
+  out=\$(kubectl -n $NS exec nccltest-0 -- env | grep '^NCCL_') && echo \"\$out\" && grep -qx NCCL_IB_HCA==erdma_0 <<<\"\$out\""
+check "the SMC-R pod has LD_PRELOAD and reads the library through the Allocate mount" bash -c "
+  kubectl -n $NS exec $smcr_pod -- sh -c 'echo LD_PRELOAD=\$LD_PRELOAD; test -r /usr/lib/smc/libsmc-preload.so &&
+    wc -c < /usr/lib/smc/libsmc-preload.so' | tee /dev/stderr | grep -q '^LD_PRELOAD=.*/usr/lib/smc/libsmc-preload.so'"
+check "the SMC-R pod's annotations say what was injected and why" bash -c "
+  kubectl -n $NS get pod $smcr_pod -o jsonpath='{.metadata.annotations}' | tee /dev/stderr |
+    grep -q 'network.alibabacloud.com/erdma-injected'"
+
+# ---------------------------------------------------------------------------------------------
+phase "the webhook's filters on the real apiserver"
+# The webhook's request counter, summed over its replicas, read through the apiserver's proxy.
+requests() {
+  local total=0 p n
+  for p in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-webhook -o name); do
+    n=$(kubectl get --raw "/api/v1/namespaces/erdma-system/pods/${p#pod/}:8080/proxy/metrics" |
+      awk '/^erdma_webhook_admission_requests_total/ {s += $2} END {printf "%d", s}') || return 1
+    total=$((total + n))
+  done
+  echo "$total"
+}
+kubectl create namespace plain >/dev/null
+before=$(requests)
+dry() { kubectl create --dry-run=server -o name -f - ; }
+smcr_pod_yaml() {  # NAMESPACE NAME [extra annotation]
+  printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations:\n    network.alibabacloud.com/erdma-smcr: "true"\n%s\nspec:\n  containers: [{name: c, image: %s, command: [sleep, "100000"]}]\n' \
+    "$2" "$1" "${3:-}" "$WORKLOAD"
+}
+check "pods the webhook must not see are created without it" bash -c "
+  $(declare -f dry smcr_pod_yaml); WORKLOAD=$WORKLOAD
+  smcr_pod_yaml plain unlabelled | dry &&
+  smcr_pod_yaml $NS opted-out '    network.alibabacloud.com/erdma-inject: \"false\"' | dry &&
+  smcr_pod_yaml kube-system system | dry &&
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' | dry"
+after=$(requests)
+check "... and its request counter did not move ($before before, $after after)" test "$before" = "$after"
+check "a matched pod is sent to it (the counter moves)" bash -c "
+  $(declare -f dry smcr_pod_yaml requests); WORKLOAD=$WORKLOAD
+  smcr_pod_yaml $NS matched | dry >/dev/null && n=\$(requests) && echo \"counter \$n\" && [ \"\$n\" -gt $after ]"
+check "kubectl apply prints the webhook's warnings for a bare pod" bash -c "
+  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
+  smcr_pod_yaml $NS bare | kubectl apply -f - 2>&1 | tee /dev/stderr | grep -q '^Warning: added aliyun/erdma: 1'"
+check "kubectl describe shows the warnings of a controller-made pod" bash -c "
+  kubectl -n $NS describe pod $smcr_pod | tee /dev/stderr | grep -q 'erdma-warnings'"
+
+# ---------------------------------------------------------------------------------------------
+phase "Pod Security"
+for level in baseline restricted; do
+  kubectl create namespace "psa-$level" >/dev/null
+  kubectl label namespace "psa-$level" erdma-injection=enabled "pod-security.kubernetes.io/enforce=$level" >/dev/null
+  check "a namespace enforcing $level admits the mutated SMC-R pod of a compliant spec" bash -c "
+    cat <<EOF | kubectl apply -f - 2>&1
+apiVersion: v1
+kind: Pod
+metadata:
+  name: compliant
+  namespace: psa-$level
+  annotations: {network.alibabacloud.com/erdma-smcr: \"true\"}
+spec:
+  securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: app
+    image: $WORKLOAD
+    command: [sleep, '100000']
+    securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
+EOF
+    kubectl -n psa-$level get pod compliant -o jsonpath='{.metadata.annotations.network\.alibabacloud\.com/erdma-injected}' |
+      tee /dev/stderr | grep -q smcr-preload"
+done
+check "the agent runs at its own namespace's Pod Security level" bash -c "
+  kubectl get namespace erdma-system -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}'; echo;
+  kubectl -n erdma-system get ds erdma-agent -o jsonpath='{.status.numberReady}/{.status.desiredNumberScheduled}' | grep -qx 1/1"
+
+# ---------------------------------------------------------------------------------------------
+phase "the agent's own commands on the real cluster"
+# This kernel has neither the erdma driver nor SMC (the node is this machine): status says so and
+# exits 1, smc-status names the missing module; on a prepared node both exit 0.
+check "erdma-agent status in the agent's pod reads the DaemonSet's config and judges the node" bash -c "
+  out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent status 2>&1); rc=\$?; echo \"\$out\"
+  grep -q 'erdma_0 .*Healthy' <<<\"\$out\" || exit 1
+  [ \$rc -eq 0 ] || { [ ! -d /sys/module/erdma ] && grep -q 'the erdma kernel module is not loaded' <<<\"\$out\"; }"
+check "erdma-agent smc-status --pod for the SMC-R pod" bash -c "
+  out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent smc-status --pod $NS/$smcr_pod 2>&1); rc=\$?
+  echo \"\$out\"
+  [ \$rc -eq 0 ] || { [ ! -d /sys/module/smc_diag ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; }"
+check "the agent logged the SMC-R pod's setup, with this kernel's reason" bash -c "
+  kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F '$smcr_pod' | tail -n 1 | tee /dev/stderr |
+    grep -Eq '\"result\":\"(configured|failed)\"'"
+
+# ---------------------------------------------------------------------------------------------
+phase "uninstall as README.md says"
+kubectl -n "$NS" delete statefulset nccltest --wait=true >/dev/null
+kubectl -n "$NS" delete deployment smcr-app --wait=true >/dev/null
+check "the webhook configuration goes first" kubectl delete mutatingwebhookconfiguration erdma-webhook
+check "erdma-agent cleanup on the node" bash -c '
+  for pod in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o name); do
+    kubectl -n erdma-system exec "$pod" -- erdma-agent cleanup || exit 1
+  done'
+check "kubectl delete -k removes the rest" kubectl delete -k "$work/site" --ignore-not-found --wait=true --timeout=120s
+check "nothing of the product is left in the cluster" bash -c "
+  left=\$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
+    grep -E 'erdma-(webhook|agent)' || true); [ -z \"\$left\" ] || { echo \"\$left\"; exit 1; }
+  ! kubectl get namespace erdma-system 2>/dev/null"
+check "the node's capacity goes back to zero once the agent is gone" wait_for 60 bash -c "
+  c=\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}'); echo \"allocatable '\$c'\"; [ \"\${c:-0}\" = 0 ]"
+
+echo "journey: $((SECONDS - t_start)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
