@@ -64,6 +64,12 @@ class WorkQueue {
     }
   }
 
+  // stop() has begun: submissions are refused from now on.
+  [[nodiscard]] bool stopping() const {
+    std::lock_guard lock(mu_);
+    return stopping_;
+  }
+
   // Jobs queued or running.
   [[nodiscard]] size_t pending() const {
     std::lock_guard lock(mu_);

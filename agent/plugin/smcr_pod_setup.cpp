@@ -45,7 +45,11 @@ SmcrPrediction SmcrPodSetup::predict(const std::optional<NetnsRef>& pod, Deadlin
   return predict_smcr(*facts);
 }
 
-SmcrPodSetup::~SmcrPodSetup() { predictions_.stop(); }
+SmcrPodSetup::~SmcrPodSetup() { stop_predictions(); }
+
+void SmcrPodSetup::stop_predictions() { predictions_.stop(); }
+
+bool SmcrPodSetup::predictions_stopping() const { return predictions_.stopping(); }
 
 Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>&,
                                Clock::time_point deadline) {

@@ -99,6 +99,11 @@ class SmcrPodSetup final : public PreStartHook {
   [[nodiscard]] bool wait_for_predictions(std::chrono::milliseconds timeout);
   // A lower bound than kMaxQueuedPredictions (tests).
   void limit_queued_predictions(size_t n);
+  // What the destructor does first: the prediction in progress finishes, the queued ones are
+  // logged as not predicted, later setups are logged at once as not predicted. Returns when the
+  // worker is done; predictions_stopping() turns true as soon as it begins.
+  void stop_predictions();
+  [[nodiscard]] bool predictions_stopping() const;
 
   // Configures every ready sandbox that asks for SMC-R. Errors only when the runtime cannot be
   // listed; each sandbox's outcome is logged and counted like a PreStartContainer's.

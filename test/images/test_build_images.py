@@ -88,7 +88,7 @@ class Runner:
 
     def exit_code(self):
         print("build_images: %d passed, %d failed, %d skipped" % (self.passed, self.failed, self.skipped))
-        return 1 if self.failed else (77 if self.skipped and not self.passed else 0)
+        return 1 if self.failed else (77 if self.skipped else 0)  # any skip: ctest shows Skipped
 
 
 def expect(cond, message):

@@ -271,9 +271,14 @@ class DeviceManager(unittest.TestCase):
         self.assertEqual(k.devices_in_use(pods, "aliyun/erdma"), {"e1", "e2"})
 
 
-@unittest.skipIf(shutil.which("protoc") is None, "protoc not installed (apt-get install protobuf-compiler)")
 class ProtoCache(unittest.TestCase):
     def setUp(self):
+        # Not a class decorator: a skipped class would not see CI=true, where a skip of something
+        # the install step provides is a failure.
+        if shutil.which("protoc") is None:
+            if os.environ.get("CI") == "true":
+                self.fail("protoc missing under CI=true: scripts/install-deps.sh installs protobuf-compiler")
+            self.skipTest("protoc not installed (apt-get install protobuf-compiler)")
         self.dir = tempfile.mkdtemp(prefix="kubelet-proto-cache-test-")
         self.addCleanup(shutil.rmtree, self.dir, True)
         self.old = os.environ.get("KUBELET_STANDIN_PROTO_CACHE")

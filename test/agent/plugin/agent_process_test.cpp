@@ -308,13 +308,16 @@ TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks
   }
   std::filesystem::permissions(modprobe, std::filesystem::perms::owner_all);
   const std::string config = dir.path() + "/agent.yaml";
+  const int port = free_port();
   {
     std::ofstream out(config);
+    // A rescan every second: the node report runs on the same period as the device scans counted
+    // in erdma_agent_scans_total, which the test waits on instead of a fixed sleep.
     out << "devicePluginDir: " << dir.path() << "\n"
-        << "metricsListen: \"\"\n"
+        << "metricsListen: 127.0.0.1:" << port << "\n"
         << "smcr: {enabled: false}\n"
         << "driver: {modprobe: " << modprobe << "}\n"
-        << "devices:\n  source: static\n  static:\n  - {name: erdma_0, uverbs: uverbs0}\n";
+        << "devices:\n  source: static\n  rescanSeconds: 1\n  static:\n  - {name: erdma_0, uverbs: uverbs0}\n";
   }
   FakeKubelet kubelet(dir.path());
   kubelet.start();
@@ -335,8 +338,13 @@ TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks
   CAPTURE(got);
   // The fake loads nothing, so /sys stays as it was: the second round asks for nothing new and a
   // rescan never retries (each module once per run).
-  ::kill(agent.pid(), SIGHUP);
-  std::this_thread::sleep_for(500ms);
+  // Three more periods of the agent's loop (its node report runs once per period, like the scan):
+  // none of them asks modprobe again.
+  auto scans = [&] { return series(http_get(port, "/metrics"), "erdma_agent_scans_total{result=\"ok\"}"); };
+  const double first = scans();
+  const auto until = std::chrono::steady_clock::now() + kWait;
+  while (scans() < first + 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
+  REQUIRE(scans() >= first + 3);
   std::ifstream again(calls);
   std::string all((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
   CHECK(all == expected);

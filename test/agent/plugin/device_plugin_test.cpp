@@ -13,9 +13,12 @@
 #include <sys/stat.h>
 
 #include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/eventually.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 
 namespace erdma::agent {
+using erdma::testing::eventually;
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -44,17 +47,6 @@ class RecordingHook final : public PreStartHook {
   bool had_future_deadline = false;
   bool fail = false;
 };
-
-// Polls `pred` until it holds or `timeout` passes; returns its last value.
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = kWait) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= end) return pred();
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 
 RuntimeTiming fast_timing() {
   RuntimeTiming t;

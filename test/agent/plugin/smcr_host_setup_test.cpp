@@ -13,10 +13,13 @@
 #include "agent/plugin/smcr_service.hpp"
 #include "agent/sys/file_install.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/eventually.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/fakes/fake_smc.hpp"
 
 namespace erdma::agent {
+using erdma::testing::eventually;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -78,16 +81,6 @@ PnetEntry eth(const char* id, const char* dev) { return PnetEntry::eth(id, dev).
 std::vector<PnetEntry> sorted(std::vector<PnetEntry> v) {
   std::sort(v.begin(), v.end());
   return v;
-}
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 10s) {
-  const auto end = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= end) return pred();
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
 }
 
 }  // namespace

@@ -310,8 +310,8 @@ class Suite:
             if self.failed:
                 self._print_logs()
             shutil.rmtree(self.workdir, ignore_errors=True)
-        # 77: everything was skipped (ctest's SKIP_RETURN_CODE shows the test as skipped)
-        sys.exit(1 if self.failed else (77 if self.skipped and not self.passed else 0))
+        # 77: something was skipped (ctest's SKIP_RETURN_CODE shows the test as skipped, not passed)
+        sys.exit(1 if self.failed else (77 if self.skipped else 0))
 
     def _print_logs(self, limit=40):
         """The last lines of every log in the work directory (CI keeps no files)."""
