@@ -171,19 +171,21 @@ state = "{t}/state"
     def namespace_script(self):
         """Run by `unshare` in the new namespaces: the mounts, then containerd."""
         t = self.tmp
-        lines = ["set -e", "mount --make-rprivate /", "mount -t tmpfs tmpfs /run"]
+        # -n everywhere: util-linux would otherwise record the mounts in /run/mount/utab, and the
+        # first ones run while /run is still this machine's.
+        lines = ["set -e", "mount -n --make-rprivate /", "mount -n -t tmpfs tmpfs /run"]
         if self.device_nodes:
             # The host's /dev stays as it is: containerd sees an overlay whose upper layer is a
             # tmpfs holding the extra nodes; /dev/pts and /dev/shm are bound back in.
             lines += ["mkdir -p {t}/dev-lower {t}/dev-layer".format(t=t),
-                      "mount --rbind /dev {t}/dev-lower".format(t=t),
-                      "mount -t tmpfs tmpfs {t}/dev-layer".format(t=t),
+                      "mount -n --rbind /dev {t}/dev-lower".format(t=t),
+                      "mount -n -t tmpfs tmpfs {t}/dev-layer".format(t=t),
                       "mkdir {t}/dev-layer/up {t}/dev-layer/work".format(t=t),
-                      "mount -t overlay overlay -o lowerdir={t}/dev-lower,upperdir={t}/dev-layer/up,"
+                      "mount -n -t overlay overlay -o lowerdir={t}/dev-lower,upperdir={t}/dev-layer/up,"
                       "workdir={t}/dev-layer/work /dev".format(t=t)]
             for sub in ("pts", "shm", "mqueue"):
                 if os.path.ismount("/dev/" + sub):
-                    lines.append("mount --rbind {t}/dev-lower/{s} /dev/{s}".format(t=t, s=sub))
+                    lines.append("mount -n --rbind {t}/dev-lower/{s} /dev/{s}".format(t=t, s=sub))
             for path, major, minor in self.device_nodes:
                 lines += ["mkdir -p %s" % os.path.dirname(path), "mknod -m 666 %s c %d %d" % (path, major, minor)]
         if self.private_net:
