@@ -24,7 +24,8 @@
    certificates.mode generate is manifests/default plus the Secret and the caBundle, and its
    certificate verifies (openssl) for the Service's name.
 3. values.schema.json refuses bad values with a message naming the field.
-4. Chart.yaml's version and appVersion are the project version (CMakeLists.txt).
+4. Chart.yaml's version and appVersion are the project version (CMakeLists.txt); NOTES.txt tells
+   each mode's next steps.
 
 The agent ConfigMaps the chart renders are also fed to `erdma-agent config` and the webhook's to
 `erdma-webhook config` when those are built. Runs with Debian's /usr/bin/python3 (python3-yaml).
@@ -681,6 +682,37 @@ def main():
                "the preload directory is not mounted")
     suite.check("an agent config change rolls the DaemonSet by its checksum alone; a webhook config change "
                 "changes its ConfigMap alone", config_change_rolls_only_the_agent)
+
+    def notes():
+        """NOTES.txt, rendered through tpl in a copy of the chart (helm prints it only after an
+        install against a cluster): the next steps each mode needs."""
+        copy_dir = os.path.join(w, "notes-chart")
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        shutil.copytree(CHART, copy_dir)
+        shutil.copy(os.path.join(CHART, "templates", "NOTES.txt"), os.path.join(copy_dir, "notes.txt"))
+        with open(os.path.join(copy_dir, "templates", "notes-render.yaml"), "w") as f:
+            f.write('apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n'
+                    'data:\n  notes: {{ tpl (.Files.Get "notes.txt") . | quote }}\n')
+
+        def text(values, *args):
+            return helm.template(values, ("--show-only", "templates/notes-render.yaml") + args,
+                                 chart=copy_dir)[("ConfigMap", "", "notes")]["data"]["notes"]
+        t = text({})
+        for want in ("certs/erdma-certs generate --dir ./erdma-pki  ", "certs/erdma-certs apply --dir ./erdma-pki  ",
+                     "kubectl label namespace team-a erdma-injection=enabled", "registry.example.com",
+                     "kubectl label node NODE aliyun.accelerator/erdma=true", "erdma-agent cleanup"):
+            expect(want in t, "NOTES (erdmaCerts) lack %r:\n%s" % (want, t))
+        t = text({"namespace": {"name": "team-erdma"}})
+        expect("apply --dir ./erdma-pki --namespace team-erdma" in t, "NOTES do not pass the namespace:\n" + t)
+        t = text({}, "--is-upgrade")
+        expect("erdma-certs generate" not in t and "nothing to do" in t, "NOTES on upgrade:\n" + t)
+        t = text({"certificates": {"mode": "certManager"}, "webhook": {"image": {"registry": "r.example.org"}},
+                  "agent": {"image": {"registry": "r.example.org"}}})
+        expect("wait certificate/erdma-webhook" in t and "erdma-certs" not in t and "placeholder" not in t, t)
+        t = text({"certificates": {"mode": "generate"}})
+        expect("delete secret erdma-webhook-tls" in t and "erdma-certs" not in t, t)
+        shutil.rmtree(copy_dir, ignore_errors=True)
+    suite.check("NOTES.txt: the next steps of each mode", notes)
 
     # 3. refusals
     def refusals():
