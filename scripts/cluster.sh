@@ -9,6 +9,8 @@
 #                                       node's containerd, namespace k8s.io
 #   scripts/cluster.sh exec CMD...      run CMD on the node: in the sandbox's namespaces (its /dev,
 #                                       /run, /var, network, processes), e.g. to add device nodes
+#   scripts/cluster.sh restart NAME     stop one component (kubelet, containerd, kube-apiserver, ...)
+#                                       and start it again as `up` did; waits until it runs again
 # No kubeadm, no systemd, no registry. Kubernetes and etcd are built from pinned Go modules by
 # test/cluster/build-k8s.sh; containerd, runc and the CNI plugins are Debian's. Everything runs in
 # one "node sandbox": private mount, network, PID and UTS namespaces. Its network namespace holds
@@ -159,6 +161,9 @@ volumePluginDir: /var/lib/kubelet/volume-plugins
 # No registry to pull the pause image back from: never collect images; evict only when nearly full.
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+# Secret and ConfigMap volumes are refreshed at each pod sync: 10 s instead of the default minute,
+# so a certificate rotation reaches the webhook's pods in seconds (production nodes take 1-2 min).
+syncFrequency: 10s
 EOF
   cat > "$c/kube-proxy.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -269,10 +274,12 @@ sandbox_main() {
   ip link set eth0-peer up
   ip link set eth0 up
 
-  start() {  # NAME CMD...: in the background, output to logs/NAME.log
+  declare -A cmds=()
+  start() {  # NAME CMD...: in the background, output appended to logs/NAME.log
     local name=$1
     shift
-    "$@" > "$L/$name.log" 2>&1 < /dev/null &
+    cmds[$name]=$(printf '%q ' "$@")
+    "$@" >> "$L/$name.log" 2>&1 < /dev/null &
     pids[$name]=$!
   }
   alive() { kill -0 "${pids[$1]}" 2>/dev/null; }
@@ -306,6 +313,20 @@ sandbox_main() {
     exit 0
   }
   trap stop_all TERM INT
+  # `restart NAME` (on this machine) writes the name and sends USR1: stop it, start it again.
+  restart_one() {
+    local name
+    name=$(cat "$STATE/restart.request" 2>/dev/null) || return 0
+    if [ -z "${cmds[$name]:-}" ]; then
+      echo "unknown component $name" > "$STATE/restart.done"
+      return 0
+    fi
+    log "restarting $name"
+    stop_group 10 "$name"
+    eval "start $name ${cmds[$name]}"
+    echo "restarted $name" > "$STATE/restart.done"
+  }
+  trap restart_one USR1
 
   start forward /usr/bin/python3 "$SRC/test/cluster/forward.py" serve --to 127.0.0.1:6443
   # Speed over durability: a throwaway test cluster on a slow disk.
@@ -460,6 +481,22 @@ cmd_status() {
   echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
 }
 
+cmd_restart() {
+  require_root
+  local init name=$1 end=$((SECONDS + 60))
+  init=$(sandbox_init) || die "not up"
+  rm -f "$STATE/restart.done"
+  echo "$name" > "$STATE/restart.request"
+  kill -USR1 "$init"
+  until [ -s "$STATE/restart.done" ]; do
+    [ $SECONDS -lt $end ] || die "$name: no answer from the sandbox after 60 s"
+    sleep 0.2
+  done
+  grep -q "^restarted " "$STATE/restart.done" || die "$(cat "$STATE/restart.done")"
+  rm -f "$STATE/restart.request" "$STATE/restart.done"
+  log "$name restarted"
+}
+
 cmd_exec() {
   require_root
   local init
@@ -551,6 +588,7 @@ case ${1:-} in
   status) cmd_status ;;
   import) shift; [ $# -gt 0 ] || die "import FILE.tar..."; cmd_import "$@" ;;
   exec) shift; [ $# -gt 0 ] || die "exec CMD..."; cmd_exec "$@" ;;
+  restart) [ $# -eq 2 ] || die "restart NAME"; cmd_restart "$2" ;;
   _init) [ "${2:-}" = "$STATE" ] || STATE=$2; sandbox_main ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -18,9 +18,9 @@ SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "journey: no build tree ${1:-build}" >&2; exit 1; }
 CLUSTER=$SRC/scripts/cluster.sh
 STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
-NODE=erdma-node
-WORKLOAD=localhost/erdma-controller/workload:1
 NS=team-a
+# shellcheck source=test/cluster/lib.sh
+. "$SRC/test/cluster/lib.sh"
 t_start=$SECONDS
 
 skip_or_fail() {
@@ -51,6 +51,7 @@ finish() {
     kubectl -n erdma-system logs ds/erdma-agent --tail=20 >&2 2>/dev/null || true
     kubectl -n erdma-system logs deploy/erdma-webhook --tail=10 >&2 2>/dev/null || true
   fi
+  [ -z "${load_pid:-}" ] || { touch "$work/stop"; wait "$load_pid" 2>/dev/null; }
   "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
   rm -rf "$work"
   exit $rc
@@ -98,49 +99,21 @@ wait_for() {
 # ---------------------------------------------------------------------------------------------
 phase "cluster"
 t0=$SECONDS
-up_out=$("$CLUSTER" up 2>"$work/up.log") || { cat "$work/up.log" >&2; echo "journey: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
-eval "$(printf '%s\n' "$up_out" | tail -n 1)"
-export KUBECONFIG
-export PATH="$(cat "$STATE/bin"):$PATH"
+cluster_up || { echo "journey: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
 echo "cluster up in $((SECONDS - t0)) s; $(kubectl version 2>/dev/null | tr '\n' ' ')"
 
 phase "images"
-t0=$SECONDS
-check "images built from the build tree and imported into the node's containerd" bash -c "
-  '$SRC/images/build-images.sh' --build-dir '$BUILD' --out '$work/images' erdma-agent erdma-webhook workload >/dev/null &&
-  '$CLUSTER' import '$work/images/erdma-agent.tar' '$work/images/erdma-webhook.tar' '$work/images/workload.tar' >/dev/null &&
-  echo \"in $((SECONDS - t0)) s\""
-# The two device nodes Allocate hands to containers, in the node's (the sandbox's) /dev only.
-"$CLUSTER" exec sh -c 'mkdir -p /dev/infiniband && mknod -m 666 /dev/infiniband/uverbs0 c 231 192 &&
-  mknod -m 666 /dev/infiniband/rdma_cm c 10 58'
+must "images built from the build tree and imported into the node's containerd" product_images
 
 # ---------------------------------------------------------------------------------------------
 phase "install as README.md says"
 kubectl label node "$NODE" aliyun.accelerator/erdma=true >/dev/null
-# README's way: a site overlay beside a copy of manifests/, here replacing the agent's
-# configuration with the same file but a static device (this node has no eRDMA card).
-cp -r "$SRC/manifests" "$work/manifests"
-mkdir -p "$work/site"
-sed -e 's/^  source: verbs$/  source: static\n  static: [{name: erdma_0, uverbs: uverbs0, netdev: eth0}]/' \
-  "$SRC/manifests/base/agent-config.yaml" >"$work/site/agent-config.yaml"
-cat >"$work/site/kustomization.yaml" <<EOF
-apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ../manifests/default
-configMapGenerator:
-- name: erdma-agent-config
-  namespace: erdma-system
-  behavior: replace
-  files:
-  - config.yaml=agent-config.yaml
-EOF
-must "kubectl apply -k (manifests/default through a site overlay)" kubectl apply -k "$work/site"
+must "a site overlay beside a copy of manifests/ (the agent's config with a static device)" product_site
+must "kubectl apply -k (manifests/default through the site overlay)" kubectl apply -k "$work/site"
 must "erdma-certs generate" "$SRC/certs/erdma-certs" generate --dir "$work/pki"
 must "erdma-certs apply" "$SRC/certs/erdma-certs" apply --dir "$work/pki"
 must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
 must "the agent DaemonSet rolls out" kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
-capacity() { kubectl get node "$NODE" -o jsonpath='{.status.capacity.aliyun/erdma}' | grep -E '^[1-9][0-9]*$'; }
 must "the real kubelet shows aliyun/erdma capacity registered by the agent" wait_for 60 capacity
 
 # ---------------------------------------------------------------------------------------------
@@ -286,6 +259,128 @@ check "erdma-agent smc-status --pod for the SMC-R pod" bash -c "
 check "the agent logged the SMC-R pod's setup, with this kernel's reason" bash -c "
   kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F '$smcr_pod' | tail -n 1 | tee /dev/stderr |
     grep -Eq '\"result\":\"(configured|failed)\"'"
+
+# ---------------------------------------------------------------------------------------------
+phase "faults, while matched pods are being created"
+PKI=$STATE/pki
+load_pid=
+# The create loop (test/cluster/create_loop.py) in the background; then `check "load running"`
+# waits until it has admitted its first pod. Not run through check: the loop must be this shell's
+# child, for load_stop to wait for it.
+load_start() {
+  rm -f "$work/stop" "$work/started" "$work/load.json"
+  /usr/bin/python3 "$SRC/test/cluster/create_loop.py" --server "https://127.0.0.1:${ERDMA_CLUSTER_PORT:-6443}" \
+    --ca "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" --namespace "$NS" \
+    --interval 0.1 --max-seconds 600 --stop-file "$work/stop" --started-file "$work/started" \
+    >"$work/load.json" 2>"$work/load.err" &
+  load_pid=$!
+}
+load_stop() {  # ends the loop (in this shell: it waits for its child)
+  touch "$work/stop"
+  wait "$load_pid"
+  load_pid=
+}
+load_verdict() {  # the loop's counts; succeeds when every create was admitted and mutated
+  cat "$work/load.json" "$work/load.err"
+  /usr/bin/python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if d["created"] > 0 and d["failed"] == 0 and d["unmutated"] == 0 else 1)' "$work/load.json"
+}
+# Every webhook replica serves the certificate of FILE (its log names the SHA-256 at start-up and
+# at each reload).
+serving_everywhere() {
+  local sha p
+  sha=$(openssl x509 -in "$1" -noout -fingerprint -sha256 | cut -d= -f2 | tr -d : | tr A-F a-f)
+  for p in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-webhook -o name); do
+    kubectl -n erdma-system logs "$p" | grep -q "$sha" && continue
+    echo "$p does not serve $sha yet; its last certificate lines:"
+    kubectl -n erdma-system logs "$p" | grep -E 'cert_sha256|certificate' | tail -n 3
+    return 1
+  done
+}
+certs() { "$SRC/certs/erdma-certs" "$@" --dir "$work/pki" >/dev/null; }
+
+load_start
+check "load running" wait_for 60 test -e "$work/started"
+certs rotate && certs apply
+check "serving certificate rotated (same CA): every replica serves the new one" \
+  wait_for 300 serving_everywhere "$work/pki/tls.crt"
+load_stop
+check "... with zero failed pod creations" load_verdict
+
+load_start
+check "load running" wait_for 60 test -e "$work/started"
+certs rotate --new-ca && certs apply  # clients trust the old and the new CA
+certs rotate && certs apply           # a serving certificate from the new CA
+check "CA changed: every replica serves a certificate of the new CA" \
+  wait_for 300 serving_everywhere "$work/pki/tls.crt"
+certs finish && certs apply           # clients trust only the new CA
+load_stop
+check "... and the old CA dropped, with zero failed pod creations" load_verdict
+
+load_start
+check "load running" wait_for 60 test -e "$work/started"
+kubectl -n erdma-system rollout restart deployment/erdma-webhook >/dev/null
+check "rolling restart of the webhook Deployment completes" \
+  kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
+load_stop
+check "... with zero failed pod creations" load_verdict
+
+kubectl -n erdma-system scale deployment/erdma-webhook --replicas=0 >/dev/null
+check "webhook scaled to 0: no replica left" wait_for 120 bash -c \
+  "[ -z \"\$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-webhook -o name)\" ]"
+check "... a matched pod is refused, and the message names the webhook" bash -c "
+  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
+  out=\$(smcr_pod_yaml $NS during-outage | kubectl create --dry-run=server -f - 2>&1) && exit 1
+  echo \"\$out\"; grep -q 'failed calling webhook \"pods.erdma-webhook.erdma-system.svc\"' <<<\"\$out\""
+check "... a pod that asks for nothing is still created" bash -c "
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: plain-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' |
+    kubectl create --dry-run=server -f -"
+sed -e 's/name: smcr-app/name: after-outage/' -e 's/app: smcr-app/app: after-outage/g' "$work/smcr.yaml" |
+  kubectl apply -f - >/dev/null
+check "... a Deployment's pods are refused meanwhile (FailedCreate)" wait_for 60 bash -c "
+  kubectl -n $NS get events --field-selector reason=FailedCreate -o jsonpath='{.items[*].message}' |
+    grep -o 'failed calling webhook \"pods.erdma-webhook.erdma-system.svc\"' | head -n 1 | grep ."
+kubectl -n erdma-system scale deployment/erdma-webhook --replicas=2 >/dev/null
+check "webhook back: its rollout completes" \
+  kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
+check "... and the Deployment's pod appears, mutated" wait_for 240 bash -c "
+  kubectl -n $NS get pod -l app=after-outage \
+    -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload"
+
+agent_log() { kubectl -n erdma-system logs ds/erdma-agent; }
+registrations() { agent_log | grep -c '"msg":"registered with kubelet"'; }
+before=$(registrations)
+check "kubelet restarted" "$CLUSTER" restart kubelet
+check "... the agent registers again (registrations: $before before)" wait_for 120 bash -c "
+  $(declare -f agent_log registrations); n=\$(registrations); echo \"now \$n\"; [ \"\$n\" -gt $before ]"
+check "... capacity is there again" wait_for 120 capacity
+printf '%s\n' 'apiVersion: v1' 'kind: Pod' "metadata: {name: after-kubelet, namespace: $NS}" 'spec:' \
+  '  terminationGracePeriodSeconds: 1' '  containers:' \
+  "  - {name: c, image: $WORKLOAD, command: [sleep, '100000'], resources: {limits: {aliyun/erdma: 1}}}" \
+  >"$work/after-kubelet.yaml"
+check "... and a new pod gets its devices" bash -c "
+  kubectl apply -f '$work/after-kubelet.yaml' >/dev/null &&
+  kubectl -n $NS wait --for=condition=Ready pod/after-kubelet --timeout=180s >/dev/null &&
+  kubectl -n $NS exec after-kubelet -- ls /dev/infiniband/ | tee /dev/stderr | grep -qx uverbs0"
+
+smcr_state() {
+  kubectl -n "$NS" get pod "$smcr_pod" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount} {.status.phase}'
+}
+smcr_before=$(smcr_state)
+old_agent=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o name)
+kubectl -n erdma-system delete "$old_agent" --wait=true >/dev/null
+check "agent pod deleted: the DaemonSet's new one runs" \
+  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
+check "... and resyncs the SMC-R pods already running" wait_for 120 bash -c "
+  kubectl -n erdma-system logs ds/erdma-agent | grep '\"msg\":\"SMC-R resync done\"' | tail -n 1 | grep ."
+check "... running pods untouched (uid, restarts, phase: $smcr_before)" test "$(smcr_state)" = "$smcr_before"
+check "... the node's pnet table has no duplicate entries (or the kernel has no SMC)" bash -c "
+  out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent pnet list 2>&1); rc=\$?; echo \"\$out\"
+  if [ \$rc -ne 0 ]; then [ ! -d /sys/module/smc ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; exit; fi
+  [ -z \"\$(sort <<<\"\$out\" | uniq -d)\" ]"
+kubectl -n "$NS" delete deployment after-outage --wait=false >/dev/null
+kubectl -n "$NS" delete pod after-kubelet --wait=false >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 phase "uninstall as README.md says"

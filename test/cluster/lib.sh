@@ -1,0 +1,64 @@
+# Sourced by test/cluster/journey.sh and bench/cluster-startup.sh: a cluster from
+# scripts/cluster.sh with the product's images on its node, and the product installed the way
+# README.md tells a user. The callers set SRC (the repository), BUILD (a build tree), CLUSTER
+# (scripts/cluster.sh), STATE (its state directory) and work (a scratch directory of theirs).
+# The node has no eRDMA card: the site overlay gives the agent one static device, erdma_0 on
+# uverbs0, and the node's /dev (the sandbox's, never this machine's) gets the two character
+# devices Allocate hands to containers.
+
+NODE=erdma-node
+WORKLOAD=localhost/erdma-controller/workload:1
+
+# cluster_up: starts the cluster; exports KUBECONFIG and puts its kubectl first on PATH.
+cluster_up() {
+  local out
+  out=$("$CLUSTER" up 2>"$work/up.log") || { cat "$work/up.log" >&2; return 1; }
+  eval "$(printf '%s\n' "$out" | tail -n 1)"
+  export KUBECONFIG
+  PATH="$(cat "$STATE/bin"):$PATH"
+  export PATH
+}
+
+# product_images: builds the agent, webhook and workload images from $BUILD, imports them into
+# the node's containerd, and makes the static device's nodes in the node's /dev.
+product_images() {
+  "$SRC/images/build-images.sh" --build-dir "$BUILD" --out "$work/images" erdma-agent erdma-webhook workload \
+    >/dev/null || return 1
+  "$CLUSTER" import "$work/images/erdma-agent.tar" "$work/images/erdma-webhook.tar" "$work/images/workload.tar" \
+    >/dev/null || return 1
+  "$CLUSTER" exec sh -c 'mkdir -p /dev/infiniband &&
+    { [ -e /dev/infiniband/uverbs0 ] || mknod -m 666 /dev/infiniband/uverbs0 c 231 192; } &&
+    { [ -e /dev/infiniband/rdma_cm ] || mknod -m 666 /dev/infiniband/rdma_cm c 10 58; }'
+}
+
+# product_site: README's way to change a setting, a site overlay beside a copy of manifests/
+# ($work/site), replacing the agent's configuration with the same file but a static device.
+product_site() {
+  cp -r "$SRC/manifests" "$work/manifests"
+  mkdir -p "$work/site"
+  sed -e 's/^  source: verbs$/  source: static\n  static: [{name: erdma_0, uverbs: uverbs0, netdev: eth0}]/' \
+    "$SRC/manifests/base/agent-config.yaml" >"$work/site/agent-config.yaml"
+  grep -q 'source: static' "$work/site/agent-config.yaml" || { echo "agent-config.yaml: no 'source: verbs' to replace" >&2; return 1; }
+  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources:' \
+    '- ../manifests/default' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
+    '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >"$work/site/kustomization.yaml"
+}
+
+# capacity: the node's aliyun/erdma capacity, when the agent registered some.
+capacity() { kubectl get node "$NODE" -o jsonpath='{.status.capacity.aliyun/erdma}' | grep -E '^[1-9][0-9]*$'; }
+
+# product_install: the whole install in one go (the journey does it step by step, with checks).
+product_install() {
+  kubectl label node "$NODE" aliyun.accelerator/erdma=true --overwrite >/dev/null &&
+    product_site &&
+    kubectl apply -k "$work/site" >/dev/null &&
+    "$SRC/certs/erdma-certs" generate --dir "$work/pki" >/dev/null &&
+    "$SRC/certs/erdma-certs" apply --dir "$work/pki" >/dev/null &&
+    kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s >/dev/null &&
+    kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s >/dev/null || return 1
+  local end=$((SECONDS + 60))
+  until capacity >/dev/null; do
+    [ $SECONDS -lt $end ] || { echo "no aliyun/erdma capacity after 60 s" >&2; return 1; }
+    sleep 0.5
+  done
+}
