@@ -48,6 +48,9 @@ stage() {  # NAME CAP_SECONDS CMD...
 
 stage "install packages" 900 scripts/install-deps.sh
 stage "build" 1200 scripts/build.sh build -DWERROR=ON
+# helm from its pinned Go module (test/helm), cached outside the repository like Kubernetes below:
+# the chart's tests and the cluster journey use it.
+stage "helm from its pinned Go module (cached)" 900 test/helm/build-helm.sh
 # The sanitizer tree doubles as the fuzz tree. -O0 with line tables only keeps its build short;
 # fuzz runs here are brief checks, longer campaigns use test/fuzz/run.sh's optimized default.
 sanitize=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=address,undefined

@@ -11,7 +11,10 @@
 # agent one static device, erdma_0 on uverbs0, and the node's view of /dev (the sandbox's, never
 # this machine's) gets the two character devices Allocate passes to containers. The kernel here
 # has no SMC: the agent's SMC-R pod setup then ends "failed" with that reason, which the checks
-# expect and print. Outside CI a machine that cannot run the cluster prints why and exits 0; under
+# expect and print. After the kustomize install and its uninstall come faults while pods are being
+# created (certificate rotation and CA change, a rolling restart, the webhook scaled to 0, the
+# kubelet restarted, the agent's pod deleted), then the Helm chart: install, upgrade under load,
+# uninstall. Outside CI a machine that cannot run the cluster prints why and exits 0; under
 # CI=true that is a failure.
 set -uo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -398,6 +401,51 @@ check "nothing of the product is left in the cluster" bash -c "
   ! kubectl get namespace erdma-system 2>/dev/null"
 check "the node's capacity goes back to zero once the agent is gone" wait_for 60 bash -c "
   c=\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}'); echo \"allocatable '\$c'\"; [ \"\${c:-0}\" = 0 ]"
+
+# ---------------------------------------------------------------------------------------------
+phase "the Helm chart: install, upgrade while pods are being created, uninstall"
+HELM=$("$SRC/test/helm/build-helm.sh" 2>/dev/null | tail -n 1)
+SITE=(--set agent.config.devices.source=static
+  --set-json 'agent.config.devices.static=[{"name":"erdma_0","uverbs":"uverbs0","netdev":"eth0"}]')
+rm -rf "$work/pki"
+must "helm install (the same static-device site as the overlay)" \
+  "$HELM" install erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}"
+must "erdma-certs generate and apply, as after kubectl apply -k" bash -c "
+  '$SRC/certs/erdma-certs' generate --dir '$work/pki' && '$SRC/certs/erdma-certs' apply --dir '$work/pki'"
+must "the chart's webhook and agent roll out" bash -c "
+  kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s &&
+  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s"
+check "the agent registers aliyun/erdma (64 slots)" wait_for 60 bash -c "
+  c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 64 ]"
+check "a matched pod is mutated through the chart's webhook" bash -c "
+  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
+  smcr_pod_yaml $NS helm-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
+    tee /dev/stderr | grep -q erdma-injected"
+ca_before=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
+secret_before=$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')
+load_start
+check "load running" wait_for 60 test -e "$work/started"
+check "helm upgrade with a changed value (slotsPerDevice 32) completes" \
+  "$HELM" upgrade erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}" \
+  --set agent.config.slotsPerDevice=32 --wait --timeout 3m
+load_stop
+check "... with zero failed pod creations" load_verdict
+check "... the caBundle and the Secret that erdma-certs wrote are untouched" bash -c "
+  [ \"\$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')\" = '$ca_before' ] &&
+  [ \"\$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')\" = '$secret_before' ]"
+check "... and the agent runs the new configuration (capacity 32)" wait_for 120 bash -c "
+  c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 32 ]"
+kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
+check "erdma-agent cleanup, then helm uninstall" bash -c '
+  for pod in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o name); do
+    kubectl -n erdma-system exec "$pod" -- erdma-agent cleanup >/dev/null || exit 1
+  done
+  "'"$HELM"'" uninstall erdma-controller --wait --timeout 3m'
+check "nothing of the chart is left in the cluster" bash -c "
+  left=\$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
+    grep -E 'erdma-(webhook|agent)' || true); [ -z \"\$left\" ] || { echo \"\$left\"; exit 1; }
+  [ -z \"\$('$HELM' list -A -q)\" ] || { '$HELM' list -A; exit 1; }
+  ! kubectl get namespace erdma-system 2>/dev/null"
 
 echo "journey: $((SECONDS - t_start)) s"
 echo "$passed passed, $failed failed"
