@@ -184,26 +184,9 @@ root = "$STATE/containerd/root"
 state = "/run/containerd"
 [grpc]
   address = "/run/containerd/containerd.sock"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$STATE/containerd/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  disable_apparmor = true
-  # Root lacks CAP_SYS_RESOURCE on some hosts: never lower a container's oom_score_adj below
-  # containerd's own (runc fails on the pause container's -998 otherwise).
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "$STATE/containerd/net.d"
 EOF
+  sed -e "s|@OPT@|$STATE/containerd/opt|" -e "s|@PAUSE@|$PAUSE_IMAGE|" -e "s|@NETD@|$STATE/containerd/net.d|" \
+    "$SRC/test/node/containerd-cri.toml" >> "$STATE/containerd/config.toml"
   cat > "$STATE/containerd/net.d/10-erdma-cluster.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "erdma-cluster", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,

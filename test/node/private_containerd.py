@@ -122,6 +122,13 @@ def oci_archive(path, ref, files, entrypoint, env):
             add("blobs/sha256/" + d, data)
 
 
+def cri_section(opt, pause, netd):
+    """The CRI plugin's part of the config, shared with scripts/cluster.sh (containerd-cri.toml)."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "containerd-cri.toml")) as f:
+        text = f.read()
+    return text.replace("@OPT@", opt).replace("@PAUSE@", pause).replace("@NETD@", netd)
+
+
 class PrivateContainerd:
     """One containerd under `tmp` (which the caller creates and removes), with the kubelet stand-in's
     directories beside it: kroot (device-plugins, pod-resources), klogs, kstate."""
@@ -147,26 +154,7 @@ state = "{t}/state"
   address = "{t}/c.sock.ttrpc"
 [debug]
   level = "info"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{t}/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{pause}"
-  disable_apparmor = true
-  # Lowering oom_score_adj needs CAP_SYS_RESOURCE, which root lacks on some test hosts (the
-  # sandbox's -998 then fails in runc's nsexec); keep containers at or above containerd's own.
-  restrict_oom_score_adj = true
-  enable_selinux = false
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = "{t}/net.d"
-""".format(t=t, pause=PAUSE_IMAGE)
+""".format(t=t) + cri_section(opt=t + "/opt", pause=PAUSE_IMAGE, netd=t + "/net.d")
 
     def namespace_script(self):
         """Run by `unshare` in the new namespaces: the mounts, then containerd."""
