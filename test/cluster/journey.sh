@@ -421,6 +421,13 @@ check "a matched pod is mutated through the chart's webhook" bash -c "
   $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
   smcr_pod_yaml $NS helm-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
     tee /dev/stderr | grep -q erdma-injected"
+check "the seed's workloads run under the chart" bash -c "
+  kubectl apply -f '$work/nccl.yaml' -f '$work/smcr.yaml' >/dev/null &&
+  kubectl -n $NS rollout status statefulset/nccltest --timeout=180s &&
+  kubectl -n $NS rollout status deployment/smcr-app --timeout=180s &&
+  kubectl -n $NS get pod -l app=smcr-app \
+    -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload"
+kubectl -n "$NS" delete statefulset/nccltest deployment/smcr-app --wait=true >/dev/null
 ca_before=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
 secret_before=$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')
 load_start
@@ -441,11 +448,34 @@ check "erdma-agent cleanup, then helm uninstall" bash -c '
     kubectl -n erdma-system exec "$pod" -- erdma-agent cleanup >/dev/null || exit 1
   done
   "'"$HELM"'" uninstall erdma-controller --wait --timeout 3m'
-check "nothing of the chart is left in the cluster" bash -c "
-  left=\$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
-    grep -E 'erdma-(webhook|agent)' || true); [ -z \"\$left\" ] || { echo \"\$left\"; exit 1; }
-  [ -z \"\$('$HELM' list -A -q)\" ] || { '$HELM' list -A; exit 1; }
-  ! kubectl get namespace erdma-system 2>/dev/null"
+chart_gone() {
+  local left
+  left=$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
+    grep -E 'erdma-(webhook|agent)' || true)
+  [ -z "$left" ] || { echo "$left"; return 1; }
+  [ -z "$("$HELM" list -A -q)" ] || { "$HELM" list -A; return 1; }
+  ! kubectl get namespace erdma-system 2>/dev/null
+}
+check "nothing of the chart is left in the cluster" chart_gone
+
+phase "the Helm chart with certificates generated at install"
+check "helm install --set certificates.mode=generate --wait" \
+  "$HELM" install erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}" \
+  --set certificates.mode=generate --wait --timeout 3m
+check "a matched pod is mutated (the caBundle is the chart's)" bash -c "
+  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
+  smcr_pod_yaml $NS helm-gen-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
+    grep -q erdma-injected"
+gen_ca=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
+gen_cert=$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')
+check "helm upgrade (3 webhook replicas) keeps the generated certificate and caBundle" bash -c "
+  '$HELM' upgrade erdma-controller '$SRC/charts/erdma-controller' ${SITE[*]@Q} \
+    --set certificates.mode=generate --set webhook.replicas=3 --wait --timeout 3m >/dev/null &&
+  [ \"\$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')\" = '$gen_ca' ] &&
+  [ \"\$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')\" = '$gen_cert' ] &&
+  kubectl -n erdma-system get deployment erdma-webhook -o jsonpath='{.status.readyReplicas}' | grep -qx 3"
+check "helm uninstall leaves nothing" bash -c "
+  '$HELM' uninstall erdma-controller --wait --timeout 3m >/dev/null; $(declare -f chart_gone); HELM='$HELM'; chart_gone"
 
 echo "journey: $((SECONDS - t_start)) s"
 echo "$passed passed, $failed failed"
