@@ -46,18 +46,31 @@ std::string describe(const ContainerView& c) {
   return s;
 }
 
-// Container names, in first-seen order, with a hash set for lookups: the tenant decides how many.
+// Up to this many names a linear search is cheaper than a hash set and still bounded work.
+constexpr size_t kLinearNames = 16;
+
+// Container names, in first-seen order. The tenant decides how many: past kLinearNames lookups
+// go through a hash set, so the work stays linear in the count.
 class NameList {
  public:
   void add(std::string_view name) {
-    if (set_.insert(name).second) order_.push_back(name);
+    if (contains(name)) return;
+    order_.push_back(name);
+    if (!set_.empty()) {
+      set_.insert(name);
+    } else if (order_.size() > kLinearNames) {
+      set_.insert(order_.begin(), order_.end());
+    }
   }
-  [[nodiscard]] bool contains(std::string_view name) const { return set_.count(name) > 0; }
+  [[nodiscard]] bool contains(std::string_view name) const {
+    if (set_.empty()) return std::find(order_.begin(), order_.end(), name) != order_.end();
+    return set_.count(name) > 0;
+  }
   [[nodiscard]] const std::vector<std::string_view>& names() const { return order_; }
 
  private:
   std::vector<std::string_view> order_;
-  std::unordered_set<std::string_view> set_;
+  std::unordered_set<std::string_view> set_;  // filled once order_ outgrows kLinearNames
 };
 
 bool defines_env(const ContainerView& c, std::string_view name) {
@@ -437,8 +450,7 @@ std::string describe_all(const std::vector<const ContainerView*>& cs) {
 // any other pod after admission anyway (validation runs after the mutating webhooks). The message
 // names the field as the apiserver would.
 Status check_container_names(const PodView& pod) {
-  std::unordered_set<std::string_view> seen;
-  seen.reserve(pod.containers.size());
+  NameList seen;
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     const ContainerView& c = pod.containers[i];
     auto refuse = [&c](const std::string& why) {
@@ -451,9 +463,10 @@ Status check_container_names(const PodView& pod) {
       return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
                     "63, starting and ending with a letter or digit); the apiserver refuses it");
     }
-    if (!seen.insert(c.name).second) {
+    if (seen.contains(c.name)) {
       return refuse(quoted_value(c.name) + " is used by another container of the pod; names must be unique");
     }
+    seen.add(c.name);
   }
   return {};
 }
