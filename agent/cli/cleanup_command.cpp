@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <ostream>
-#include <sstream>
 
 #include "agent/cli/commands.hpp"
 #include "agent/core/admin.hpp"
@@ -27,26 +26,8 @@ bool is_mount_point(const std::string& dir) {
   std::error_code ec;
   const std::string want = fs::weakly_canonical(dir, ec).string();
   std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent_id, dev, root, mount_point;
-    if (!(fields >> id >> parent_id >> dev >> root >> mount_point)) continue;
-    std::string unescaped;
-    for (size_t i = 0; i < mount_point.size(); ++i) {
-      if (mount_point[i] == '\\' && i + 3 < mount_point.size()) {
-        const std::string oct = mount_point.substr(i + 1, 3);
-        if (oct.find_first_not_of("01234567") == std::string::npos) {
-          unescaped += static_cast<char>(std::stoi(oct, nullptr, 8));
-          i += 3;
-          continue;
-        }
-      }
-      unescaped += mount_point[i];
-    }
-    if (unescaped == want) return true;
-  }
-  return false;
+  const std::string mountinfo((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return mountinfo_lists(mountinfo, want);
 }
 
 CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& host_root) {

@@ -178,4 +178,35 @@ CleanupPlan plan_cleanup(const CleanupFacts& f) {
   return plan;
 }
 
+bool mountinfo_lists(std::string_view mountinfo, std::string_view path) {
+  while (!mountinfo.empty()) {
+    const auto nl = mountinfo.find('\n');
+    std::string_view line = mountinfo.substr(0, nl);
+    mountinfo.remove_prefix(nl == std::string_view::npos ? mountinfo.size() : nl + 1);
+    std::string_view field;  // the fifth, or empty when the line has fewer
+    for (int i = 0; i < 5; ++i) {
+      if (line.empty()) {
+        field = {};
+        break;
+      }
+      const auto sp = line.find(' ');
+      field = line.substr(0, sp);
+      line.remove_prefix(sp == std::string_view::npos ? line.size() : sp + 1);
+    }
+    if (field.empty()) continue;
+    std::string unescaped;
+    for (size_t i = 0; i < field.size(); ++i) {
+      const auto is_octal = [&](size_t k) { return k < field.size() && field[k] >= '0' && field[k] <= '7'; };
+      if (field[i] == '\\' && is_octal(i + 1) && is_octal(i + 2) && is_octal(i + 3)) {
+        unescaped += static_cast<char>(((field[i + 1] - '0') << 6) | ((field[i + 2] - '0') << 3) | (field[i + 3] - '0'));
+        i += 3;
+      } else {
+        unescaped += field[i];
+      }
+    }
+    if (unescaped == path) return true;
+  }
+  return false;
+}
+
 }  // namespace erdma::agent

@@ -87,4 +87,9 @@ struct CleanupPlan {
 // pods' network namespaces and go with them.
 [[nodiscard]] CleanupPlan plan_cleanup(const CleanupFacts& facts);
 
+// Whether `mountinfo` (the text of /proc/self/mountinfo) lists a mount at `path`. The mount point
+// is each line's fifth field, with blanks, tabs, newlines and backslashes escaped as \ooo (octal);
+// lines with fewer fields are passed over.
+[[nodiscard]] bool mountinfo_lists(std::string_view mountinfo, std::string_view path);
+
 }  // namespace erdma::agent

@@ -200,7 +200,7 @@ ReviewResult Reviewer::review_once(ReviewBody body, const Config& cfg) {
   const AdmissionRequest& req = *decoded;
   result.uid = std::string(req.uid);
   // Both come from the apiserver, the name from the pod's author: cut as PodView::display_name.
-  result.pod = std::string(req.namespace_name.substr(0, 253)) + "/" + std::string(req.name.substr(0, 253));
+  result.pod = common::cut_for_message(req.namespace_name, 253) + "/" + common::cut_for_message(req.name, 253);
 
   AdmissionResponse resp;
   resp.uid = req.uid;

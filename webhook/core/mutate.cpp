@@ -4,8 +4,8 @@
 // through the webhook (reinvocationPolicy: IfNeeded) yields no operations. Arrays and maps that
 // are missing are created whole with one "add"; existing ones are appended to with "/-".
 //
-// The pod is the tenant's input: every loop here is a single pass or a hash lookup over it, never
-// a pass per item, and every tenant string that reaches a warning is cut to a bounded length
+// The pod is the tenant's input: every loop here is a single pass over it with lookups that cost
+// at most 16 comparisons or one hash (NameList), never a pass per item, and every tenant string that reaches a warning is cut to a bounded length
 // (read_pod caps the counts and the annotation bytes, see pod_view.hpp).
 #include "webhook/core/mutate.hpp"
 
@@ -53,14 +53,16 @@ constexpr size_t kLinearNames = 16;
 // go through a hash set, so the work stays linear in the count.
 class NameList {
  public:
-  void add(std::string_view name) {
-    if (contains(name)) return;
+  // Adds `name` unless it is listed already; false when it was.
+  bool add(std::string_view name) {
+    if (contains(name)) return false;
     order_.push_back(name);
     if (!set_.empty()) {
       set_.insert(name);
     } else if (order_.size() > kLinearNames) {
       set_.insert(order_.begin(), order_.end());
     }
+    return true;
   }
   [[nodiscard]] bool contains(std::string_view name) const {
     if (set_.empty()) return std::find(order_.begin(), order_.end(), name) != order_.end();
@@ -463,10 +465,9 @@ Status check_container_names(const PodView& pod) {
       return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
                     "63, starting and ending with a letter or digit); the apiserver refuses it");
     }
-    if (seen.contains(c.name)) {
+    if (!seen.add(c.name)) {
       return refuse(quoted_value(c.name) + " is used by another container of the pod; names must be unique");
     }
-    seen.add(c.name);
   }
   return {};
 }

@@ -264,3 +264,26 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
   CHECK(plan.actions[1].target == "ERDMA-CONTROLLER");
   CHECK(plan.actions[2].step == CleanupStep::RemoveFile);
 }
+
+TEST_CASE("mountinfo_lists finds a mount point by its fifth field, unescaped, and passes over bad lines") {
+  const std::string info =
+      "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw\n"
+      "101 36 0:52 /var/lib/erdma-controller/lib /var/lib/erdma-controller/lib ro,relatime - ext4 /dev/vda rw\n"
+      "102 36 0:53 / /mnt/with\\040blank rw - tmpfs tmpfs rw\n"
+      "short line\n"
+      "\n"
+      "103 36 0:54 / /mnt/back\\134slash rw - tmpfs tmpfs rw\n"
+      "104 36 0:55 / /mnt/not\\08octal rw - tmpfs tmpfs rw\n"
+      "105 36 0:56 / /mnt/cut\\04";  // no newline at the end, an escape cut short
+  CHECK(mountinfo_lists(info, "/var/lib/erdma-controller/lib"));
+  CHECK(mountinfo_lists(info, "/mnt/parent"));
+  CHECK(mountinfo_lists(info, "/mnt/with blank"));
+  CHECK_FALSE(mountinfo_lists(info, "/mnt/with\\040blank"));
+  CHECK(mountinfo_lists(info, "/mnt/back\\slash"));
+  CHECK(mountinfo_lists(info, "/mnt/not\\08octal"));  // not an escape: taken as it is
+  CHECK(mountinfo_lists(info, "/mnt/cut\\04"));
+  CHECK_FALSE(mountinfo_lists(info, "line"));  // "short line" has two fields
+  CHECK_FALSE(mountinfo_lists(info, "/mnt1"));  // the root field, not the mount point
+  CHECK_FALSE(mountinfo_lists(info, "/var/lib/erdma-controller"));
+  CHECK_FALSE(mountinfo_lists("", "/"));
+}
