@@ -41,7 +41,9 @@ constexpr size_t kMaxPathInMessage = 4096;
 
 std::string describe(const ContainerView& c) {
   std::string s = c.list == ContainerList::Init ? "init container \"" : "container \"";
-  s += common::cut_for_message(c.name, kMaxNameInMessage);
+  const auto name = common::utf8_prefix(c.name, kMaxNameInMessage);
+  s += name;
+  if (name.size() < c.name.size()) s += "...";
   s += '"';
   return s;
 }
@@ -452,7 +454,8 @@ std::string describe_all(const std::vector<const ContainerView*>& cs) {
 // any other pod after admission anyway (validation runs after the mutating webhooks). The message
 // names the field as the apiserver would.
 Status check_container_names(const PodView& pod) {
-  NameList seen;
+  NameList seen;  // only for pods of more than kLinearNames containers: the others allocate nothing
+  const bool few = pod.containers.size() <= kLinearNames;
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     const ContainerView& c = pod.containers[i];
     auto refuse = [&c](const std::string& why) {
@@ -465,7 +468,10 @@ Status check_container_names(const PodView& pod) {
       return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
                     "63, starting and ending with a letter or digit); the apiserver refuses it");
     }
-    if (!seen.add(c.name)) {
+    const bool repeated = few ? std::any_of(pod.containers.begin(), pod.containers.begin() + static_cast<ptrdiff_t>(i),
+                                            [&](const ContainerView& o) { return o.name == c.name; })
+                              : !seen.add(c.name);
+    if (repeated) {
       return refuse(quoted_value(c.name) + " is used by another container of the pod; names must be unique");
     }
   }
