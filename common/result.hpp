@@ -102,3 +102,28 @@ class [[nodiscard]] Result<void> {
 using Status = Result<void>;
 
 }  // namespace erdma
+
+// Error propagation, for functions that return a Result or a Status.
+//
+// ERDMA_TRY(expr): evaluates a Result or Status; on failure returns its Error from the caller.
+//   ERDMA_TRY(table.flush());
+// ERDMA_TRY_ASSIGN(lhs, expr): evaluates a Result; on failure returns its Error, else moves the
+// value into lhs, which may declare a variable.
+//   ERDMA_TRY_ASSIGN(auto text, common::read_file(path, kMaxBytes));
+// Both are statements. expr may contain commas (a lambda, a template argument list).
+#define ERDMA_TRY_CONCAT_INNER_(a, b) a##b
+#define ERDMA_TRY_CONCAT_(a, b) ERDMA_TRY_CONCAT_INNER_(a, b)
+// __COUNTER__ gives each expansion its own name, so a TRY inside a lambda inside a TRY shadows
+// nothing.
+#define ERDMA_TRY_IMPL_(tmp, ...)                   \
+  do {                                              \
+    if (auto tmp = (__VA_ARGS__); !tmp)             \
+      return std::move(tmp).error();                \
+  } while (false)
+#define ERDMA_TRY(...) ERDMA_TRY_IMPL_(ERDMA_TRY_CONCAT_(erdma_try_, __COUNTER__), __VA_ARGS__)
+#define ERDMA_TRY_ASSIGN_IMPL_(tmp, lhs, ...) \
+  auto tmp = (__VA_ARGS__);                    \
+  if (!tmp) return std::move(tmp).error();     \
+  lhs = std::move(tmp).value()
+#define ERDMA_TRY_ASSIGN(lhs, ...) \
+  ERDMA_TRY_ASSIGN_IMPL_(ERDMA_TRY_CONCAT_(erdma_try_, __COUNTER__), lhs, __VA_ARGS__)

@@ -155,13 +155,12 @@ class YamlLoader {
             const auto& sc = ev.data.scalar;
             std::string key(reinterpret_cast<const char*>(sc.value), sc.length);
             if (!is_valid_utf8(key)) return error(ev.start_mark, "key is not valid UTF-8");
-            if (auto s = set_key(std::move(key), ev.start_mark); !s) return std::move(s).error();
+            ERDMA_TRY(set_key(std::move(key), ev.start_mark));
             if (sc.anchor != nullptr) anchors_[reinterpret_cast<const char*>(sc.anchor)] = Anchor{json(stack_.back().key), 1};
             break;
           }
-          auto v = scalar(ev);
-          if (!v) return std::move(v).error();
-          if (auto s = add_value(std::move(*v), 1, ev.data.scalar.anchor); !s) return std::move(s).error();
+          ERDMA_TRY_ASSIGN(auto v, scalar(ev));
+          ERDMA_TRY(add_value(std::move(v), 1, ev.data.scalar.anchor));
           break;
         }
         case YAML_ALIAS_EVENT: {
@@ -172,11 +171,11 @@ class YamlLoader {
           }
           if (expecting_key()) {
             if (!it->second.value.is_string()) return error(ev.start_mark, "map keys must be plain strings");
-            if (auto s = set_key(it->second.value.get<std::string>(), ev.start_mark); !s) return std::move(s).error();
+            ERDMA_TRY(set_key(it->second.value.get<std::string>(), ev.start_mark));
             break;
           }
-          if (auto s = count(it->second.count, ev.start_mark); !s) return std::move(s).error();
-          if (auto s = add_value(it->second.value, it->second.count, nullptr); !s) return std::move(s).error();
+          ERDMA_TRY(count(it->second.count, ev.start_mark));
+          ERDMA_TRY(add_value(it->second.value, it->second.count, nullptr));
           break;
         }
         case YAML_SEQUENCE_START_EVENT:
@@ -194,7 +193,7 @@ class YamlLoader {
             return make_error(ErrorCode::ResourceExhausted, where(source_, ev.start_mark) + ": nesting deeper than " +
                                                                 std::to_string(limits_.max_depth) + " levels");
           }
-          if (auto s = count(1, ev.start_mark); !s) return std::move(s).error();
+          ERDMA_TRY(count(1, ev.start_mark));
           Frame f;
           f.value = is_map ? json::object() : json::array();
           f.anchor = anchor != nullptr ? reinterpret_cast<const char*>(anchor) : "";
@@ -207,9 +206,7 @@ class YamlLoader {
           Frame f = std::move(stack_.back());
           stack_.pop_back();
           const char* anchor = f.anchor.empty() ? nullptr : f.anchor.c_str();
-          if (auto s = add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor)); !s) {
-            return std::move(s).error();
-          }
+          ERDMA_TRY(add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor)));
           break;
         }
         default:
@@ -292,7 +289,7 @@ class YamlLoader {
     const auto& sc = ev.data.scalar;
     std::string s(reinterpret_cast<const char*>(sc.value), sc.length);
     if (!is_valid_utf8(s)) return error(ev.start_mark, "value is not valid UTF-8");
-    if (auto st = count(1, ev.start_mark); !st) return std::move(st).error();
+    ERDMA_TRY(count(1, ev.start_mark));
     const std::string tag = sc.tag != nullptr ? reinterpret_cast<const char*>(sc.tag) : "";
     if (tag.empty()) {
       // Untagged: plain scalars resolve by the core schema, quoted ones are strings.
@@ -364,30 +361,27 @@ Result<json> parse_json_text(std::string_view text, std::string_view source, con
 Result<std::vector<json>> parse_documents(std::string_view text, std::string_view source, const ParseLimits& limits) {
   std::vector<json> docs;
   if (is_json_text(text)) {
-    auto doc = parse_json_text(text, source, limits);
-    if (!doc) return std::move(doc).error();
-    docs.push_back(std::move(*doc));
+    ERDMA_TRY_ASSIGN(auto doc, parse_json_text(text, source, limits));
+    docs.push_back(std::move(doc));
     return docs;
   }
   if (text.find('\0') != std::string_view::npos) {
     return make_error(ErrorCode::InvalidArgument, std::string(source) + ": contains a NUL byte; not a text file");
   }
   YamlLoader loader(text, source, limits);
-  auto loaded = loader.load();
-  if (!loaded) return std::move(loaded).error();
-  docs = std::move(*loaded);
+  ERDMA_TRY_ASSIGN(auto loaded, loader.load());
+  docs = std::move(loaded);
   return docs;
 }
 
 Result<json> parse_document(std::string_view text, std::string_view source, const ParseLimits& limits) {
-  auto docs = parse_documents(text, source, limits);
-  if (!docs) return std::move(docs).error();
-  if (docs->empty()) return json::object();
-  if (docs->size() > 1) {
+  ERDMA_TRY_ASSIGN(auto docs, parse_documents(text, source, limits));
+  if (docs.empty()) return json::object();
+  if (docs.size() > 1) {
     return make_error(ErrorCode::InvalidArgument, std::string(source) + ": expected one document, found " +
-                                                      std::to_string(docs->size()));
+                                                      std::to_string(docs.size()));
   }
-  return std::move(docs->front());
+  return std::move(docs.front());
 }
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {

@@ -74,21 +74,15 @@ CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& hos
 Status apply(const CleanupAction& a) {
   switch (a.step) {
     case CleanupStep::RemovePnetId: {
-      auto id = PnetId::parse(a.target);
-      if (!id) return id.error();
-      auto t = NetlinkPnetTable::open();
-      if (!t) return t.error();
-      auto r = (*t)->remove(*id);
-      if (!r) return r.error();
+      ERDMA_TRY_ASSIGN(auto id, PnetId::parse(a.target));
+      ERDMA_TRY_ASSIGN(auto t, NetlinkPnetTable::open());
+      ERDMA_TRY(t->remove(id));
       return {};
     }
     case CleanupStep::RemoveUeid: {
-      auto u = Ueid::parse(a.target);
-      if (!u) return u.error();
-      auto info = NetlinkSmcInfo::open();
-      if (!info) return info.error();
-      auto r = (*info)->remove_ueid(*u);
-      if (!r) return r.error();
+      ERDMA_TRY_ASSIGN(auto u, Ueid::parse(a.target));
+      ERDMA_TRY_ASSIGN(auto info, NetlinkSmcInfo::open());
+      ERDMA_TRY(info->remove_ueid(u));
       return {};
     }
     case CleanupStep::RemoveFile:

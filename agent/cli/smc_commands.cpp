@@ -41,36 +41,30 @@ Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all
       return args[++i];
     };
     if (a == "--netns") {
-      auto v = value("a path");
-      if (!v) return v.error();
+      ERDMA_TRY_ASSIGN(auto v, value("a path"));
       if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
-      c.netns = NetnsRef::of_path(*v);
+      c.netns = NetnsRef::of_path(v);
     } else if (allow_pod && a == "--pod") {
-      auto v = value("NAMESPACE/NAME");
-      if (!v) return v.error();
+      ERDMA_TRY_ASSIGN(auto v, value("NAMESPACE/NAME"));
       if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
-      auto p = parse_pod_name(*v);
-      if (!p) return p.error();
-      c.pod = *p;
+      ERDMA_TRY_ASSIGN(auto p, parse_pod_name(v));
+      c.pod = p;
     } else if (allow_pod && (a == "--config" || a == "-c")) {
-      auto v = value("a file");
-      if (!v) return v.error();
-      c.config = *v;
+      ERDMA_TRY_ASSIGN(auto v, value("a file"));
+      c.config = v;
     } else if (a == "--pid") {
-      auto v = value("a process id");
-      if (!v) return v.error();
+      ERDMA_TRY_ASSIGN(auto v, value("a process id"));
       if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
       char* end = nullptr;
-      long pid = std::strtol(v->c_str(), &end, 10);
-      if (v->empty() || *end != '\0' || pid <= 0 || pid > 4194304) {
-        return make_error(ErrorCode::InvalidArgument, "--pid: \"" + *v + "\" is not a process id");
+      long pid = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || pid <= 0 || pid > 4194304) {
+        return make_error(ErrorCode::InvalidArgument, "--pid: \"" + v + "\" is not a process id");
       }
       c.netns = NetnsRef::of_pid(static_cast<pid_t>(pid));
     } else if (a == "-o" || a == "--output") {
-      auto v = value("json or text");
-      if (!v) return v.error();
-      if (*v != "json" && *v != "text") return make_error(ErrorCode::InvalidArgument, "-o: expected json or text, got \"" + *v + "\"");
-      c.json = *v == "json";
+      ERDMA_TRY_ASSIGN(auto v, value("json or text"));
+      if (v != "json" && v != "text") return make_error(ErrorCode::InvalidArgument, "-o: expected json or text, got \"" + v + "\"");
+      c.json = v == "json";
     } else if (allow_all && (a == "-a" || a == "--all")) {
       c.all = true;
     } else {
@@ -135,11 +129,9 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (!pos.empty()) return usage(err, "pnet list: unexpected argument \"" + pos[0] + "\"");
     std::vector<PnetEntry> entries;
     auto st = in_netns(*c, [&]() -> Status {
-      auto t = NetlinkPnetTable::open();
-      if (!t) return t.error();
-      auto l = (*t)->list();
-      if (!l) return l.error();
-      entries = std::move(*l);
+      ERDMA_TRY_ASSIGN(auto t, NetlinkPnetTable::open());
+      ERDMA_TRY_ASSIGN(auto l, t->list());
+      entries = std::move(l);
       return {};
     });
     if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
@@ -189,11 +181,9 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (!entry) return usage(err, entry.error().message);
     Change change = Change::Changed;
     auto st = in_netns(*c, [&]() -> Status {
-      auto t = NetlinkPnetTable::open();
-      if (!t) return t.error();
-      auto r = (*t)->add(*entry);
-      if (!r) return r.error();
-      change = *r;
+      ERDMA_TRY_ASSIGN(auto t, NetlinkPnetTable::open());
+      ERDMA_TRY_ASSIGN(auto r, t->add(*entry));
+      change = r;
       return {};
     });
     if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
@@ -207,11 +197,9 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (!id) return usage(err, id.error().message);
     Change change = Change::Changed;
     auto st = in_netns(*c, [&]() -> Status {
-      auto t = NetlinkPnetTable::open();
-      if (!t) return t.error();
-      auto r = (*t)->remove(*id);
-      if (!r) return r.error();
-      change = *r;
+      ERDMA_TRY_ASSIGN(auto t, NetlinkPnetTable::open());
+      ERDMA_TRY_ASSIGN(auto r, t->remove(*id));
+      change = r;
       return {};
     });
     if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
@@ -222,9 +210,8 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
   if (verb == "flush") {
     if (!pos.empty()) return usage(err, "pnet flush: unexpected argument \"" + pos[0] + "\"");
     auto st = in_netns(*c, []() -> Status {
-      auto t = NetlinkPnetTable::open();
-      if (!t) return t.error();
-      return (*t)->flush();
+      ERDMA_TRY_ASSIGN(auto t, NetlinkPnetTable::open());
+      return t->flush();
     });
     if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::PnetTable));
     out << "flushed\n";
@@ -305,11 +292,9 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
   if (auto rc = resolve_pod(*c, out, err)) return *rc;
   std::vector<SmcSocket> socks;
   auto st = in_netns(*c, [&]() -> Status {
-    auto s = SockDiagSmcStatus::open();
-    if (!s) return s.error();
-    auto l = (*s)->sockets();
-    if (!l) return l.error();
-    socks = std::move(*l);
+    ERDMA_TRY_ASSIGN(auto s, SockDiagSmcStatus::open());
+    ERDMA_TRY_ASSIGN(auto l, s->sockets());
+    socks = std::move(l);
     return {};
   });
   if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::SockDiag));
@@ -366,14 +351,11 @@ int cmd_smc_stats(const std::vector<std::string>& args, std::ostream& out, std::
   SmcStats stats;
   FallbackStats fb;
   auto st = in_netns(*c, [&]() -> Status {
-    auto info = NetlinkSmcInfo::open();
-    if (!info) return info.error();
-    auto s = (*info)->stats();
-    if (!s) return s.error();
-    stats = *s;
-    auto f = (*info)->fallback_stats();
-    if (!f) return f.error();
-    fb = std::move(*f);
+    ERDMA_TRY_ASSIGN(auto info, NetlinkSmcInfo::open());
+    ERDMA_TRY_ASSIGN(auto s, info->stats());
+    stats = s;
+    ERDMA_TRY_ASSIGN(auto f, info->fallback_stats());
+    fb = std::move(f);
     return {};
   });
   if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::SmcInfo));

@@ -67,49 +67,42 @@ Result<std::vector<RdmaDevice>> load_static(const json& devices, const std::stri
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
     if (!item.is_object()) return cfg::type_error(item, p, "a map with name and uverbs");
-    if (auto s = cfg::check_keys(item, p, {"name", "uverbs", "netdev", "state", "numaNode"}); !s) {
-      return std::move(s).error();
-    }
-    auto name = cfg::get_string(item, "name", p + ".name", "");
-    if (!name) return std::move(name).error();
-    auto uverbs = cfg::get_string(item, "uverbs", p + ".uverbs", "");
-    if (!uverbs) return std::move(uverbs).error();
-    auto netdev = cfg::get_string(item, "netdev", p + ".netdev", "");
-    if (!netdev) return std::move(netdev).error();
-    auto state = cfg::get_string(item, "state", p + ".state", "ACTIVE");
-    if (!state) return std::move(state).error();
-    auto numa = cfg::get_int(item, "numaNode", p + ".numaNode", -1, -1, 1023);
-    if (!numa) return std::move(numa).error();
+    ERDMA_TRY(cfg::check_keys(item, p, {"name", "uverbs", "netdev", "state", "numaNode"}));
+    ERDMA_TRY_ASSIGN(auto name, cfg::get_string(item, "name", p + ".name", ""));
+    ERDMA_TRY_ASSIGN(auto uverbs, cfg::get_string(item, "uverbs", p + ".uverbs", ""));
+    ERDMA_TRY_ASSIGN(auto netdev, cfg::get_string(item, "netdev", p + ".netdev", ""));
+    ERDMA_TRY_ASSIGN(auto state, cfg::get_string(item, "state", p + ".state", "ACTIVE"));
+    ERDMA_TRY_ASSIGN(auto numa, cfg::get_int(item, "numaNode", p + ".numaNode", -1, -1, 1023));
 
-    if (name->empty()) return cfg::error(p + ".name", "missing (the IB device name, e.g. erdma_0)");
-    if (!is_device_name(*name)) {
-      return cfg::error(p + ".name", "must be 1-63 characters of [A-Za-z0-9_.-], got " + json_quote(*name));
+    if (name.empty()) return cfg::error(p + ".name", "missing (the IB device name, e.g. erdma_0)");
+    if (!is_device_name(name)) {
+      return cfg::error(p + ".name", "must be 1-63 characters of [A-Za-z0-9_.-], got " + json_quote(name));
     }
-    if (auto fits = check_device_name_fits(*name, slots); !fits) return cfg::error(p + ".name", fits.error().message);
-    if (uverbs->empty()) return cfg::error(p + ".uverbs", "missing (the char device name, e.g. uverbs0)");
-    if (!is_uverbs_name(*uverbs)) {
+    if (auto fits = check_device_name_fits(name, slots); !fits) return cfg::error(p + ".name", fits.error().message);
+    if (uverbs.empty()) return cfg::error(p + ".uverbs", "missing (the char device name, e.g. uverbs0)");
+    if (!is_uverbs_name(uverbs)) {
       return cfg::error(p + ".uverbs", "must look like \"uverbs0\" (the name under /dev/infiniband), got " +
-                                             json_quote(*uverbs));
+                                             json_quote(uverbs));
     }
-    if (!netdev->empty() && !is_netdev_name(*netdev)) {
+    if (!netdev.empty() && !is_netdev_name(netdev)) {
       return cfg::error(p + ".netdev", "must be a network interface name (1-15 chars, no '/', ':' or blanks), got " +
-                                             json_quote(*netdev));
+                                             json_quote(netdev));
     }
-    const auto ps = parse_port_state_name(*state);
+    const auto ps = parse_port_state_name(state);
     if (!ps || *ps == PortState::Unknown) {
       return cfg::error(p + ".state", "must be one of ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER, got " +
-                                            json_quote(*state));
+                                            json_quote(state));
     }
     for (const auto& other : out) {
-      if (other.name == *name) return cfg::error(p + ".name", "duplicate device " + *name);
-      if (other.uverbs == *uverbs) return cfg::error(p + ".uverbs", *uverbs + " is already used by " + other.name);
+      if (other.name == name) return cfg::error(p + ".name", "duplicate device " + name);
+      if (other.uverbs == uverbs) return cfg::error(p + ".uverbs", uverbs + " is already used by " + other.name);
     }
     RdmaDevice d;
-    d.name = *name;
+    d.name = name;
     d.driver = "static";
-    d.uverbs = *uverbs;
-    d.netdev = *netdev;
-    d.numa_node = static_cast<int>(*numa);
+    d.uverbs = uverbs;
+    d.netdev = netdev;
+    d.numa_node = static_cast<int>(numa);
     d.ports.push_back(RdmaPort{1, *ps, "Ethernet", {}});
     out.push_back(std::move(d));
   }
@@ -118,10 +111,9 @@ Result<std::vector<RdmaDevice>> load_static(const json& devices, const std::stri
 
 // An absolute path to a unix socket (fits sockaddr_un).
 Result<std::string> get_socket_path(const json& obj, const char* key, std::string fallback) {
-  auto p = cfg::get_string(obj, key, key, std::move(fallback));
-  if (!p) return std::move(p).error();
-  if (auto s = check_dir(*p, key); !s) return std::move(s).error();
-  if (p->size() > kMaxUnixPathLen) {
+  ERDMA_TRY_ASSIGN(auto p, cfg::get_string(obj, key, key, std::move(fallback)));
+  ERDMA_TRY(check_dir(p, key));
+  if (p.size() > kMaxUnixPathLen) {
     return cfg::error(key, "too long for a unix socket path (at most " + std::to_string(kMaxUnixPathLen) +
                                  " bytes)");
   }
@@ -138,20 +130,17 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
       !s) {
     return s;
   }
-  auto enabled = cfg::get_bool(*smcr, "enabled", "smcr.enabled", out.enabled);
-  if (!enabled) return std::move(enabled).error();
-  out.enabled = *enabled;
+  ERDMA_TRY_ASSIGN(auto enabled, cfg::get_bool(*smcr, "enabled", "smcr.enabled", out.enabled));
+  out.enabled = enabled;
 
-  auto pnet = cfg::get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id.str());
-  if (!pnet) return std::move(pnet).error();
-  auto id = PnetId::parse(*pnet);
+  ERDMA_TRY_ASSIGN(auto pnet, cfg::get_string(*smcr, "pnetId", "smcr.pnetId", out.pnet_id.str()));
+  auto id = PnetId::parse(pnet);
   if (!id) return cfg::error("smcr.pnetId", id.error().message);
   out.pnet_id = std::move(*id);
 
-  auto ueid = cfg::get_string(*smcr, "ueid", "smcr.ueid", out.ueid);
-  if (!ueid) return std::move(ueid).error();
-  if (!ueid->empty()) {
-    auto u = Ueid::parse(*ueid);
+  ERDMA_TRY_ASSIGN(auto ueid, cfg::get_string(*smcr, "ueid", "smcr.ueid", out.ueid));
+  if (!ueid.empty()) {
+    auto u = Ueid::parse(ueid);
     if (!u) return cfg::error("smcr.ueid", u.error().message + " (\"\" leaves the UEID table alone)");
     out.ueid = u->str();
   } else {
@@ -176,30 +165,25 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
     }
   }
 
-  auto ifname = cfg::get_string(*smcr, "podInterface", "smcr.podInterface", out.pod_interface);
-  if (!ifname) return std::move(ifname).error();
-  if (auto v = validate_ifname(*ifname); !v) return cfg::error("smcr.podInterface", v.error().message);
-  out.pod_interface = *ifname;
+  ERDMA_TRY_ASSIGN(auto ifname, cfg::get_string(*smcr, "podInterface", "smcr.podInterface", out.pod_interface));
+  if (auto v = validate_ifname(ifname); !v) return cfg::error("smcr.podInterface", v.error().message);
+  out.pod_interface = ifname;
 
-  auto source = cfg::get_string(*smcr, "preloadSource", "smcr.preloadSource", out.preload_source);
-  if (!source) return std::move(source).error();
-  if (!source->empty()) {
-    if (auto s = check_dir(*source, "smcr.preloadSource"); !s) return s;
+  ERDMA_TRY_ASSIGN(auto source, cfg::get_string(*smcr, "preloadSource", "smcr.preloadSource", out.preload_source));
+  if (!source.empty()) {
+    if (auto s = check_dir(source, "smcr.preloadSource"); !s) return s;
   }
-  out.preload_source = *source;
+  out.preload_source = source;
 
-  auto dir = cfg::get_string(*smcr, "preloadHostDir", "smcr.preloadHostDir", out.preload_host_dir);
-  if (!dir) return std::move(dir).error();
-  if (auto s = check_dir(*dir, "smcr.preloadHostDir"); !s) return s;
-  out.preload_host_dir = cfg::trim_trailing_slashes(*dir);
+  ERDMA_TRY_ASSIGN(auto dir, cfg::get_string(*smcr, "preloadHostDir", "smcr.preloadHostDir", out.preload_host_dir));
+  if (auto s = check_dir(dir, "smcr.preloadHostDir"); !s) return s;
+  out.preload_host_dir = cfg::trim_trailing_slashes(dir);
 
-  auto timeout = cfg::get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000);
-  if (!timeout) return std::move(timeout).error();
-  out.call_timeout_ms = static_cast<unsigned>(*timeout);
+  ERDMA_TRY_ASSIGN(auto timeout, cfg::get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000));
+  out.call_timeout_ms = static_cast<unsigned>(timeout);
 
-  auto stats = cfg::get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600);
-  if (!stats) return std::move(stats).error();
-  out.stats_seconds = static_cast<unsigned>(*stats);
+  ERDMA_TRY_ASSIGN(auto stats, cfg::get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600));
+  out.stats_seconds = static_cast<unsigned>(stats);
   return {};
 }
 
@@ -210,20 +194,17 @@ Status load_driver(const json& doc, DriverConfig& out) {
   // The agent reports the mode; it never reloads modules, and loads missing ones only with
   // loadModules (see docs/node-preparation.md).
   if (auto s = cfg::check_keys(*driver, "driver", {"prefer", "loadModules", "modprobe"}); !s) return s;
-  auto load = cfg::get_bool(*driver, "loadModules", "driver.loadModules", out.load_modules);
-  if (!load) return std::move(load).error();
-  out.load_modules = *load;
-  auto modprobe = cfg::get_string(*driver, "modprobe", "driver.modprobe", out.modprobe);
-  if (!modprobe) return std::move(modprobe).error();
-  if (modprobe->empty() || modprobe->front() != '/') {
-    return cfg::error("driver.modprobe", "must be an absolute path, got " + json_quote(*modprobe));
+  ERDMA_TRY_ASSIGN(auto load, cfg::get_bool(*driver, "loadModules", "driver.loadModules", out.load_modules));
+  out.load_modules = load;
+  ERDMA_TRY_ASSIGN(auto modprobe, cfg::get_string(*driver, "modprobe", "driver.modprobe", out.modprobe));
+  if (modprobe.empty() || modprobe.front() != '/') {
+    return cfg::error("driver.modprobe", "must be an absolute path, got " + json_quote(modprobe));
   }
-  out.modprobe = *modprobe;
-  auto prefer = cfg::get_string(*driver, "prefer", "driver.prefer", std::string(to_string(out.prefer)));
-  if (!prefer) return std::move(prefer).error();
+  out.modprobe = modprobe;
+  ERDMA_TRY_ASSIGN(auto prefer, cfg::get_string(*driver, "prefer", "driver.prefer", std::string(to_string(out.prefer))));
   bool found = false;
   for (auto m : {DriverMode::Default, DriverMode::Compat, DriverMode::Ofed, DriverMode::Auto}) {
-    if (*prefer == to_string(m)) {
+    if (prefer == to_string(m)) {
       out.prefer = m;
       found = true;
     }
@@ -231,7 +212,7 @@ Status load_driver(const json& doc, DriverConfig& out) {
   if (!found) {
     return cfg::error("driver.prefer", "must be default (SMC-R application nodes), compat (RoCE-compatible), ofed "
                                        "(GPU nodes running NCCL) or auto (ofed where an NVIDIA driver is loaded), got " +
-                                           json_quote(*prefer));
+                                           json_quote(prefer));
   }
   return {};
 }
@@ -257,108 +238,87 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   AgentConfig cfg;
   if (doc.is_null()) return cfg;
   if (!doc.is_object()) return cfg::type_error(doc, "config", "a map at the top level");
-  if (auto s = cfg::check_keys(doc, "",
-                          {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr",
-                           "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv",
-                           "ncclSocketIfname", "driver", "nfdFeatureFile"});
-      !s) {
-    return std::move(s).error();
-  }
+  ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr", "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv", "ncclSocketIfname", "driver", "nfdFeatureFile"}));
 
-  auto resource = cfg::get_string(doc, "resourceName", "resourceName", cfg.resource_name);
-  if (!resource) return std::move(resource).error();
-  if (!cfg::is_extended_resource_name(*resource)) {
+  ERDMA_TRY_ASSIGN(auto resource, cfg::get_string(doc, "resourceName", "resourceName", cfg.resource_name));
+  if (!cfg::is_extended_resource_name(resource)) {
     return cfg::error("resourceName", "must be an extended resource name <domain>/<name> outside kubernetes.io "
-                                        "(e.g. aliyun/erdma), got " + json_quote(*resource));
+                                        "(e.g. aliyun/erdma), got " + json_quote(resource));
   }
-  cfg.resource_name = *resource;
+  cfg.resource_name = resource;
 
-  auto dir = cfg::get_string(doc, "devicePluginDir", "devicePluginDir", cfg.device_plugin_dir);
-  if (!dir) return std::move(dir).error();
-  if (auto s = check_dir(*dir, "devicePluginDir"); !s) return std::move(s).error();
-  while (dir->size() > 1 && dir->back() == '/') dir->pop_back();
-  cfg.device_plugin_dir = *dir;
+  ERDMA_TRY_ASSIGN(auto dir, cfg::get_string(doc, "devicePluginDir", "devicePluginDir", cfg.device_plugin_dir));
+  ERDMA_TRY(check_dir(dir, "devicePluginDir"));
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  cfg.device_plugin_dir = dir;
   if (cfg.plugin_socket_path().size() > kMaxUnixPathLen || cfg.kubelet_socket_path().size() > kMaxUnixPathLen) {
     return cfg::error("devicePluginDir", "too long: unix socket paths inside it must stay within " +
                                                std::to_string(kMaxUnixPathLen) + " bytes");
   }
 
-  auto slots = cfg::get_int(doc, "slotsPerDevice", "slotsPerDevice", cfg.slots_per_device, 1, kMaxSlotsPerDevice);
-  if (!slots) return std::move(slots).error();
-  cfg.slots_per_device = static_cast<unsigned>(*slots);
+  ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(doc, "slotsPerDevice", "slotsPerDevice", cfg.slots_per_device, 1, kMaxSlotsPerDevice));
+  cfg.slots_per_device = static_cast<unsigned>(slots);
 
-  auto metrics = cfg::get_string(doc, "metricsListen", "metricsListen", cfg.metrics_listen);
-  if (!metrics) return std::move(metrics).error();
-  if (!metrics->empty()) {
-    if (auto a = common::parse_listen_address(*metrics); !a) return cfg::error("metricsListen", a.error().message);
+  ERDMA_TRY_ASSIGN(auto metrics, cfg::get_string(doc, "metricsListen", "metricsListen", cfg.metrics_listen));
+  if (!metrics.empty()) {
+    if (auto a = common::parse_listen_address(metrics); !a) return cfg::error("metricsListen", a.error().message);
   }
-  cfg.metrics_listen = *metrics;
+  cfg.metrics_listen = metrics;
 
   if (const json* devices = cfg::get(doc, "devices")) {
     if (!devices->is_object()) return cfg::type_error(*devices, "devices", "a map");
-    if (auto s = cfg::check_keys(*devices, "devices", {"source", "drivers", "static", "rescanSeconds"}); !s) {
-      return std::move(s).error();
-    }
-    auto source = cfg::get_string(*devices, "source", "devices.source", "verbs");
-    if (!source) return std::move(source).error();
-    if (*source == "verbs") {
+    ERDMA_TRY(cfg::check_keys(*devices, "devices", {"source", "drivers", "static", "rescanSeconds"}));
+    ERDMA_TRY_ASSIGN(auto source, cfg::get_string(*devices, "source", "devices.source", "verbs"));
+    if (source == "verbs") {
       cfg.source = DeviceSourceKind::Verbs;
-    } else if (*source == "static") {
+    } else if (source == "static") {
       cfg.source = DeviceSourceKind::Static;
     } else {
       return cfg::error("devices.source", "must be \"verbs\" (libibverbs discovery) or \"static\" (the devices.static "
-                                            "list), got " + json_quote(*source));
+                                            "list), got " + json_quote(source));
     }
-    auto drivers = load_drivers(*devices, "devices.drivers");
-    if (!drivers) return std::move(drivers).error();
-    cfg.drivers = std::move(*drivers);
-    auto st = load_static(*devices, "devices.static", cfg.slots_per_device);
-    if (!st) return std::move(st).error();
-    if (!st->empty() && cfg.source != DeviceSourceKind::Static) {
+    ERDMA_TRY_ASSIGN(auto drivers, load_drivers(*devices, "devices.drivers"));
+    cfg.drivers = std::move(drivers);
+    ERDMA_TRY_ASSIGN(auto st, load_static(*devices, "devices.static", cfg.slots_per_device));
+    if (!st.empty() && cfg.source != DeviceSourceKind::Static) {
       return cfg::error("devices.static", "is only read with devices.source: static (source is verbs)");
     }
-    cfg.static_devices = std::move(*st);
-    auto rescan = cfg::get_int(*devices, "rescanSeconds", "devices.rescanSeconds", cfg.rescan_seconds, 1, 3600);
-    if (!rescan) return std::move(rescan).error();
-    cfg.rescan_seconds = static_cast<unsigned>(*rescan);
+    cfg.static_devices = std::move(st);
+    ERDMA_TRY_ASSIGN(auto rescan, cfg::get_int(*devices, "rescanSeconds", "devices.rescanSeconds", cfg.rescan_seconds, 1, 3600));
+    cfg.rescan_seconds = static_cast<unsigned>(rescan);
   }
 
-  if (auto s = load_smcr(doc, cfg.smcr); !s) return std::move(s).error();
+  ERDMA_TRY(load_smcr(doc, cfg.smcr));
   for (auto [key, field] : {std::pair<const char*, bool*>{"allocateAllDevices", &cfg.allocate_all_devices},
                             {"ncclEnv", &cfg.nccl_env},
                             {"ncclSocketIfname", &cfg.nccl_socket_ifname}}) {
-    auto v = cfg::get_bool(doc, key, key, *field);
-    if (!v) return std::move(v).error();
-    *field = *v;
+    ERDMA_TRY_ASSIGN(auto v, cfg::get_bool(doc, key, key, *field));
+    *field = v;
   }
   if (cfg.nccl_socket_ifname && !cfg.nccl_env) {
     return cfg::error("ncclSocketIfname", "needs ncclEnv: true (ncclEnv: false turns every NCCL_* setting off)");
   }
-  if (auto s = load_driver(doc, cfg.driver); !s) return std::move(s).error();
-  auto nfd = cfg::get_string(doc, "nfdFeatureFile", "nfdFeatureFile", cfg.nfd_feature_file);
-  if (!nfd) return std::move(nfd).error();
-  if (!nfd->empty()) {
-    if (auto s = check_dir(*nfd, "nfdFeatureFile"); !s) return std::move(s).error();
-    const auto slash = nfd->rfind('/');
-    const std::string base = nfd->substr(slash + 1);
+  ERDMA_TRY(load_driver(doc, cfg.driver));
+  ERDMA_TRY_ASSIGN(auto nfd, cfg::get_string(doc, "nfdFeatureFile", "nfdFeatureFile", cfg.nfd_feature_file));
+  if (!nfd.empty()) {
+    ERDMA_TRY(check_dir(nfd, "nfdFeatureFile"));
+    const auto slash = nfd.rfind('/');
+    const std::string base = nfd.substr(slash + 1);
     if (base.empty() || base.front() == '.') {
       return cfg::error("nfdFeatureFile", "must name a file whose name does not start with '.' (NFD ignores those), "
                                           "e.g. /etc/kubernetes/node-feature-discovery/features.d/erdma, got " +
-                                              json_quote(*nfd));
+                                              json_quote(nfd));
     }
   }
-  cfg.nfd_feature_file = *nfd;
-  auto podres = get_socket_path(doc, "podResourcesSocket", cfg.pod_resources_socket);
-  if (!podres) return std::move(podres).error();
-  cfg.pod_resources_socket = *podres;
-  auto cri = get_socket_path(doc, "criSocket", cfg.cri_socket);
-  if (!cri) return std::move(cri).error();
-  cfg.cri_socket = *cri;
-  auto proc = cfg::get_string(doc, "procRoot", "procRoot", cfg.proc_root);
-  if (!proc) return std::move(proc).error();
-  if (auto s = check_dir(*proc, "procRoot"); !s) return std::move(s).error();
-  while (proc->size() > 1 && proc->back() == '/') proc->pop_back();
-  cfg.proc_root = *proc;
+  cfg.nfd_feature_file = nfd;
+  ERDMA_TRY_ASSIGN(auto podres, get_socket_path(doc, "podResourcesSocket", cfg.pod_resources_socket));
+  cfg.pod_resources_socket = podres;
+  ERDMA_TRY_ASSIGN(auto cri, get_socket_path(doc, "criSocket", cfg.cri_socket));
+  cfg.cri_socket = cri;
+  ERDMA_TRY_ASSIGN(auto proc, cfg::get_string(doc, "procRoot", "procRoot", cfg.proc_root));
+  ERDMA_TRY(check_dir(proc, "procRoot"));
+  while (proc.size() > 1 && proc.back() == '/') proc.pop_back();
+  cfg.proc_root = proc;
   return cfg;
 }
 

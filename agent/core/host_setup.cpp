@@ -26,13 +26,11 @@ std::vector<SmcrPort> smcr_ports_of(const std::vector<RdmaDevice>& devices, std:
 Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id, const std::vector<SmcrPort>& ports) {
   std::set<PnetEntry> out;
   for (const auto& p : ports) {
-    auto ib = PnetEntry::ib(pnet_id, p.ib_device, p.port);
-    if (!ib) return ib.error();
-    out.insert(std::move(*ib));
+    ERDMA_TRY_ASSIGN(auto ib, PnetEntry::ib(pnet_id, p.ib_device, p.port));
+    out.insert(std::move(ib));
     if (!p.netdev.empty()) {
-      auto eth = PnetEntry::eth(pnet_id, p.netdev);
-      if (!eth) return eth.error();
-      out.insert(std::move(*eth));
+      ERDMA_TRY_ASSIGN(auto eth, PnetEntry::eth(pnet_id, p.netdev));
+      out.insert(std::move(eth));
     }
   }
   return std::vector<PnetEntry>(out.begin(), out.end());

@@ -389,9 +389,8 @@ Result<std::vector<std::string>> devices_of(const std::vector<std::string>& ids,
   if (ids.empty()) return make_error(ErrorCode::InvalidArgument, "no device IDs");
   std::set<std::string> names;
   for (const auto& id : ids) {
-    auto ref = parse_slot_id(id, slots_per_device);
-    if (!ref) return std::move(ref).error();
-    names.insert(ref->device);
+    ERDMA_TRY_ASSIGN(auto ref, parse_slot_id(id, slots_per_device));
+    names.insert(ref.device);
   }
   return std::vector<std::string>(names.begin(), names.end());
 }

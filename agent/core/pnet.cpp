@@ -87,24 +87,22 @@ Status validate_ibdev_name(std::string_view name) {
 }
 
 Result<PnetEntry> PnetEntry::eth(std::string_view pnet_id, std::string_view ifname) {
-  auto id = PnetId::parse(pnet_id);
-  if (!id) return id.error();
-  return eth(*id, ifname);
+  ERDMA_TRY_ASSIGN(auto id, PnetId::parse(pnet_id));
+  return eth(id, ifname);
 }
 
 Result<PnetEntry> PnetEntry::ib(std::string_view pnet_id, std::string_view ibdev, unsigned port) {
-  auto id = PnetId::parse(pnet_id);
-  if (!id) return id.error();
-  return ib(*id, ibdev, port);
+  ERDMA_TRY_ASSIGN(auto id, PnetId::parse(pnet_id));
+  return ib(id, ibdev, port);
 }
 
 Result<PnetEntry> PnetEntry::eth(const PnetId& pnet_id, std::string_view ifname) {
-  if (auto st = validate_ifname(ifname); !st) return st.error();
+  ERDMA_TRY(validate_ifname(ifname));
   return PnetEntry{pnet_id, PnetEntryKind::Eth, std::string(ifname), 0};
 }
 
 Result<PnetEntry> PnetEntry::ib(const PnetId& pnet_id, std::string_view ibdev, unsigned port) {
-  if (auto st = validate_ibdev_name(ibdev); !st) return st.error();
+  ERDMA_TRY(validate_ibdev_name(ibdev));
   if (port < 1 || port > kMaxSmcIbPort) {
     return make_error(ErrorCode::InvalidArgument, "RDMA device " + std::string(ibdev) + ": port " +
                                                       std::to_string(port) + " is outside 1.." +

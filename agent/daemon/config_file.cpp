@@ -14,11 +14,9 @@ std::string default_config_path() {
 
 Result<AgentConfig> load_config_file(const std::string& path) {
   if (path.empty()) return AgentConfig{};
-  auto text = common::read_file(path, 1u << 20);
-  if (!text) return std::move(text).error();
-  auto doc = common::parse_document(*text, path);
-  if (!doc) return std::move(doc).error();
-  auto cfg = AgentConfig::load(*doc);
+  ERDMA_TRY_ASSIGN(auto text, common::read_file(path, 1u << 20));
+  ERDMA_TRY_ASSIGN(auto doc, common::parse_document(text, path));
+  auto cfg = AgentConfig::load(doc);
   if (!cfg) return make_error(cfg.error().code, path + ": " + cfg.error().message);
   return cfg;
 }

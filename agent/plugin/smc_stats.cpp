@@ -20,15 +20,12 @@ void add(SmcTechStats& a, const SmcTechStats& b) {
 }
 
 Result<SmcCounters> read_counters(const SmcInfoOpener& open) {
-  auto info = open();
-  if (!info) return info.error();
+  ERDMA_TRY_ASSIGN(auto info, open());
   SmcCounters c;
-  auto s = (*info)->stats();
-  if (!s) return s.error();
-  c.stats = *s;
-  auto f = (*info)->fallback_stats();
-  if (!f) return f.error();
-  c.fallbacks = std::move(*f);
+  ERDMA_TRY_ASSIGN(auto s, info->stats());
+  c.stats = s;
+  ERDMA_TRY_ASSIGN(auto f, info->fallback_stats());
+  c.fallbacks = std::move(f);
   return c;
 }
 
@@ -93,9 +90,8 @@ SmcStatsCollector::Reading SmcStatsCollector::collect(const std::vector<TrackedP
     auto s = netns_.run(
         pod.netns,
         [c, open]() -> Status {
-          auto r = read_counters(open);
-          if (!r) return r.error();
-          *c = std::move(*r);
+          ERDMA_TRY_ASSIGN(auto r, read_counters(open));
+          *c = std::move(r);
           return {};
         },
         deadline);

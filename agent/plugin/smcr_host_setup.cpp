@@ -8,39 +8,35 @@ SmcrHostSetup::SmcrHostSetup(const SmcrConfig& cfg, PnetTableOpener open_table, 
 
 Result<HostSetupReport> SmcrHostSetup::reconcile(const std::vector<RdmaDevice>& devices) {
   HostSetupReport report;
-  auto desired = host_pnet_entries(cfg_.pnet_id, smcr_ports_of(devices, &report.notes));
-  if (!desired) return desired.error();
+  ERDMA_TRY_ASSIGN(auto desired, host_pnet_entries(cfg_.pnet_id, smcr_ports_of(devices, &report.notes)));
   std::optional<Ueid> ueid;
   if (!cfg_.ueid.empty()) {
-    auto u = Ueid::parse(cfg_.ueid);
-    if (!u) return u.error();
-    ueid = *u;
+    ERDMA_TRY_ASSIGN(auto u, Ueid::parse(cfg_.ueid));
+    ueid = u;
   }
 
-  auto table = open_table_();
-  if (!table) return table.error();
-  auto actual = (*table)->list();
+  ERDMA_TRY_ASSIGN(auto table, open_table_());
+  auto actual = table->list();
   if (!actual) return make_error(actual.error().code, "reading the pnet table: " + actual.error().message);
   std::unique_ptr<SmcInfo> info;
   std::vector<Ueid> actual_ueids;
   if (ueid) {
-    auto i = open_info_();
-    if (!i) return i.error();
-    info = std::move(*i);
+    ERDMA_TRY_ASSIGN(auto i, open_info_());
+    info = std::move(i);
     auto l = info->ueids();
     if (!l) return make_error(l.error().code, "reading the UEID table: " + l.error().message);
     actual_ueids = std::move(*l);
   }
 
-  const auto plan = plan_host_setup(*desired, *actual, ueid, actual_ueids);
+  const auto plan = plan_host_setup(desired, *actual, ueid, actual_ueids);
   report.conflicts = plan.conflicts;
   for (const auto& op : plan.ops) {
     Status s;
     if (const auto* r = std::get_if<RemovePnetId>(&op)) {
-      auto c = (*table)->remove(r->id);
+      auto c = table->remove(r->id);
       if (!c) s = c.error();
     } else if (const auto* a = std::get_if<AddEntry>(&op)) {
-      auto c = (*table)->add(a->entry);
+      auto c = table->add(a->entry);
       if (!c) s = c.error();
     } else if (const auto* u = std::get_if<AddUeid>(&op)) {
       auto c = info->add_ueid(u->ueid);

@@ -231,11 +231,10 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
 }
 
 Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
-  auto list = sandboxes_.list_ready(deadline);
-  if (!list) return list.error();
+  ERDMA_TRY_ASSIGN(auto list, sandboxes_.list_ready(deadline));
   ResyncSummary summary;
-  summary.sandboxes = list->size();
-  for (const auto& sb : *list) {
+  summary.sandboxes = list.size();
+  for (const auto& sb : list) {
     if (sb.state != SandboxState::Ready || !wants_smcr(sb.annotations)) continue;
     ++summary.smcr;
     const auto t0 = Clock::now();

@@ -64,12 +64,11 @@ Status make_dirs(const std::string& dir) {
 
 Result<InstallResult> install_file_atomically(const std::string& source, const std::string& dir,
                                               const std::string& name, size_t max_bytes) {
-  auto content = read_all(source, max_bytes, true);
-  if (!content) return std::move(content).error();
-  if (auto s = make_dirs(dir); !s) return s.error();
+  ERDMA_TRY_ASSIGN(auto content, read_all(source, max_bytes, true));
+  ERDMA_TRY(make_dirs(dir));
   const std::string target = dir + "/" + name;
   auto current = read_all(target, max_bytes, false);
-  if (current && *current == *content) {
+  if (current && *current == content) {
     struct stat st {};
     if (::stat(target.c_str(), &st) == 0 && (st.st_mode & 0777) == 0755) return InstallResult::Unchanged;
   }
@@ -82,8 +81,8 @@ Result<InstallResult> install_file_atomically(const std::string& source, const s
     ::unlink(tmp.c_str());
     return io_error(e, what);
   };
-  for (size_t off = 0; off < content->size();) {
-    const ssize_t n = ::write(fd.get(), content->data() + off, content->size() - off);
+  for (size_t off = 0; off < content.size();) {
+    const ssize_t n = ::write(fd.get(), content.data() + off, content.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
       return fail(errno, "writing " + tmp);

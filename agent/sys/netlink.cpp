@@ -129,8 +129,7 @@ Result<int> NetlinkChannel::transact(nl_msg* msg, const std::function<Status(con
 
 Result<GenlClient> GenlClient::open(const std::string& family, const std::string& missing_message,
                                     std::chrono::milliseconds timeout) {
-  auto ch = NetlinkChannel::open(NETLINK_GENERIC, timeout);
-  if (!ch) return ch.error();
+  ERDMA_TRY_ASSIGN(auto ch, NetlinkChannel::open(NETLINK_GENERIC, timeout));
   // Resolve through nlctrl ourselves, on the bounded channel (genl_ctrl_resolve would block). The
   // ACK flag makes the kernel end the exchange after its reply; without it a found family would
   // leave us waiting for an end that never comes.
@@ -141,7 +140,7 @@ Result<GenlClient> GenlClient::open(const std::string& family, const std::string
     return make_error(ErrorCode::Internal, "netlink: cannot build the family request");
   }
   std::optional<uint16_t> id;
-  auto rc = ch->transact(msg.get(), [&](const nlmsghdr* h) -> Status {
+  ERDMA_TRY_ASSIGN(auto rc, ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
     nlattr* tb[CTRL_ATTR_MAX + 1] = {};
     nla_policy policy[CTRL_ATTR_MAX + 1] = {};
     policy[CTRL_ATTR_FAMILY_ID].type = NLA_U16;
@@ -151,12 +150,11 @@ Result<GenlClient> GenlClient::open(const std::string& family, const std::string
     }
     id = nla_get_u16(tb[CTRL_ATTR_FAMILY_ID]);
     return {};
-  });
-  if (!rc) return rc.error();
-  if (*rc == ENOENT) return make_error(ErrorCode::Unavailable, missing_message);
-  if (*rc != 0) return kernel_error(*rc, "resolving generic netlink family " + family);
+  }));
+  if (rc == ENOENT) return make_error(ErrorCode::Unavailable, missing_message);
+  if (rc != 0) return kernel_error(rc, "resolving generic netlink family " + family);
   if (!id) return make_error(ErrorCode::Internal, "nlctrl: no answer for family " + family);
-  return GenlClient(std::move(*ch), *id);
+  return GenlClient(std::move(ch), *id);
 }
 
 Result<NlMsgPtr> GenlClient::message(uint8_t cmd, int flags) const {
@@ -241,14 +239,12 @@ Result<std::vector<T>> dump(NetlinkChannel& ch, int type, const void* header, si
     return make_error(ErrorCode::ResourceExhausted, std::string("rtnetlink: cannot build the ") + what + " request");
   }
   std::vector<T> out;
-  auto rc = ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
-    auto d = decode(h);
-    if (!d) return d.error();
-    if (*d) out.push_back(std::move(**d));
+  ERDMA_TRY_ASSIGN(auto rc, ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
+    ERDMA_TRY_ASSIGN(auto d, decode(h));
+    if (d) out.push_back(std::move(*d));
     return {};
-  });
-  if (!rc) return rc.error();
-  if (*rc != 0) return kernel_error(*rc, std::string("dumping ") + what);
+  }));
+  if (rc != 0) return kernel_error(rc, std::string("dumping ") + what);
   return out;
 }
 
@@ -276,7 +272,7 @@ Result<std::optional<int32_t>> netnsid_of(NetlinkChannel& ch, int netns_fd) {
     return make_error(ErrorCode::ResourceExhausted, "rtnetlink: cannot build the netns id request");
   }
   std::optional<int32_t> id;
-  auto rc = ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
+  ERDMA_TRY_ASSIGN(auto rc, ch.transact(msg.get(), [&](const nlmsghdr* h) -> Status {
     if (h->nlmsg_type != RTM_NEWNSID) return {};
     nlattr* tb[NETNSA_MAX + 1] = {};
     nla_policy policy[NETNSA_MAX + 1] = {};
@@ -287,9 +283,8 @@ Result<std::optional<int32_t>> netnsid_of(NetlinkChannel& ch, int netns_fd) {
     const int32_t v = nla_get_s32(tb[NETNSA_NSID]);
     if (v >= 0) id = v;  // NETNSA_NSID_NOT_ASSIGNED is -1
     return {};
-  });
-  if (!rc) return rc.error();
-  if (*rc != 0) return kernel_error(*rc, "asking for a network namespace id");
+  }));
+  if (rc != 0) return kernel_error(rc, "asking for a network namespace id");
   return id;
 }
 

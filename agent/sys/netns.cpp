@@ -83,11 +83,9 @@ Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b) {
     }
     return std::make_pair(st.st_dev, st.st_ino);
   };
-  auto ia = id(a);
-  if (!ia) return ia.error();
-  auto ib = id(b);
-  if (!ib) return ib.error();
-  return *ia == *ib;
+  ERDMA_TRY_ASSIGN(auto ia, id(a));
+  ERDMA_TRY_ASSIGN(auto ib, id(b));
+  return ia == ib;
 }
 
 bool path_visible(const std::string& path) {

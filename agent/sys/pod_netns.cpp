@@ -20,14 +20,12 @@ Result<PodNetnsReport> KernelPodNetns::configure(const NetnsRef& ns, const PodNe
   // Shared with the worker: after a deadline the worker may still run and must find its state.
   auto report = std::make_shared<PodNetnsReport>();
   auto opener = open_table_;
-  auto status = netns_.run(
+  ERDMA_TRY(netns_.run(
       ns,
       [report, plan, opener]() -> Status {
-        auto table = opener();
-        if (!table) return table.error();
-        auto added = (*table)->add(plan.entry);
-        if (!added) return added.error();
-        report->pnet = *added;
+        ERDMA_TRY_ASSIGN(auto table, opener());
+        ERDMA_TRY_ASSIGN(auto added, table->add(plan.entry));
+        report->pnet = added;
         std::string failures;
         ErrorCode first = ErrorCode::Internal;
         for (const auto& [name, value] : plan.sysctls) {
@@ -51,8 +49,7 @@ Result<PodNetnsReport> KernelPodNetns::configure(const NetnsRef& ns, const PodNe
         if (!failures.empty()) return make_error(first == ErrorCode::NotFound ? ErrorCode::FailedPrecondition : first, failures);
         return {};
       },
-      deadline);
-  if (!status) return status.error();
+      deadline));
   return *report;
 }
 
@@ -129,29 +126,26 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
     auto st = netns_.run(
         *pod,
         [side, interface, pnet_id, opener, node_path]() -> Status {
-          auto ch = NetlinkChannel::open(NETLINK_ROUTE);
-          if (!ch) return ch.error();
-          auto links = dump_links(*ch);
-          if (!links) return links.error();
-          auto it = std::find_if(links->begin(), links->end(), [&](const RtLink& l) { return l.name == interface; });
-          if (it == links->end()) return {};
+          ERDMA_TRY_ASSIGN(auto ch, NetlinkChannel::open(NETLINK_ROUTE));
+          ERDMA_TRY_ASSIGN(auto links, dump_links(ch));
+          auto it = std::find_if(links.begin(), links.end(), [&](const RtLink& l) { return l.name == interface; });
+          if (it == links.end()) return {};
           side->found = true;
           side->kind = it->kind;
           side->lower_index = it->link;
-          auto addrs = dump_ipv4_addresses(*ch);
-          if (!addrs) return addrs.error();
-          side->addresses = addresses_of(*addrs, it->index);
+          ERDMA_TRY_ASSIGN(auto addrs, dump_ipv4_addresses(ch));
+          side->addresses = addresses_of(addrs, it->index);
           if (it->link_netnsid) {
             side->lower_elsewhere = true;
             // Is the lower's netns the node's? Ask for the id this netns gives the node's netns.
             int fd = ::open(node_path.c_str(), O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
               UniqueFd owned(fd);
-              auto id = netnsid_of(*ch, fd);
+              auto id = netnsid_of(ch, fd);
               side->lower_in_node_netns = id && *id && **id == *it->link_netnsid;
             }
           } else if (it->link != 0) {
-            for (const auto& l : *links) {
+            for (const auto& l : links) {
               if (l.index == it->link) side->lower_local = l.name;
             }
           }
@@ -176,15 +170,14 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
     facts.pod_pnet_entry = side->pnet_entry;
   }
 
-  auto devices = devices_();
-  if (!devices) return devices.error();
+  ERDMA_TRY_ASSIGN(auto devices, devices_());
   struct NodeSide {
     std::vector<NodeRdmaNetdev> rdma;
     std::string lower;
     bool ueid = false;
   };
   auto node = std::make_shared<NodeSide>();
-  for (const auto& d : *devices) {
+  for (const auto& d : devices) {
     if (d.netdev.empty()) continue;
     NodeRdmaNetdev n;
     n.netdev = d.netdev;
@@ -199,21 +192,18 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
   }
   const int lower_index = side->lower_in_node_netns ? side->lower_index : 0;
   auto info_opener = open_info_;
-  auto st = netns_.run(
+  ERDMA_TRY(netns_.run(
       node_,
       [node, lower_index, info_opener]() -> Status {
-        auto ch = NetlinkChannel::open(NETLINK_ROUTE);
-        if (!ch) return ch.error();
-        auto links = dump_links(*ch);
-        if (!links) return links.error();
-        auto addrs = dump_ipv4_addresses(*ch);
-        if (!addrs) return addrs.error();
+        ERDMA_TRY_ASSIGN(auto ch, NetlinkChannel::open(NETLINK_ROUTE));
+        ERDMA_TRY_ASSIGN(auto links, dump_links(ch));
+        ERDMA_TRY_ASSIGN(auto addrs, dump_ipv4_addresses(ch));
         for (auto& n : node->rdma) {
-          for (const auto& l : *links) {
-            if (l.name == n.netdev) n.addresses = addresses_of(*addrs, l.index);
+          for (const auto& l : links) {
+            if (l.name == n.netdev) n.addresses = addresses_of(addrs, l.index);
           }
         }
-        for (const auto& l : *links) {
+        for (const auto& l : links) {
           if (lower_index != 0 && l.index == lower_index) node->lower = l.name;
         }
         // The UEID table is global; without SMC it is empty.
@@ -222,8 +212,7 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
         }
         return {};
       },
-      deadline);
-  if (!st) return st.error();
+      deadline));
   facts.rdma = node->rdma;
   facts.ueid_set = node->ueid;
   if (side->lower_in_node_netns) {

@@ -246,12 +246,11 @@ Result<PodNetnsLookup> find_pod_netns(SandboxSource& sandboxes, const PodName& p
                                       const std::string& proc_root, Deadline deadline) {
   auto list = sandboxes.list_ready_of(pod, deadline);
   if (!list) return explain_cri_error(list.error(), cri_socket);
-  auto chosen = pick_pod_sandbox(*list, pod);
-  if (!chosen) return std::move(chosen).error();
-  auto status = sandboxes.status(chosen->id, deadline);
+  ERDMA_TRY_ASSIGN(auto chosen, pick_pod_sandbox(*list, pod));
+  auto status = sandboxes.status(chosen.id, deadline);
   if (!status) {
     if (status.error().code == ErrorCode::NotFound) {
-      return make_error(ErrorCode::NotFound, "pod " + pod.namespace_ + "/" + pod.name + ": sandbox " + chosen->id +
+      return make_error(ErrorCode::NotFound, "pod " + pod.namespace_ + "/" + pod.name + ": sandbox " + chosen.id +
                                                  " went away meanwhile (the pod restarted or was deleted); retry");
     }
     return explain_cri_error(status.error(), cri_socket);

@@ -116,44 +116,38 @@ std::string_view rdma_driver_name(uint64_t driver_id) noexcept {
 }
 
 Result<NldevDevice> decode_nldev_device(const nlmsghdr* msg) {
-  auto tb = parse(msg);
-  if (!tb) return std::move(tb).error();
-  const nlattr* idx = (*tb)[RDMA_NLDEV_ATTR_DEV_INDEX];
+  ERDMA_TRY_ASSIGN(auto tb, parse(msg));
+  const nlattr* idx = tb[RDMA_NLDEV_ATTR_DEV_INDEX];
   if (idx == nullptr || nla_len(idx) != 4) {
     return make_error(ErrorCode::InvalidArgument, "RDMA netlink device reply without a device index");
   }
-  auto name = get_string(*tb, RDMA_NLDEV_ATTR_DEV_NAME, "device name");
-  if (!name) return std::move(name).error();
-  return NldevDevice{nla_get_u32(const_cast<nlattr*>(idx)), std::move(*name)};
+  ERDMA_TRY_ASSIGN(auto name, get_string(tb, RDMA_NLDEV_ATTR_DEV_NAME, "device name"));
+  return NldevDevice{nla_get_u32(const_cast<nlattr*>(idx)), std::move(name)};
 }
 
 Result<NldevPort> decode_nldev_port(const nlmsghdr* msg) {
-  auto tb = parse(msg);
-  if (!tb) return std::move(tb).error();
-  const nlattr* idx = (*tb)[RDMA_NLDEV_ATTR_DEV_INDEX];
-  const nlattr* port = (*tb)[RDMA_NLDEV_ATTR_PORT_INDEX];
+  ERDMA_TRY_ASSIGN(auto tb, parse(msg));
+  const nlattr* idx = tb[RDMA_NLDEV_ATTR_DEV_INDEX];
+  const nlattr* port = tb[RDMA_NLDEV_ATTR_PORT_INDEX];
   if (idx == nullptr || nla_len(idx) != 4 || port == nullptr || nla_len(port) != 4) {
     return make_error(ErrorCode::InvalidArgument, "RDMA netlink port reply without a device index and port");
   }
   NldevPort out;
   out.device_index = nla_get_u32(const_cast<nlattr*>(idx));
   out.port = nla_get_u32(const_cast<nlattr*>(port));
-  if ((*tb)[RDMA_NLDEV_ATTR_NDEV_NAME] != nullptr) {
-    auto name = get_string(*tb, RDMA_NLDEV_ATTR_NDEV_NAME, "netdev name");
-    if (!name) return std::move(name).error();
-    out.netdev = std::move(*name);
+  if (tb[RDMA_NLDEV_ATTR_NDEV_NAME] != nullptr) {
+    ERDMA_TRY_ASSIGN(auto name, get_string(tb, RDMA_NLDEV_ATTR_NDEV_NAME, "netdev name"));
+    out.netdev = std::move(name);
   }
   return out;
 }
 
 Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg) {
-  auto tb = parse(msg);
-  if (!tb) return std::move(tb).error();
-  auto name = get_string(*tb, RDMA_NLDEV_ATTR_CHARDEV_NAME, "char device name");
-  if (!name) return std::move(name).error();
-  NldevChardev out{std::move(*name), 0};
+  ERDMA_TRY_ASSIGN(auto tb, parse(msg));
+  ERDMA_TRY_ASSIGN(auto name, get_string(tb, RDMA_NLDEV_ATTR_CHARDEV_NAME, "char device name"));
+  NldevChardev out{std::move(name), 0};
   // Kernels put the driver id as a u32 although the uapi comment says u64: accept both.
-  if (const nlattr* id = (*tb)[RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID]) {
+  if (const nlattr* id = tb[RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID]) {
     if (nla_len(id) == 4) {
       out.driver_id = nla_get_u32(const_cast<nlattr*>(id));
     } else if (nla_len(id) == 8) {

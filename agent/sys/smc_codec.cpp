@@ -148,7 +148,7 @@ Result<std::vector<PnetEntry>> decode_pnet_reply(const nlmsghdr* nlh) {
   policy[SMC_PNETID_IBNAME] = str_policy(kMaxIbDevNameLen);
   policy[SMC_PNETID_IBPORT] = typed(NLA_U8);
   nlattr* tb[SMC_PNETID_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_PNETID_GET}, SMC_PNETID_MAX, policy, tb); !st) return st.error();
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_PNETID_GET}, SMC_PNETID_MAX, policy, tb));
   if (!tb[SMC_PNETID_NAME]) return bad(what, "missing attribute NAME (1)");
   const std::string name = get_str(tb[SMC_PNETID_NAME]);
   const std::string eth = tb[SMC_PNETID_ETHNAME] ? get_str(tb[SMC_PNETID_ETHNAME]) : std::string(kNotApplicable);
@@ -184,9 +184,7 @@ Result<Ueid> decode_ueid_reply(const nlmsghdr* nlh) {
   nla_policy policy[SMC_NLA_EID_TABLE_MAX + 1] = {};
   policy[SMC_NLA_EID_TABLE_ENTRY] = str_policy(kUeidLen);
   nlattr* tb[SMC_NLA_EID_TABLE_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_NETLINK_DUMP_UEID}, SMC_NLA_EID_TABLE_MAX, policy, tb); !st) {
-    return st.error();
-  }
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_NETLINK_DUMP_UEID}, SMC_NLA_EID_TABLE_MAX, policy, tb));
   if (!tb[SMC_NLA_EID_TABLE_ENTRY]) return bad(what, "missing attribute ENTRY (1)");
   auto u = Ueid::parse(get_str(tb[SMC_NLA_EID_TABLE_ENTRY]));
   if (!u) return bad(what, u.error().message);
@@ -198,7 +196,7 @@ Result<SmcSystemInfo> decode_sys_info(const nlmsghdr* nlh) {
   nla_policy top[SMC_GEN_MAX + 1] = {};
   top[SMC_GEN_SYS_INFO] = nested();
   nlattr* tb[SMC_GEN_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_NETLINK_GET_SYS_INFO}, SMC_GEN_MAX, top, tb); !st) return st.error();
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_NETLINK_GET_SYS_INFO}, SMC_GEN_MAX, top, tb));
   if (!tb[SMC_GEN_SYS_INFO]) return bad(what, "missing nest SYS_INFO (1)");
   nla_policy policy[SMC_NLA_SYS_MAX + 1] = {};
   policy[SMC_NLA_SYS_VER] = typed(NLA_U8);
@@ -208,7 +206,7 @@ Result<SmcSystemInfo> decode_sys_info(const nlmsghdr* nlh) {
   policy[SMC_NLA_SYS_SEID] = str_policy(SMC_MAX_EID_LEN);
   policy[SMC_NLA_SYS_IS_SMCR_V2] = typed(NLA_U8);
   nlattr* a[SMC_NLA_SYS_MAX + 1] = {};
-  if (auto st = parse_nested(what, tb[SMC_GEN_SYS_INFO], SMC_NLA_SYS_MAX, policy, a); !st) return st.error();
+  ERDMA_TRY(parse_nested(what, tb[SMC_GEN_SYS_INFO], SMC_NLA_SYS_MAX, policy, a));
   if (!a[SMC_NLA_SYS_VER] || !a[SMC_NLA_SYS_REL]) return bad(what, "missing VER (1) or REL (2)");
   SmcSystemInfo info;
   info.version = nla_get_u8(a[SMC_NLA_SYS_VER]);
@@ -225,7 +223,7 @@ Result<SmcrLinkGroup> decode_lgr(const nlmsghdr* nlh) {
   nla_policy top[SMC_GEN_MAX + 1] = {};
   top[SMC_GEN_LGR_SMCR] = nested();
   nlattr* tb[SMC_GEN_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_NETLINK_GET_LGR_SMCR}, SMC_GEN_MAX, top, tb); !st) return st.error();
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_NETLINK_GET_LGR_SMCR}, SMC_GEN_MAX, top, tb));
   if (!tb[SMC_GEN_LGR_SMCR]) return bad(what, "missing nest LGR_SMCR (2)");
   nla_policy policy[SMC_NLA_LGR_R_MAX + 1] = {};
   policy[SMC_NLA_LGR_R_ID] = typed(NLA_U32);
@@ -239,7 +237,7 @@ Result<SmcrLinkGroup> decode_lgr(const nlmsghdr* nlh) {
   policy[SMC_NLA_LGR_R_NET_COOKIE] = typed(NLA_U64);
   policy[SMC_NLA_LGR_R_BUF_TYPE] = typed(NLA_U8);
   nlattr* a[SMC_NLA_LGR_R_MAX + 1] = {};
-  if (auto st = parse_nested(what, tb[SMC_GEN_LGR_SMCR], SMC_NLA_LGR_R_MAX, policy, a); !st) return st.error();
+  ERDMA_TRY(parse_nested(what, tb[SMC_GEN_LGR_SMCR], SMC_NLA_LGR_R_MAX, policy, a));
   if (!a[SMC_NLA_LGR_R_ID]) return bad(what, "missing ID (1)");
   SmcrLinkGroup g;
   g.id = nla_get_u32(a[SMC_NLA_LGR_R_ID]);
@@ -256,7 +254,7 @@ Result<SmcrLink> decode_link(const nlmsghdr* nlh) {
   nla_policy top[SMC_GEN_MAX + 1] = {};
   top[SMC_GEN_LINK_SMCR] = nested();
   nlattr* tb[SMC_GEN_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_NETLINK_GET_LINK_SMCR}, SMC_GEN_MAX, top, tb); !st) return st.error();
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_NETLINK_GET_LINK_SMCR}, SMC_GEN_MAX, top, tb));
   if (!tb[SMC_GEN_LINK_SMCR]) return bad(what, "missing nest LINK_SMCR (3)");
   nla_policy policy[SMC_NLA_LINK_MAX + 1] = {};
   policy[SMC_NLA_LINK_ID] = typed(NLA_U8);
@@ -270,7 +268,7 @@ Result<SmcrLink> decode_link(const nlmsghdr* nlh) {
   policy[SMC_NLA_LINK_PEER_UID] = typed(NLA_U32);
   policy[SMC_NLA_LINK_STATE] = typed(NLA_U32);
   nlattr* a[SMC_NLA_LINK_MAX + 1] = {};
-  if (auto st = parse_nested(what, tb[SMC_GEN_LINK_SMCR], SMC_NLA_LINK_MAX, policy, a); !st) return st.error();
+  ERDMA_TRY(parse_nested(what, tb[SMC_GEN_LINK_SMCR], SMC_NLA_LINK_MAX, policy, a));
   if (!a[SMC_NLA_LINK_ID] || !a[SMC_NLA_LINK_IB_DEV]) return bad(what, "missing ID (1) or IB_DEV (2)");
   SmcrLink l;
   l.id = nla_get_u8(a[SMC_NLA_LINK_ID]);
@@ -290,15 +288,13 @@ Status LinkDumpCollector::add(const nlmsghdr* nlh) {
     return bad("SMC_GEN_NETLINK link dump", "message too short for a generic netlink header");
   }
   if (genlmsg_hdr(h)->cmd == SMC_NETLINK_GET_LGR_SMCR) {
-    auto g = decode_lgr(nlh);
-    if (!g) return g.error();
-    groups_.push_back(std::move(*g));
+    ERDMA_TRY_ASSIGN(auto g, decode_lgr(nlh));
+    groups_.push_back(std::move(g));
     return {};
   }
-  auto l = decode_link(nlh);
-  if (!l) return l.error();
+  ERDMA_TRY_ASSIGN(auto l, decode_link(nlh));
   if (groups_.empty()) return bad("SMC_GEN_NETLINK link dump", "a link arrived before its link group");
-  groups_.back().links.push_back(std::move(*l));
+  groups_.back().links.push_back(std::move(l));
   return {};
 }
 
@@ -329,7 +325,7 @@ Result<SmcStats> decode_stats(const nlmsghdr* nlh) {
   nla_policy top[SMC_GEN_MAX + 1] = {};
   top[SMC_GEN_STATS] = nested();
   nlattr* tb[SMC_GEN_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_NETLINK_GET_STATS}, SMC_GEN_MAX, top, tb); !st) return st.error();
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_NETLINK_GET_STATS}, SMC_GEN_MAX, top, tb));
   if (!tb[SMC_GEN_STATS]) return bad(what, "missing nest STATS (7)");
   nla_policy policy[SMC_NLA_STATS_MAX + 1] = {};
   policy[SMC_NLA_STATS_SMCD_TECH] = nested();
@@ -337,12 +333,12 @@ Result<SmcStats> decode_stats(const nlmsghdr* nlh) {
   policy[SMC_NLA_STATS_CLNT_HS_ERR_CNT] = typed(NLA_U64);
   policy[SMC_NLA_STATS_SRV_HS_ERR_CNT] = typed(NLA_U64);
   nlattr* a[SMC_NLA_STATS_MAX + 1] = {};
-  if (auto st = parse_nested(what, tb[SMC_GEN_STATS], SMC_NLA_STATS_MAX, policy, a); !st) return st.error();
+  ERDMA_TRY(parse_nested(what, tb[SMC_GEN_STATS], SMC_NLA_STATS_MAX, policy, a));
   if (!a[SMC_NLA_STATS_SMCR_TECH]) return bad(what, "missing nest SMCR_TECH (2)");
   SmcStats s;
-  if (auto st = decode_tech(what, a[SMC_NLA_STATS_SMCR_TECH], s.smcr); !st) return st.error();
+  ERDMA_TRY(decode_tech(what, a[SMC_NLA_STATS_SMCR_TECH], s.smcr));
   if (a[SMC_NLA_STATS_SMCD_TECH]) {
-    if (auto st = decode_tech(what, a[SMC_NLA_STATS_SMCD_TECH], s.smcd); !st) return st.error();
+    ERDMA_TRY(decode_tech(what, a[SMC_NLA_STATS_SMCD_TECH], s.smcd));
   }
   if (a[SMC_NLA_STATS_CLNT_HS_ERR_CNT]) s.client_handshake_errors = nla_get_u64(a[SMC_NLA_STATS_CLNT_HS_ERR_CNT]);
   if (a[SMC_NLA_STATS_SRV_HS_ERR_CNT]) s.server_handshake_errors = nla_get_u64(a[SMC_NLA_STATS_SRV_HS_ERR_CNT]);
@@ -354,7 +350,7 @@ Result<FallbackMessage> decode_fallback(const nlmsghdr* nlh) {
   nla_policy top[SMC_GEN_MAX + 1] = {};
   top[SMC_GEN_FBACK_STATS] = nested();
   nlattr* tb[SMC_GEN_MAX + 1] = {};
-  if (auto st = parse_genl(what, nlh, {SMC_NETLINK_GET_FBACK_STATS}, SMC_GEN_MAX, top, tb); !st) return st.error();
+  ERDMA_TRY(parse_genl(what, nlh, {SMC_NETLINK_GET_FBACK_STATS}, SMC_GEN_MAX, top, tb));
   if (!tb[SMC_GEN_FBACK_STATS]) return bad(what, "missing nest FBACK_STATS (8)");
   nla_policy policy[SMC_NLA_FBACK_STATS_MAX + 1] = {};
   policy[SMC_NLA_FBACK_STATS_TYPE] = typed(NLA_U8);
@@ -363,9 +359,7 @@ Result<FallbackMessage> decode_fallback(const nlmsghdr* nlh) {
   policy[SMC_NLA_FBACK_STATS_RSN_CODE] = typed(NLA_U32);
   policy[SMC_NLA_FBACK_STATS_RSN_CNT] = typed(NLA_U16);
   nlattr* a[SMC_NLA_FBACK_STATS_MAX + 1] = {};
-  if (auto st = parse_nested(what, tb[SMC_GEN_FBACK_STATS], SMC_NLA_FBACK_STATS_MAX, policy, a); !st) {
-    return st.error();
-  }
+  ERDMA_TRY(parse_nested(what, tb[SMC_GEN_FBACK_STATS], SMC_NLA_FBACK_STATS_MAX, policy, a));
   if (!a[SMC_NLA_FBACK_STATS_TYPE] || !a[SMC_NLA_FBACK_STATS_RSN_CODE] || !a[SMC_NLA_FBACK_STATS_RSN_CNT]) {
     return bad(what, "missing TYPE (1), RSN_CODE (4) or RSN_CNT (5)");
   }
@@ -425,11 +419,7 @@ Result<SmcSocket> decode_smc_diag(const nlmsghdr* nlh) {
   policy[SMC_DIAG_SHUTDOWN] = typed(NLA_U8);
   nlattr* a[SMC_DIAG_MAX + 1] = {};
   auto* h = const_cast<nlmsghdr*>(nlh);
-  if (auto st = parse_strict(what, nlmsg_attrdata(h, sizeof(smc_diag_msg)), nlmsg_attrlen(h, sizeof(smc_diag_msg)),
-                             SMC_DIAG_MAX, policy, a);
-      !st) {
-    return st.error();
-  }
+  ERDMA_TRY(parse_strict(what, nlmsg_attrdata(h, sizeof(smc_diag_msg)), nlmsg_attrlen(h, sizeof(smc_diag_msg)), SMC_DIAG_MAX, policy, a));
   SmcSocket s;
   s.family = m.diag_family;
   s.state = m.diag_state;

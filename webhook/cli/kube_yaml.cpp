@@ -129,20 +129,19 @@ class Loader {
           if (!root_.is_null()) docs.push_back(std::move(root_));
           break;
         case YAML_SCALAR_EVENT: {
-          auto v = scalar(ev);
-          if (!v) return std::move(v).error();
+          ERDMA_TRY_ASSIGN(auto v, scalar(ev));
           const auto* anchor = ev.data.scalar.anchor;
-          const bool merge_key = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && v->is_string() && *v == "<<";
-          if (auto s = add(std::move(*v), 1, anchor, ev.start_mark, merge_key); !s) return std::move(s).error();
+          const bool merge_key = ev.data.scalar.style == YAML_PLAIN_SCALAR_STYLE && v.is_string() && v == "<<";
+          ERDMA_TRY(add(std::move(v), 1, anchor, ev.start_mark, merge_key));
           break;
         }
         case YAML_ALIAS_EVENT: {
           const std::string name(reinterpret_cast<const char*>(ev.data.alias.anchor));
           auto it = anchors_.find(name);
           if (it == anchors_.end()) return error(ev.start_mark, "alias *" + name + " refers to no complete anchor");
-          if (auto s = count(it->second.count, ev.start_mark); !s) return std::move(s).error();
+          ERDMA_TRY(count(it->second.count, ev.start_mark));
           const Anchor a = it->second;  // add() may register anchors and rehash
-          if (auto s = add(a.value, a.count, nullptr, ev.start_mark, false); !s) return std::move(s).error();
+          ERDMA_TRY(add(a.value, a.count, nullptr, ev.start_mark, false));
           break;
         }
         case YAML_SEQUENCE_START_EVENT:
@@ -161,7 +160,7 @@ class Loader {
             return make_error(ErrorCode::ResourceExhausted,
                               where(ev.start_mark) + ": nesting deeper than " + std::to_string(kMaxDepth) + " levels");
           }
-          if (auto s = count(1, ev.start_mark); !s) return std::move(s).error();
+          ERDMA_TRY(count(1, ev.start_mark));
           Frame f;
           f.value = is_map ? json::object() : json::array();
           f.anchor = anchor != nullptr ? reinterpret_cast<const char*>(anchor) : "";
@@ -173,12 +172,7 @@ class Loader {
           Frame f = std::move(stack_.back());
           stack_.pop_back();
           const std::string anchor = std::move(f.anchor);
-          if (auto s = add(std::move(f.value), f.count,
-                           anchor.empty() ? nullptr : reinterpret_cast<const yaml_char_t*>(anchor.c_str()),
-                           ev.start_mark, false);
-              !s) {
-            return std::move(s).error();
-          }
+          ERDMA_TRY(add(std::move(f.value), f.count, anchor.empty() ? nullptr : reinterpret_cast<const yaml_char_t*>(anchor.c_str()), ev.start_mark, false));
           break;
         }
         default:
@@ -227,7 +221,7 @@ class Loader {
     const auto& sc = ev.data.scalar;
     std::string s(reinterpret_cast<const char*>(sc.value), sc.length);
     if (!common::is_valid_utf8(s)) return error(ev.start_mark, "not valid UTF-8");
-    if (auto st = count(1, ev.start_mark); !st) return std::move(st).error();
+    ERDMA_TRY(count(1, ev.start_mark));
     const std::string tag = sc.tag != nullptr ? reinterpret_cast<const char*>(sc.tag) : "";
     const bool plain = sc.style == YAML_PLAIN_SCALAR_STYLE;
     if (tag.empty() || tag == "!" || tag == "tag:yaml.org,2002:str") {

@@ -227,22 +227,20 @@ Status expand(const json& doc, const std::string& where, std::string_view ns_ove
 Result<Expansion> expand_manifests(const std::vector<json>& docs, std::string_view namespace_override) {
   Expansion out;
   for (size_t i = 0; i < docs.size(); ++i) {
-    auto s = expand(docs[i], "document " + std::to_string(i + 1), namespace_override, i, json::json_pointer(), out, 0);
-    if (!s) return std::move(s).error();
+    ERDMA_TRY(expand(docs[i], "document " + std::to_string(i + 1), namespace_override, i, json::json_pointer(), out, 0));
   }
   if (docs.empty()) return make_error(ErrorCode::InvalidArgument, "no documents in the input");
   return out;
 }
 
 Result<std::vector<PreviewInput>> preview_inputs(const std::vector<json>& docs, std::string_view namespace_override) {
-  auto e = expand_manifests(docs, namespace_override);
-  if (!e) return std::move(e).error();
-  if (e->pods.empty()) {
+  ERDMA_TRY_ASSIGN(auto e, expand_manifests(docs, namespace_override));
+  if (e.pods.empty()) {
     return make_error(ErrorCode::InvalidArgument,
                       "no pods in the input: give a Pod, a workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, "
                       "Job, CronJob, ...) or an AdmissionReview");
   }
-  return std::move(e->pods);
+  return std::move(e.pods);
 }
 
 Result<PreviewOutput> run_preview(Reviewer& reviewer, const PreviewInput& input, const Config& cfg) {

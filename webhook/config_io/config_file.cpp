@@ -7,26 +7,23 @@ namespace erdma::webhook {
 
 Result<ConfigDocument> load_config_document(const std::string& path) {
   if (path.empty()) return ConfigDocument{Config::defaults(), nullptr};
-  auto text = common::read_file(path, 1u << 20);
-  if (!text) return std::move(text).error();
-  auto doc = common::parse_document(*text, path);
-  if (!doc) return std::move(doc).error();
+  ERDMA_TRY_ASSIGN(auto text, common::read_file(path, 1u << 20));
+  ERDMA_TRY_ASSIGN(auto doc, common::parse_document(text, path));
   nlohmann::json server;
-  if (doc->is_object()) {
-    if (auto it = doc->find("server"); it != doc->end()) {
+  if (doc.is_object()) {
+    if (auto it = doc.find("server"); it != doc.end()) {
       server = std::move(*it);
-      doc->erase(it);
+      doc.erase(it);
     }
   }
-  auto cfg = Config::load(*doc);
+  auto cfg = Config::load(doc);
   if (!cfg) return make_error(cfg.error().code, path + ": " + cfg.error().message);
   return ConfigDocument{std::move(cfg).value(), std::move(server)};
 }
 
 Result<Config> load_config_file(const std::string& path) {
-  auto doc = load_config_document(path);
-  if (!doc) return std::move(doc).error();
-  return std::move(doc->config);
+  ERDMA_TRY_ASSIGN(auto doc, load_config_document(path));
+  return std::move(doc.config);
 }
 
 }  // namespace erdma::webhook

@@ -91,7 +91,7 @@ Result<AdmissionRequest> ReviewDecoder::decode(ReviewBody input) {
     for (size_t i = 0; i < std::size(strings); ++i) {
       if (k != strings[i].key) continue;
       matched = true;
-      if (auto st = dup(seen[i]); !st) return std::move(st).error();
+      ERDMA_TRY(dup(seen[i]));
       if (field.value.is_null()) break;
       if (field.value.get_string().get(*strings[i].out) != simdjson::SUCCESS) {
         return invalid("request." + std::string(k) + ": expected a string");
@@ -101,7 +101,7 @@ Result<AdmissionRequest> ReviewDecoder::decode(ReviewBody input) {
     if (matched) continue;
     if (k == "kind" || k == "resource") {
       const bool is_kind = k == "kind";
-      if (auto st = dup(is_kind ? seen_kind : seen_resource); !st) return std::move(st).error();
+      ERDMA_TRY(dup(is_kind ? seen_kind : seen_resource));
       if (field.value.is_null()) continue;
       object m;
       const std::string path = "request." + std::string(k);
@@ -109,18 +109,16 @@ Result<AdmissionRequest> ReviewDecoder::decode(ReviewBody input) {
       auto& group = is_kind ? req.kind_group : req.resource_group;
       auto& version = is_kind ? req.kind_version : req.resource_version;
       auto& name = is_kind ? req.kind_kind : req.resource;
-      if (auto st = opt_string(m, "group", path + ".group", group); !st) return std::move(st).error();
-      if (auto st = opt_string(m, "version", path + ".version", version); !st) return std::move(st).error();
-      if (auto st = opt_string(m, is_kind ? "kind" : "resource", path + "." + std::string(k), name); !st) {
-        return std::move(st).error();
-      }
+      ERDMA_TRY(opt_string(m, "group", path + ".group", group));
+      ERDMA_TRY(opt_string(m, "version", path + ".version", version));
+      ERDMA_TRY(opt_string(m, is_kind ? "kind" : "resource", path + "." + std::string(k), name));
     } else if (k == "dryRun") {
-      if (auto st = dup(seen_dry_run); !st) return std::move(st).error();
+      ERDMA_TRY(dup(seen_dry_run));
       if (!field.value.is_null() && field.value.get_bool().get(req.dry_run) != simdjson::SUCCESS) {
         return invalid("request.dryRun: expected a boolean");
       }
     } else if (k == "object") {
-      if (auto st = dup(seen_object); !st) return std::move(st).error();
+      ERDMA_TRY(dup(seen_object));
       if (!field.value.is_null()) {
         req.has_object = true;
         req.object = field.value;

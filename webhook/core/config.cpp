@@ -39,29 +39,26 @@ Result<std::vector<EnvVar>> load_env_list(const json& obj, const char* key, cons
                                           std::vector<EnvVar> fallback) {
   const json* v = cfg::get(obj, key);
   if (v == nullptr) return fallback;
-  if (auto s = cfg::expect_list(*v, path, "a list of {name, value}"); !s) return std::move(s).error();
+  ERDMA_TRY(cfg::expect_list(*v, path, "a list of {name, value}"));
   std::vector<EnvVar> out;
   std::set<std::string> seen;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (auto s = cfg::expect_map(item, p, "a map with name and value"); !s) {
-      return std::move(s).error();
+    ERDMA_TRY(cfg::expect_map(item, p, "a map with name and value"));
+    ERDMA_TRY(cfg::check_keys(item, p, {"name", "value"}));
+    ERDMA_TRY_ASSIGN(auto name, cfg::get_string(item, "name", p + ".name", ""));
+    if (!is_env_name(name)) {
+      return cfg::error(p + ".name", "must be a variable name ([-._a-zA-Z][-._a-zA-Z0-9]*), got " + json_quote(name));
     }
-    if (auto s = cfg::check_keys(item, p, {"name", "value"}); !s) return std::move(s).error();
-    auto name = cfg::get_string(item, "name", p + ".name", "");
-    if (!name) return std::move(name).error();
-    if (!is_env_name(*name)) {
-      return cfg::error(p + ".name", "must be a variable name ([-._a-zA-Z][-._a-zA-Z0-9]*), got " + json_quote(*name));
-    }
-    if (*name == kLdPreload) {
+    if (name == kLdPreload) {
       return cfg::error(p + ".name", "LD_PRELOAD is managed by the webhook for SMC-R pods (smcr)");
     }
-    if (!seen.insert(*name).second) return cfg::error(p + ".name", "duplicate variable " + *name);
+    if (!seen.insert(name).second) return cfg::error(p + ".name", "duplicate variable " + name);
     auto it = item.find("value");
     if (it == item.end()) return cfg::error(p + ".value", "missing (use \"\" for an empty value)");
     if (!it->is_string()) return cfg::type_error(*it, p + ".value", "a string");
-    out.push_back(EnvVar{*name, it->get<std::string>()});
+    out.push_back(EnvVar{name, it->get<std::string>()});
   }
   return out;
 }
@@ -72,44 +69,34 @@ const char* const kHostPathTypes[] = {"",     "DirectoryOrCreate", "Directory", 
 Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& path) {
   const json* v = cfg::get(obj, "deviceMounts");
   if (v == nullptr) return std::vector<HostMount>{};
-  if (auto s = cfg::expect_list(*v, path, "a list of {name, hostPath, mountPath, readOnly, type}");
-      !s) {
-    return std::move(s).error();
-  }
+  ERDMA_TRY(cfg::expect_list(*v, path, "a list of {name, hostPath, mountPath, readOnly, type}"));
   std::vector<HostMount> out;
   for (size_t i = 0; i < v->size(); ++i) {
     const json& item = (*v)[i];
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (auto s = cfg::expect_map(item, p); !s) return std::move(s).error();
-    if (auto s = cfg::check_keys(item, p, {"name", "hostPath", "mountPath", "readOnly", "type"}); !s) {
-      return std::move(s).error();
-    }
+    ERDMA_TRY(cfg::expect_map(item, p));
+    ERDMA_TRY(cfg::check_keys(item, p, {"name", "hostPath", "mountPath", "readOnly", "type"}));
     HostMount m;
-    auto name = cfg::get_string(item, "name", p + ".name", "");
-    if (!name) return std::move(name).error();
-    auto host = cfg::get_string(item, "hostPath", p + ".hostPath", "");
-    if (!host) return std::move(host).error();
-    auto mount = cfg::get_string(item, "mountPath", p + ".mountPath", "");
-    if (!mount) return std::move(mount).error();
-    auto ro = cfg::get_bool(item, "readOnly", p + ".readOnly", true);
-    if (!ro) return std::move(ro).error();
-    auto type = cfg::get_string(item, "type", p + ".type", "");
-    if (!type) return std::move(type).error();
-    if (name->empty()) return cfg::error(p + ".name", "missing (the volume name, a DNS-1123 label)");
-    if (!cfg::is_dns_label(*name)) return cfg::error(p + ".name", "must be a DNS-1123 label, got " + json_quote(*name));
-    if (host->empty()) return cfg::error(p + ".hostPath", "missing");
-    if (mount->empty()) return cfg::error(p + ".mountPath", "missing");
-    if (auto s = check_abs_path(*host, p + ".hostPath"); !s) return std::move(s).error();
-    if (auto s = check_abs_path(*mount, p + ".mountPath"); !s) return std::move(s).error();
-    if (std::find(std::begin(kHostPathTypes), std::end(kHostPathTypes), *type) == std::end(kHostPathTypes)) {
+    ERDMA_TRY_ASSIGN(auto name, cfg::get_string(item, "name", p + ".name", ""));
+    ERDMA_TRY_ASSIGN(auto host, cfg::get_string(item, "hostPath", p + ".hostPath", ""));
+    ERDMA_TRY_ASSIGN(auto mount, cfg::get_string(item, "mountPath", p + ".mountPath", ""));
+    ERDMA_TRY_ASSIGN(auto ro, cfg::get_bool(item, "readOnly", p + ".readOnly", true));
+    ERDMA_TRY_ASSIGN(auto type, cfg::get_string(item, "type", p + ".type", ""));
+    if (name.empty()) return cfg::error(p + ".name", "missing (the volume name, a DNS-1123 label)");
+    if (!cfg::is_dns_label(name)) return cfg::error(p + ".name", "must be a DNS-1123 label, got " + json_quote(name));
+    if (host.empty()) return cfg::error(p + ".hostPath", "missing");
+    if (mount.empty()) return cfg::error(p + ".mountPath", "missing");
+    ERDMA_TRY(check_abs_path(host, p + ".hostPath"));
+    ERDMA_TRY(check_abs_path(mount, p + ".mountPath"));
+    if (std::find(std::begin(kHostPathTypes), std::end(kHostPathTypes), type) == std::end(kHostPathTypes)) {
       return cfg::error(p + ".type", "must be one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, "
-                                       "CharDevice, BlockDevice or empty, got " + json_quote(*type));
+                                       "CharDevice, BlockDevice or empty, got " + json_quote(type));
     }
-    m.name = *name;
-    m.host_path = trim_trailing_slashes(*host);
-    m.mount_path = trim_trailing_slashes(*mount);
-    m.read_only = *ro;
-    m.type = *type;
+    m.name = name;
+    m.host_path = trim_trailing_slashes(host);
+    m.mount_path = trim_trailing_slashes(mount);
+    m.read_only = ro;
+    m.type = type;
     for (const auto& other : out) {
       if (other.name == m.name) return cfg::error(p + ".name", "duplicate volume name " + m.name);
       if (other.mount_path == m.mount_path) return cfg::error(p + ".mountPath", "duplicate mountPath " + m.mount_path);
@@ -176,22 +163,16 @@ Result<Config> Config::load(const json& doc) {
   if (!doc.is_object()) {
     return cfg::type_error(doc, "config", "a map at the top level");
   }
-  if (auto s = cfg::check_keys(doc, "", {"resourceName", "excludedNamespaces", "erdmaEnv", "deviceMounts", "smcr"});
-      !s) {
-    return std::move(s).error();
-  }
+  ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "excludedNamespaces", "erdmaEnv", "deviceMounts", "smcr"}));
 
-  auto rn = cfg::get_string(doc, "resourceName", "resourceName", c.resource_name_);
-  if (!rn) return std::move(rn).error();
-  if (!cfg::is_extended_resource_name(*rn)) {
-    return cfg::error("resourceName", "must be an extended resource name <domain>/<name>, got " + json_quote(*rn));
+  ERDMA_TRY_ASSIGN(auto rn, cfg::get_string(doc, "resourceName", "resourceName", c.resource_name_));
+  if (!cfg::is_extended_resource_name(rn)) {
+    return cfg::error("resourceName", "must be an extended resource name <domain>/<name>, got " + json_quote(rn));
   }
-  c.resource_name_ = *rn;
+  c.resource_name_ = rn;
 
   if (const json* v = cfg::get(doc, "excludedNamespaces"); v != nullptr) {
-    if (auto s = cfg::expect_list(*v, "excludedNamespaces", "a list of namespace names"); !s) {
-      return std::move(s).error();
-    }
+    ERDMA_TRY(cfg::expect_list(*v, "excludedNamespaces", "a list of namespace names"));
     c.excluded_namespaces_.clear();
     for (size_t i = 0; i < v->size(); ++i) {
       const std::string p = "excludedNamespaces[" + std::to_string(i) + "]";
@@ -205,48 +186,38 @@ Result<Config> Config::load(const json& doc) {
     }
   }
 
-  auto env = load_env_list(doc, "erdmaEnv", "erdmaEnv", c.erdma_env_);
-  if (!env) return std::move(env).error();
-  c.erdma_env_ = std::move(*env);
+  ERDMA_TRY_ASSIGN(auto env, load_env_list(doc, "erdmaEnv", "erdmaEnv", c.erdma_env_));
+  c.erdma_env_ = std::move(env);
 
-  auto mounts = load_mounts(doc, "deviceMounts");
-  if (!mounts) return std::move(mounts).error();
-  c.device_mounts_ = std::move(*mounts);
+  ERDMA_TRY_ASSIGN(auto mounts, load_mounts(doc, "deviceMounts"));
+  c.device_mounts_ = std::move(mounts);
 
   if (const json* v = cfg::get(doc, "smcr"); v != nullptr) {
     const json& s = *v;
-    if (auto st = cfg::expect_map(s, "smcr"); !st) return std::move(st).error();
-    if (auto st = cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource"}); !st) {
-      return std::move(st).error();
-    }
-    auto from = cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from)));
-    if (!from) return std::move(from).error();
-    if (*from == to_string(LibraryFrom::DevicePlugin)) {
+    ERDMA_TRY(cfg::expect_map(s, "smcr"));
+    ERDMA_TRY(cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource"}));
+    ERDMA_TRY_ASSIGN(auto from, cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from))));
+    if (from == to_string(LibraryFrom::DevicePlugin)) {
       c.smcr_.library_from = LibraryFrom::DevicePlugin;
-    } else if (*from == to_string(LibraryFrom::HostPath)) {
+    } else if (from == to_string(LibraryFrom::HostPath)) {
       c.smcr_.library_from = LibraryFrom::HostPath;
     } else {
       return cfg::error("smcr.libraryFrom", "must be \"devicePlugin\" (erdma-agent mounts the library) or \"hostPath\" " +
                                                 std::string("(a hostPath volume, for another device plugin), got ") +
-                                                json_quote(*from));
+                                                json_quote(from));
     }
-    auto host = cfg::get_string(s, "preloadHostDir", "smcr.preloadHostDir", c.smcr_.preload_host_dir);
-    if (!host) return std::move(host).error();
-    if (auto st = check_abs_path(*host, "smcr.preloadHostDir"); !st) return std::move(st).error();
-    auto mount = cfg::get_string(s, "mountPath", "smcr.mountPath", c.smcr_.mount_path);
-    if (!mount) return std::move(mount).error();
-    if (auto st = check_abs_path(*mount, "smcr.mountPath"); !st) return std::move(st).error();
-    auto lib = cfg::get_string(s, "library", "smcr.library", c.smcr_.library);
-    if (!lib) return std::move(lib).error();
-    auto smc_env = load_env_list(s, "env", "smcr.env", {});
-    if (!smc_env) return std::move(smc_env).error();
-    auto add = cfg::get_bool(s, "addResource", "smcr.addResource", c.smcr_.add_resource);
-    if (!add) return std::move(add).error();
-    c.smcr_.preload_host_dir = trim_trailing_slashes(*host);
-    c.smcr_.mount_path = trim_trailing_slashes(*mount);
-    c.smcr_.library = *lib;
-    c.smcr_.env = std::move(*smc_env);
-    c.smcr_.add_resource = *add;
+    ERDMA_TRY_ASSIGN(auto host, cfg::get_string(s, "preloadHostDir", "smcr.preloadHostDir", c.smcr_.preload_host_dir));
+    ERDMA_TRY(check_abs_path(host, "smcr.preloadHostDir"));
+    ERDMA_TRY_ASSIGN(auto mount, cfg::get_string(s, "mountPath", "smcr.mountPath", c.smcr_.mount_path));
+    ERDMA_TRY(check_abs_path(mount, "smcr.mountPath"));
+    ERDMA_TRY_ASSIGN(auto lib, cfg::get_string(s, "library", "smcr.library", c.smcr_.library));
+    ERDMA_TRY_ASSIGN(auto smc_env, load_env_list(s, "env", "smcr.env", {}));
+    ERDMA_TRY_ASSIGN(auto add, cfg::get_bool(s, "addResource", "smcr.addResource", c.smcr_.add_resource));
+    c.smcr_.preload_host_dir = trim_trailing_slashes(host);
+    c.smcr_.mount_path = trim_trailing_slashes(mount);
+    c.smcr_.library = lib;
+    c.smcr_.env = std::move(smc_env);
+    c.smcr_.add_resource = add;
   }
   // erdma-agent installs the library under one fixed name; a pod told another name would find no
   // file, the dynamic loader would skip it with a warning, and the pod would stay on TCP unnoticed.

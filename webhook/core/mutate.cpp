@@ -777,20 +777,16 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   if (any_erdma) {
     for (size_t i = 0; i < cfg.device_mounts().size(); ++i) {
       const auto& m = cfg.device_mounts()[i];
-      if (auto s = b.need_volume(m.name, m.host_path, r.mount_volumes[i]); !s) return std::move(s).error();
+      ERDMA_TRY(b.need_volume(m.name, m.host_path, r.mount_volumes[i]));
     }
   }
   if (preloaded > 0 && !via_plugin) {
-    if (auto s = b.need_volume(kPreloadVolumeName, cfg.smcr().preload_host_dir, r.preload_volume); !s) {
-      return std::move(s).error();
-    }
+    ERDMA_TRY(b.need_volume(kPreloadVolumeName, cfg.smcr().preload_host_dir, r.preload_volume));
   }
   b.volumes();
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     if (!erdma[i] && !preload[i] && !add_to[i]) continue;
-    if (auto s = b.container(pod.containers[i], erdma[i], preload[i], add_to[i]); !s) {
-      return std::move(s).error();
-    }
+    ERDMA_TRY(b.container(pod.containers[i], erdma[i], preload[i], add_to[i]));
   }
   NameList added_names = ours;
   for (const auto* c : added) added_names.add(c->name);

@@ -72,9 +72,8 @@ Result<bool> read_string_map(element e, const Path& path, Pick&& pick) {
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map", e);
   for (auto field : obj) {
-    auto v = as_string(field.value, child(path, field.key));
-    if (!v) return std::move(v).error();
-    if (auto s = pick(field.key, *v); !s) return std::move(s).error();
+    ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(path, field.key)));
+    ERDMA_TRY(pick(field.key, v));
   }
   return true;
 }
@@ -110,11 +109,10 @@ Result<bool> read_resource_list(element e, const Path& path, std::string_view re
   bool seen = false;
   for (auto field : obj) {
     if (field.key != resource_name) continue;
-    if (auto s = once(seen, path, field.key); !s) return std::move(s).error();
-    auto q = read_quantity(field.value, child(path, field.key));
-    if (!q) return std::move(q).error();
+    ERDMA_TRY(once(seen, path, field.key));
+    ERDMA_TRY_ASSIGN(auto q, read_quantity(field.value, child(path, field.key)));
     c.resource_listed = true;
-    if (*q == QuantitySign::Positive) c.resource_positive = true;
+    if (q == QuantitySign::Positive) c.resource_positive = true;
     seen_here = true;
   }
   return true;
@@ -129,13 +127,11 @@ Status read_resources(element e, const Path& path, std::string_view resource_nam
   for (auto field : obj) {
     if (field.key == "limits") {
       if (auto s = once(seen_limits, path, field.key); !s) return s;
-      auto r = read_resource_list(field.value, child(path, "limits"), resource_name, c, c.resource_in_limits);
-      if (!r) return std::move(r).error();
-      c.has_limits = *r;
+      ERDMA_TRY_ASSIGN(auto r, read_resource_list(field.value, child(path, "limits"), resource_name, c, c.resource_in_limits));
+      c.has_limits = r;
     } else if (field.key == "requests") {
       if (auto s = once(seen_requests, path, field.key); !s) return s;
-      auto r = read_resource_list(field.value, child(path, "requests"), resource_name, c, c.resource_in_requests);
-      if (!r) return std::move(r).error();
+      ERDMA_TRY(read_resource_list(field.value, child(path, "requests"), resource_name, c, c.resource_in_requests));
     }
   }
   return {};
@@ -157,16 +153,14 @@ Status read_env(element e, const Path& path, ContainerView& c) {
     for (auto field : obj) {
       if (field.key == "name") {
         if (auto s = once(seen_name, ip, field.key); !s) return s;
-        auto v = as_string(field.value, child(ip, "name"));
-        if (!v) return std::move(v).error();
-        entry.name = *v;
+        ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(ip, "name")));
+        entry.name = v;
       } else if (field.key == "value") {
         if (auto s = once(seen_value, ip, field.key); !s) return s;
         if (field.value.is_null()) continue;
-        auto v = as_string(field.value, child(ip, "value"));
-        if (!v) return std::move(v).error();
+        ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(ip, "value")));
         entry.has_value = true;
-        entry.value = *v;
+        entry.value = v;
       } else if (field.key == "valueFrom") {
         if (auto s = once(seen_from, ip, field.key); !s) return s;
         entry.has_value_from = !field.value.is_null();
@@ -194,14 +188,12 @@ Status read_mounts(element e, const Path& path, ContainerView& c) {
     for (auto field : obj) {
       if (field.key == "name") {
         if (auto s = once(seen_name, ip, field.key); !s) return s;
-        auto v = as_string(field.value, child(ip, "name"));
-        if (!v) return std::move(v).error();
-        m.name = *v;
+        ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(ip, "name")));
+        m.name = v;
       } else if (field.key == "mountPath") {
         if (auto s = once(seen_path, ip, field.key); !s) return s;
-        auto v = as_string(field.value, child(ip, "mountPath"));
-        if (!v) return std::move(v).error();
-        m.mount_path = *v;
+        ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(ip, "mountPath")));
+        m.mount_path = v;
       }
     }
     c.mounts.push_back(m);
@@ -217,9 +209,8 @@ Status read_container(element e, const Path& path, std::string_view resource_nam
     const std::string_view k = field.key;
     if (k == "name") {
       if (auto s = once(seen_name, path, k); !s) return s;
-      auto v = as_string(field.value, child(path, k));
-      if (!v) return std::move(v).error();
-      c.name = *v;
+      ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(path, k)));
+      c.name = v;
     } else if (k == "env") {
       if (auto s = once(seen_env, path, k); !s) return s;
       if (auto s = read_env(field.value, child(path, k), c); !s) return s;
@@ -281,9 +272,8 @@ Status read_volumes(element e, const Path& path, PodView& pod) {
     for (auto field : obj) {
       if (field.key == "name") {
         if (auto s = once(seen_name, ip, field.key); !s) return s;
-        auto n = as_string(field.value, child(ip, "name"));
-        if (!n) return std::move(n).error();
-        v.name = *n;
+        ERDMA_TRY_ASSIGN(auto n, as_string(field.value, child(ip, "name")));
+        v.name = n;
       } else if (field.key == "hostPath") {
         if (auto s = once(seen_host, ip, field.key); !s) return s;
         if (field.value.is_null()) continue;
@@ -296,9 +286,8 @@ Status read_volumes(element e, const Path& path, PodView& pod) {
         for (auto f : hp) {
           if (f.key != "path") continue;
           if (auto s = once(seen_path, child(ip, "hostPath"), f.key); !s) return s;
-          auto p = as_string(f.value, child(child(ip, "hostPath"), "path"));
-          if (!p) return std::move(p).error();
-          v.host_path = *p;
+          ERDMA_TRY_ASSIGN(auto p, as_string(f.value, child(child(ip, "hostPath"), "path")));
+          v.host_path = p;
         }
       }
     }
@@ -320,9 +309,8 @@ Status read_metadata(element e, PodView& pod) {
       bool& seen = k == "name" ? seen_name : k == "generateName" ? seen_gen : seen_ns;
       if (auto s = once(seen, path, k); !s) return s;
       if (field.value.is_null()) continue;
-      auto v = as_string(field.value, child(path, k));
-      if (!v) return std::move(v).error();
-      (k == "name" ? pod.name : k == "generateName" ? pod.generate_name : pod.namespace_name) = *v;
+      ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(path, k)));
+      (k == "name" ? pod.name : k == "generateName" ? pod.generate_name : pod.namespace_name) = v;
     } else if (k == "annotations") {
       if (auto s = once(seen_ann, path, k); !s) return s;
       // Keys of a JSON object from the apiserver are unique, but a hand-made review may repeat one.
@@ -330,7 +318,7 @@ Status read_metadata(element e, PodView& pod) {
            seen_added = false;
       const Path ap = child(path, k);
       size_t bytes = 0;
-      auto r = read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
+      ERDMA_TRY_ASSIGN(auto r, read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
         bytes += key.size() + value.size();
         if (bytes > kMaxAnnotationBytes) [[unlikely]] {
           return make_error(ErrorCode::InvalidArgument,
@@ -357,9 +345,8 @@ Status read_metadata(element e, PodView& pod) {
           pod.is_mirror = true;
         }
         return {};
-      });
-      if (!r) return std::move(r).error();
-      pod.has_annotations = *r;
+      }));
+      pod.has_annotations = r;
     }
   }
   return {};
@@ -374,9 +361,8 @@ Status read_os(element e, const Path& path, PodView& pod) {
   for (auto field : obj) {
     if (field.key != "name") continue;
     if (auto s = once(seen_name, path, field.key); !s) return s;
-    auto v = as_string(field.value, child(path, "name"));
-    if (!v) return std::move(v).error();
-    if (*v == "windows") pod.windows_by = "spec.os.name";
+    ERDMA_TRY_ASSIGN(auto v, as_string(field.value, child(path, "name")));
+    if (v == "windows") pod.windows_by = "spec.os.name";
   }
   return {};
 }
@@ -405,17 +391,16 @@ Status read_spec(element e, std::string_view resource_name, PodView& pod) {
       if (auto s = read_os(field.value, child(path, k), pod); !s) return s;
     } else if (k == "nodeSelector") {
       if (auto s = once(seen_ns, path, k); !s) return s;
-      auto r = read_string_map(field.value, child(path, k), [&](std::string_view key, std::string_view value) -> Status {
+      ERDMA_TRY(read_string_map(field.value, child(path, k), [&](std::string_view key, std::string_view value) -> Status {
         if (key == "kubernetes.io/os" && value == "windows" && pod.windows_by.empty()) pod.windows_by = "spec.nodeSelector";
         return {};
-      });
-      if (!r) return std::move(r).error();
+      }));
     } else if (k == "hostNetwork") {
       if (auto s = once(seen_hn, path, k); !s) return s;
       if (field.value.is_null()) continue;
       // Not needed by the rules (hostNetwork pods are mutated like any other), only checked: a
       // wrong type here is a malformed pod.
-      if (auto b = as_bool(field.value, child(path, k)); !b) return std::move(b).error();
+      ERDMA_TRY(as_bool(field.value, child(path, k)));
     }
   }
   if (seen_init) {
@@ -477,11 +462,11 @@ Result<PodView> read_pod(element pod, std::string_view resource_name) {
   bool seen_meta = false, seen_spec = false;
   for (auto field : obj) {
     if (field.key == "metadata") {
-      if (auto s = once(seen_meta, root, field.key); !s) return std::move(s).error();
-      if (auto s = read_metadata(field.value, view); !s) return std::move(s).error();
+      ERDMA_TRY(once(seen_meta, root, field.key));
+      ERDMA_TRY(read_metadata(field.value, view));
     } else if (field.key == "spec") {
-      if (auto s = once(seen_spec, root, field.key); !s) return std::move(s).error();
-      if (auto s = read_spec(field.value, resource_name, view); !s) return std::move(s).error();
+      ERDMA_TRY(once(seen_spec, root, field.key));
+      ERDMA_TRY(read_spec(field.value, resource_name, view));
     }
   }
   return view;

@@ -108,31 +108,27 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
   } else if (name == "--tls-key") {
     o.tls_key = value;
   } else if (name == "--tls-min-version") {
-    auto v = parse_tls_version(value);
-    if (!v) return std::move(v).error();
-    o.tls_policy.min_version = *v;
+    ERDMA_TRY_ASSIGN(auto v, parse_tls_version(value));
+    o.tls_policy.min_version = v;
   } else if (name == "--tls-cipher-suites") {
-    auto v = parse_cipher_suites(value);
-    if (!v) return std::move(v).error();
-    o.tls_policy.tls12_ciphers = std::move(v->tls12);
-    o.tls_policy.tls13_suites = std::move(v->tls13);
+    ERDMA_TRY_ASSIGN(auto v, parse_cipher_suites(value));
+    o.tls_policy.tls12_ciphers = std::move(v.tls12);
+    o.tls_policy.tls13_suites = std::move(v.tls13);
   } else if (name == "--client-ca") {
     if (value.empty()) return make_error(ErrorCode::InvalidArgument, "--client-ca: expected a file name");
     o.client_ca = value;
   } else if (name == "--config") {
     o.config = value;
   } else if (name == "--threads") {
-    auto v = parse_count(value, name, 1, 256);
-    if (!v) return std::move(v).error();
-    o.threads = static_cast<unsigned>(*v);
+    ERDMA_TRY_ASSIGN(auto v, parse_count(value, name, 1, 256));
+    o.threads = static_cast<unsigned>(v);
   } else if (name == "--max-body-bytes") {
     auto v = parse_bytes(value);
     if (!v) return make_error(ErrorCode::InvalidArgument, "--max-body-bytes: " + v.error().message);
     o.max_body_bytes = *v;
   } else if (name == "--max-connections") {
-    auto v = parse_count(value, name, 1, 1'000'000);
-    if (!v) return std::move(v).error();
-    o.max_connections = static_cast<size_t>(*v);
+    ERDMA_TRY_ASSIGN(auto v, parse_count(value, name, 1, 1'000'000));
+    o.max_connections = static_cast<size_t>(v);
   } else if (name == "--shutdown-grace" || name == "--reload-interval" || name == "--idle-timeout") {
     auto v = parse_duration(value);
     if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
@@ -188,17 +184,16 @@ Result<RawFlags> collect_flags(const std::vector<std::string>& args) {
 }
 
 Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, const nlohmann::json* section) {
-  auto raw = collect_flags(args);
-  if (!raw) return std::move(raw).error();
+  ERDMA_TRY_ASSIGN(auto raw, collect_flags(args));
   ParsedServe out;
-  out.help = raw->help;
+  out.help = raw.help;
   if (section != nullptr && !section->is_null()) {
-    if (auto s = apply_server_section(*section, out.options); !s) return std::move(s).error();
+    ERDMA_TRY(apply_server_section(*section, out.options));
   }
-  for (const auto& [name, value] : raw->values) {
-    if (auto s = set_option(out.options, name, value); !s) return std::move(s).error();
+  for (const auto& [name, value] : raw.values) {
+    ERDMA_TRY(set_option(out.options, name, value));
   }
-  if (auto s = check_tls_policy(out.options.tls_policy); !s) return std::move(s).error();
+  ERDMA_TRY(check_tls_policy(out.options.tls_policy));
   return out;
 }
 

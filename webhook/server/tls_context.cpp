@@ -130,20 +130,18 @@ std::string subject_of(X509* cert) {
 // certificate put there by mistake, or an expired CA, would make every handshake fail, which is
 // better said at load than discovered by the apiserver.
 Result<std::vector<std::string>> require_client_certificates(SSL_CTX* ctx, const ClientCaPem& ca, int64_t now) {
-  auto certs = read_certificates(ca.pem, ca.name);
-  if (!certs) return std::move(certs).error();
+  ERDMA_TRY_ASSIGN(auto certs, read_certificates(ca.pem, ca.name));
   std::vector<std::string> subjects;
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  for (size_t i = 0; i < certs->size(); ++i) {
-    X509* x = (*certs)[i].get();
+  for (size_t i = 0; i < certs.size(); ++i) {
+    X509* x = certs[i].get();
     const std::string which = "certificate " + std::to_string(i + 1) + " (" + subject_of(x) + ")";
     if (X509_check_ca(x) == 0) {
       return invalid(ca.name, which + " is not a CA certificate (no basicConstraints CA:TRUE): give the CA that "
                                       "signed the client certificate, not the client certificate itself");
     }
-    auto na = to_unix(X509_get0_notAfter(x), ca.name);
-    if (!na) return std::move(na).error();
-    if (*na <= now) return invalid(ca.name, which + " expired at " + format_utc(*na) + "; renew it");
+    ERDMA_TRY_ASSIGN(auto na, to_unix(X509_get0_notAfter(x), ca.name));
+    if (na <= now) return invalid(ca.name, which + " expired at " + format_utc(na) + "; renew it");
     if (X509_STORE_add_cert(store, x) != 1 || SSL_CTX_add_client_CA(ctx, x) != 1) {
       return invalid(ca.name, which + ": the TLS library refused it: " + openssl_error());
     }
@@ -183,12 +181,11 @@ std::string format_utc(int64_t t) {
 Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const std::string& key_pem, int64_t now,
                                             const std::string& cert_name, const std::string& key_name,
                                             const TlsPolicy& policy, const std::optional<ClientCaPem>& client_ca) {
-  if (auto s = check_tls_policy(policy); !s) return std::move(s).error();
+  ERDMA_TRY(check_tls_policy(policy));
   ERR_clear_error();
   // The certificate chain: every PEM CERTIFICATE block in order, the leaf first.
-  auto read_chain = read_certificates(cert_pem, cert_name);
-  if (!read_chain) return std::move(read_chain).error();
-  std::vector<X509Ptr> chain = std::move(read_chain).value();
+  ERDMA_TRY_ASSIGN(auto read_chain, read_certificates(cert_pem, cert_name));
+  std::vector<X509Ptr> chain = std::move(read_chain);
   PkeyPtr key;
   {
     BioPtr bio = memory_bio(key_pem);
@@ -213,17 +210,15 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   out.info.subject = subject_of(leaf);
   out.info.key_type = describe_key(key.get());
   out.info.sha256 = sha256_hex(leaf);
-  auto nb = to_unix(X509_get0_notBefore(leaf), cert_name);
-  if (!nb) return std::move(nb).error();
-  auto na = to_unix(X509_get0_notAfter(leaf), cert_name);
-  if (!na) return std::move(na).error();
-  out.info.not_before = *nb;
-  out.info.not_after = *na;
-  if (*na <= now) return invalid(cert_name, "certificate expired at " + format_utc(*na) + "; renew it");
+  ERDMA_TRY_ASSIGN(auto nb, to_unix(X509_get0_notBefore(leaf), cert_name));
+  ERDMA_TRY_ASSIGN(auto na, to_unix(X509_get0_notAfter(leaf), cert_name));
+  out.info.not_before = nb;
+  out.info.not_after = na;
+  if (na <= now) return invalid(cert_name, "certificate expired at " + format_utc(na) + "; renew it");
   // A little slack for clocks that disagree with the issuer's; beyond it the cert cannot work.
   constexpr int64_t kClockSkew = 300;
-  if (*nb > now + kClockSkew) {
-    return invalid(cert_name, "certificate is not valid before " + format_utc(*nb) + " (check the clocks)");
+  if (nb > now + kClockSkew) {
+    return invalid(cert_name, "certificate is not valid before " + format_utc(nb) + " (check the clocks)");
   }
   const bool ecdsa = EVP_PKEY_get_base_id(key.get()) == EVP_PKEY_EC;
   if (!has_tls12_suite_for_key(policy, ecdsa)) {
@@ -269,9 +264,8 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
   if (used != 1) return invalid(cert_name, "the TLS library refused the certificate: " + openssl_error());
   if (SSL_CTX_check_private_key(native) != 1) return invalid(key_name, "key check failed: " + openssl_error());
   if (client_ca) {
-    auto subjects = require_client_certificates(native, *client_ca, now);
-    if (!subjects) return std::move(subjects).error();
-    out.info.client_ca_subjects = std::move(subjects).value();
+    ERDMA_TRY_ASSIGN(auto subjects, require_client_certificates(native, *client_ca, now));
+    out.info.client_ca_subjects = std::move(subjects);
   }
   out.context = std::move(ctx);
   return out;
