@@ -11,6 +11,7 @@
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
 #include "common/contract.hpp"
+#include "common/flags.hpp"
 
 namespace erdma::agent {
 namespace fs = std::filesystem;
@@ -99,29 +100,16 @@ Status apply(const CleanupAction& a) {
 }  // namespace
 
 int run_cleanup(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  std::string config, host_root;
-  bool dry_run = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], value;
-    bool has_value = false;
-    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    if (a == "--dry-run" && !has_value) {
-      dry_run = true;
-    } else if (a == "--config" || a == "-c" || a == "--host-root") {
-      if (!has_value && i + 1 >= args.size()) {
-        err << "error: " << a << " needs a value\n";
-        return kExitUsage;
-      }
-      (a == "--host-root" ? host_root : config) = has_value ? value : args[++i];
-    } else {
-      err << "error: unknown flag \"" << args[i] << "\"\n";
-      return kExitUsage;
-    }
+  static constexpr common::FlagSpec kSpecs[] = {{"--config", "-c"}, {"--host-root"}, {"--dry-run", {}, true}};
+  auto flags = common::parse_flags(args, kSpecs);
+  if (!flags || !flags->positional.empty()) {
+    err << "error: " << (flags ? "unexpected argument \"" + flags->positional.front() + "\"" : flags.error().message)
+        << "\n";
+    return kExitUsage;
   }
+  const std::string config = flags->get_or("--config", "");
+  std::string host_root = flags->get_or("--host-root", "");
+  const bool dry_run = flags->has("--dry-run");
   while (host_root.size() > 1 && host_root.back() == '/') host_root.pop_back();
   if (host_root == "/") host_root.clear();
   if (!host_root.empty() && host_root.front() != '/') {

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <sstream>
 
 #include "agent/core/plugin_model.hpp"
@@ -12,6 +13,7 @@
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/sys/kernel_modules.hpp"
 #include "agent/sys/netlink_smc.hpp"
+#include "common/flags.hpp"
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -31,59 +33,46 @@ struct Flags {
   bool load_modules = false;                   // run --load-modules: driver.loadModules on
 };
 
-// Parses --config FILE, -o FORMAT, --log-level L (also --flag=value). Unknown flags are errors.
-bool parse_flags(const std::vector<std::string>& args, Flags& f, bool allow_output, bool allow_log, std::ostream& err) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string value;
-    bool has_value = false;
-    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
+// The flags each command takes; common/flags.hpp spells them.
+constexpr common::FlagSpec kConfigFlags[] = {{"--config", "-c"}};
+constexpr common::FlagSpec kListFlags[] = {{"--config", "-c"}, {"--output", "-o"}};
+constexpr common::FlagSpec kRunFlags[] = {
+    {"--config", "-c"}, {"--log-level"}, {"--metrics-listen"}, {"--load-modules", {}, true}};
+
+// Parses `args` against `specs` into `f` and checks each value; says why and returns false when one
+// is wrong.
+bool read_flags(const std::vector<std::string>& args, std::span<const common::FlagSpec> specs, Flags& f,
+                std::ostream& err) {
+  auto parsed = common::parse_flags(args, specs);
+  if (!parsed) {
+    err << "error: " << parsed.error().message << "\n";
+    return false;
+  }
+  if (!parsed->positional.empty()) {
+    err << "error: unexpected argument \"" << parsed->positional.front() << "\"\n";
+    return false;
+  }
+  f.config = parsed->get_or("--config", f.config);
+  f.output = parsed->get_or("--output", f.output);
+  if (f.output != "table" && f.output != "json") {
+    err << "error: -o must be table or json, got \"" << f.output << "\"\n";
+    return false;
+  }
+  if (const std::string* v = parsed->get("--metrics-listen")) {
+    if (!v->empty()) {
+      if (auto addr = common::parse_listen_address(*v); !addr) {
+        err << "error: --metrics-listen: " << addr.error().message
+            << " (e.g. 127.0.0.1:9467, or $(NODE_IP):9467 from the downward API)\n";
+        return false;
+      }
     }
-    auto take = [&](std::string& into) {
-      if (has_value) {
-        into = value;
-        return true;
-      }
-      if (i + 1 >= args.size()) {
-        err << "error: " << a << " needs a value\n";
-        return false;
-      }
-      into = args[++i];
-      return true;
-    };
-    if (a == "--config" || a == "-c") {
-      if (!take(f.config)) return false;
-    } else if (allow_output && (a == "-o" || a == "--output")) {
-      if (!take(f.output)) return false;
-      if (f.output != "table" && f.output != "json") {
-        err << "error: -o must be table or json, got \"" << f.output << "\"\n";
-        return false;
-      }
-    } else if (allow_log && a == "--metrics-listen") {
-      std::string v;
-      if (!take(v)) return false;
-      if (!v.empty()) {
-        if (auto addr = common::parse_listen_address(v); !addr) {
-          err << "error: --metrics-listen: " << addr.error().message << " (e.g. 127.0.0.1:9467, or $(NODE_IP):9467 from the downward API)\n";
-          return false;
-        }
-      }
-      f.metrics_listen = v;
-    } else if (allow_log && a == "--load-modules" && !has_value) {
-      f.load_modules = true;
-    } else if (allow_log && a == "--log-level") {
-      if (!take(f.log_level)) return false;
-      if (!log::parse_level(f.log_level)) {
-        err << "error: --log-level must be debug, info, warn or error\n";
-        return false;
-      }
-    } else {
-      err << "error: unknown flag \"" << args[i] << "\"\n";
-      return false;
-    }
+    f.metrics_listen = *v;
+  }
+  f.load_modules = parsed->has("--load-modules");
+  f.log_level = parsed->get_or("--log-level", "");
+  if (!f.log_level.empty() && !log::parse_level(f.log_level)) {
+    err << "error: --log-level must be debug, info, warn or error\n";
+    return false;
   }
   return true;
 }
@@ -156,7 +145,7 @@ json render_devices_json(const DeviceScan& scan, const std::string& source, unsi
 
 int run_devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags flags;
-  if (!parse_flags(args, flags, true, false, err)) return kExitUsage;
+  if (!read_flags(args, kListFlags, flags, err)) return kExitUsage;
   auto cfg = load_config_file(flags.config);
   if (!cfg) {
     err << "error: " << cfg.error().message << "\n";
@@ -187,7 +176,7 @@ int run_devices(const std::vector<std::string>& args, std::ostream& out, std::os
 
 int run_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags flags;
-  if (!parse_flags(args, flags, false, false, err)) return kExitUsage;
+  if (!read_flags(args, kConfigFlags, flags, err)) return kExitUsage;
   auto cfg = load_config_file(flags.config);
   if (!cfg) {
     err << "error: " << cfg.error().message << "\n";
@@ -279,7 +268,7 @@ json render_status_json(const NodeStatus& st) {
 
 int run_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags flags;
-  if (!parse_flags(args, flags, true, false, err)) return kExitUsage;
+  if (!read_flags(args, kListFlags, flags, err)) return kExitUsage;
   auto cfg = load_config_file(flags.config);
   if (!cfg) {
     err << "error: " << cfg.error().message << "\n";
@@ -320,7 +309,7 @@ int run_status(const std::vector<std::string>& args, std::ostream& out, std::ost
 
 int run_agent(const std::vector<std::string>& args, std::ostream& err) {
   Flags flags;
-  if (!parse_flags(args, flags, false, true, err)) return kExitUsage;
+  if (!read_flags(args, kRunFlags, flags, err)) return kExitUsage;
   if (!flags.log_level.empty()) log::set_level(*log::parse_level(flags.log_level));
   route_grpc_logs();
   auto cfg = load_config_file(flags.config);

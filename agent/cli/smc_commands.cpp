@@ -13,6 +13,7 @@
 #include "agent/core/admin.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
+#include "common/flags.hpp"
 #include "agent/sys/pod_netns.hpp"
 #include "agent/sys/pod_sources.hpp"
 
@@ -33,42 +34,33 @@ constexpr const char* kOneTarget = "give one of --netns PATH, --pid PID or --pod
 // Parses --netns PATH, --pid PID, --pod NS/NAME (with `allow_pod`), --config FILE, -o json|text,
 // -a; everything else is positional or a flag the command checks itself.
 Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all, bool allow_pod = false) {
+  std::vector<common::FlagSpec> specs = {{"--netns"}, {"--pid"}, {"--output", "-o"}};
+  if (allow_pod) specs.insert(specs.end(), {{"--pod"}, {"--config", "-c"}});
+  if (allow_all) specs.push_back({"--all", "-a", true});
+  ERDMA_TRY_ASSIGN(auto flags, common::parse_flags(args, specs, common::UnknownFlags::AsPositional));
   Common c;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](const char* what) -> Result<std::string> {
-      if (i + 1 >= args.size()) return make_error(ErrorCode::InvalidArgument, a + " needs " + what);
-      return args[++i];
-    };
-    if (a == "--netns") {
-      ERDMA_TRY_ASSIGN(auto v, value("a path"));
-      if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
+  c.rest = std::move(flags.positional);
+  for (const auto& [name, v] : flags.values) {
+    const bool target = name == "--netns" || name == "--pid" || name == "--pod";
+    if (target && (c.netns || c.pod)) return make_error(ErrorCode::InvalidArgument, kOneTarget);
+    if (name == "--netns") {
       c.netns = NetnsRef::of_path(v);
-    } else if (allow_pod && a == "--pod") {
-      ERDMA_TRY_ASSIGN(auto v, value("NAMESPACE/NAME"));
-      if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
-      ERDMA_TRY_ASSIGN(auto p, parse_pod_name(v));
-      c.pod = p;
-    } else if (allow_pod && (a == "--config" || a == "-c")) {
-      ERDMA_TRY_ASSIGN(auto v, value("a file"));
+    } else if (name == "--pod") {
+      ERDMA_TRY_ASSIGN(c.pod, parse_pod_name(v));
+    } else if (name == "--config") {
       c.config = v;
-    } else if (a == "--pid") {
-      ERDMA_TRY_ASSIGN(auto v, value("a process id"));
-      if (c.netns || c.pod) return make_error(ErrorCode::InvalidArgument, kOneTarget);
+    } else if (name == "--pid") {
       char* end = nullptr;
-      long pid = std::strtol(v.c_str(), &end, 10);
+      const long pid = std::strtol(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || pid <= 0 || pid > 4194304) {
         return make_error(ErrorCode::InvalidArgument, "--pid: \"" + v + "\" is not a process id");
       }
       c.netns = NetnsRef::of_pid(static_cast<pid_t>(pid));
-    } else if (a == "-o" || a == "--output") {
-      ERDMA_TRY_ASSIGN(auto v, value("json or text"));
+    } else if (name == "--output") {
       if (v != "json" && v != "text") return make_error(ErrorCode::InvalidArgument, "-o: expected json or text, got \"" + v + "\"");
       c.json = v == "json";
-    } else if (allow_all && (a == "-a" || a == "--all")) {
+    } else if (name == "--all") {
       c.all = true;
-    } else {
-      c.rest.push_back(a);
     }
   }
   return c;
@@ -155,28 +147,19 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
 
   if (verb == "add") {
-    std::optional<std::string> id, eth, ib;
-    unsigned port = 1;
-    for (size_t i = 0; i < pos.size(); ++i) {
-      if ((pos[i] == "--eth" || pos[i] == "--ib" || pos[i] == "--port") && i + 1 >= pos.size()) {
-        return usage(err, "pnet add: " + pos[i] + " needs a value");
-      }
-      if (pos[i] == "--eth") {
-        eth = pos[++i];
-      } else if (pos[i] == "--ib") {
-        ib = pos[++i];
-      } else if (pos[i] == "--port") {
-        const std::string& p = pos[++i];
-        if (p != "1" && p != "2") return usage(err, "pnet add: --port must be 1 or 2, got \"" + p + "\"");
-        port = static_cast<unsigned>(p[0] - '0');
-      } else if (!id) {
-        id = pos[i];
-      } else {
-        return usage(err, "pnet add: unexpected argument \"" + pos[i] + "\"");
-      }
-    }
+    static constexpr common::FlagSpec kAddFlags[] = {{"--eth"}, {"--ib"}, {"--port"}};
+    auto flags = common::parse_flags(pos, kAddFlags);
+    if (!flags) return usage(err, "pnet add: " + flags.error().message);
+    if (flags->positional.size() > 1) return usage(err, "pnet add: unexpected argument \"" + flags->positional[1] + "\"");
+    const std::optional<std::string> id =
+        flags->positional.empty() ? std::nullopt : std::optional<std::string>(flags->positional[0]);
+    const std::string* eth = flags->get("--eth");
+    const std::string* ib = flags->get("--ib");
+    const std::string p = flags->get_or("--port", "1");
+    if (p != "1" && p != "2") return usage(err, "pnet add: --port must be 1 or 2, got \"" + p + "\"");
+    const auto port = static_cast<unsigned>(p[0] - '0');
     if (!id) return usage(err, "pnet add: missing PNETID");
-    if (eth.has_value() == ib.has_value()) return usage(err, "pnet add: give exactly one of --eth IFNAME or --ib DEVICE");
+    if ((eth != nullptr) == (ib != nullptr)) return usage(err, "pnet add: give exactly one of --eth IFNAME or --ib DEVICE");
     auto entry = eth ? PnetEntry::eth(*id, *eth) : PnetEntry::ib(*id, *ib, port);
     if (!entry) return usage(err, entry.error().message);
     Change change = Change::Changed;
@@ -279,15 +262,15 @@ std::string prediction_line(const NetnsRef& pod, const std::string& interface) {
 int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   auto c = parse_common(args, true, true);
   if (!c) return usage(err, c.error().message);
-  std::string interface = "eth0";
-  for (size_t i = 0; i < c->rest.size(); ++i) {
-    if (c->rest[i] != "--interface") continue;
-    if (i + 1 >= c->rest.size()) return usage(err, "smc-status: --interface needs an interface name");
-    if (!c->netns && !c->pod) return usage(err, "smc-status: --interface needs --pod, --netns or --pid (the pod's interface)");
-    interface = c->rest[i + 1];
-    c->rest.erase(c->rest.begin() + static_cast<std::ptrdiff_t>(i), c->rest.begin() + static_cast<std::ptrdiff_t>(i) + 2);
-    break;
+  static constexpr common::FlagSpec kStatusFlags[] = {{"--interface"}};
+  auto own = common::parse_flags(c->rest, kStatusFlags);
+  if (!own) return usage(err, "smc-status: " + own.error().message);
+  const std::string* given = own->get("--interface");
+  if (given != nullptr && !c->netns && !c->pod) {
+    return usage(err, "smc-status: --interface needs --pod, --netns or --pid (the pod's interface)");
   }
+  const std::string interface = given != nullptr ? *given : "eth0";
+  c->rest = std::move(own->positional);
   if (!c->rest.empty()) return usage(err, "smc-status: unexpected argument \"" + c->rest[0] + "\"");
   if (auto rc = resolve_pod(*c, out, err)) return *rc;
   std::vector<SmcSocket> socks;

@@ -3,6 +3,7 @@
 
 #include <ostream>
 
+#include "common/flags.hpp"
 #include "common/structured.hpp"
 #include "webhook/cli/kube_yaml.hpp"
 #include "webhook/config_io/config_file.hpp"
@@ -42,77 +43,24 @@ Prints the effective webhook configuration as JSON: FILE validated with every de
 or the built-in defaults without --config.
 )";
 
-// Pulls "--flag VALUE", "--flag=VALUE" and "-f VALUE" forms out of args.
-struct Flags {
-  std::vector<std::pair<std::string, std::string>> values;
-  std::vector<std::string> positional;
-  bool help = false;
-  std::string error;
-};
-
-Flags parse_flags(const std::vector<std::string>& args, const std::vector<std::pair<std::string, std::string>>& known) {
-  Flags f;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      f.help = true;
-      continue;
-    }
-    if (a.size() < 2 || a[0] != '-' || a == "-") {
-      f.positional.push_back(a);
-      continue;
-    }
-    std::string name = a;
-    std::string value;
-    bool has_value = false;
-    if (auto eq = a.find('='); a.starts_with("--") && eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      has_value = true;
-    }
-    std::string canonical;
-    for (const auto& [short_name, long_name] : known) {
-      if (name == long_name || (!short_name.empty() && name == short_name)) canonical = long_name;
-    }
-    if (canonical.empty()) {
-      f.error = "unknown flag " + name;
-      return f;
-    }
-    if (!has_value) {
-      if (i + 1 >= args.size()) {
-        f.error = "flag " + name + " needs a value";
-        return f;
-      }
-      value = args[++i];
-    }
-    f.values.emplace_back(canonical, value);
-  }
-  return f;
-}
-
-std::string flag(const Flags& f, const std::string& name) {
-  std::string v;
-  for (const auto& [k, val] : f.values) {
-    if (k == name) v = val;
-  }
-  return v;
-}
-
 }  // namespace
 
 int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  const Flags f = parse_flags(args, {{"-f", "--filename"}, {"-o", "--output"}, {"-n", "--namespace"}, {"", "--config"}});
-  if (f.help) {
+  static constexpr common::FlagSpec kMutateFlags[] = {
+      {"--filename", "-f"}, {"--output", "-o"}, {"--namespace", "-n"}, {"--config"}};
+  auto parsed = common::parse_flags(args, kMutateFlags);
+  if (parsed && parsed->help) {
     out << kMutateUsage;
     return kExitOk;
   }
-  if (!f.error.empty() || !f.positional.empty()) {
-    err << "error: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
+  if (!parsed || !parsed->positional.empty()) {
+    err << "error: " << (parsed ? "unexpected argument " + parsed->positional.front() : parsed.error().message)
         << " (see erdma-webhook mutate --help)\n";
     return kExitUsage;
   }
-  const std::string file = flag(f, "--filename");
-  std::string output = flag(f, "--output");
+  const common::Flags& f = *parsed;
+  const std::string file = f.get_or("--filename", "");
+  std::string output = f.get_or("--output", "");
   if (output.empty()) output = "yaml";
   if (file.empty()) {
     err << "error: -f FILE is required (use -f - for standard input)\n";
@@ -123,7 +71,7 @@ int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "error: -o must be yaml, json, patch, review, pod or request, got \"" << output << "\"\n";
     return kExitUsage;
   }
-  auto cfg = load_config_file(flag(f, "--config"));
+  auto cfg = load_config_file(f.get_or("--config", ""));
   if (!cfg) {
     err << "error: " << cfg.error().message << "\n";
     return kExitUsage;
@@ -139,7 +87,7 @@ int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ost
     err << "error: " << docs.error().message << "\n";
     return kExitUsage;
   }
-  auto expansion = expand_manifests(*docs, flag(f, "--namespace"));
+  auto expansion = expand_manifests(*docs, f.get_or("--namespace", ""));
   if (!expansion) {
     err << "error: " << source << ": " << expansion.error().message << "\n";
     return kExitUsage;
@@ -203,17 +151,18 @@ int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ost
 }
 
 int run_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  const Flags f = parse_flags(args, {{"", "--config"}});
-  if (f.help) {
+  static constexpr common::FlagSpec kConfigFlags[] = {{"--config"}};
+  auto parsed = common::parse_flags(args, kConfigFlags);
+  if (parsed && parsed->help) {
     out << kConfigUsage;
     return kExitOk;
   }
-  if (!f.error.empty() || !f.positional.empty()) {
-    err << "error: " << (f.error.empty() ? "unexpected argument " + f.positional.front() : f.error)
+  if (!parsed || !parsed->positional.empty()) {
+    err << "error: " << (parsed ? "unexpected argument " + parsed->positional.front() : parsed.error().message)
         << " (see erdma-webhook config --help)\n";
     return kExitUsage;
   }
-  auto cfg = load_config_file(flag(f, "--config"));
+  auto cfg = load_config_file(parsed->get_or("--config", ""));
   if (!cfg) {
     err << "error: " << cfg.error().message << "\n";
     return kExitUsage;

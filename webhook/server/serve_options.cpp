@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "common/config_reader.hpp"
+#include "common/flags.hpp"
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
 
@@ -73,17 +74,11 @@ The server section is read at start-up only.
 Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
 )";
 
-struct FlagSpec {
-  const char* name;
-  bool numeric;
-};
-
-constexpr FlagSpec kFlags[] = {
-    {"--listen", false},       {"--metrics-listen", false}, {"--tls-cert", false},        {"--tls-key", false},
-    {"--config", false},       {"--threads", true},         {"--max-body-bytes", false},  {"--max-connections", true},
-    {"--shutdown-grace", false}, {"--reload-interval", false}, {"--log-level", false},    {"--port-file", false},
-    {"--idle-timeout", false}, {"--tls-min-version", false}, {"--tls-cipher-suites", false},
-    {"--client-ca", false},
+constexpr common::FlagSpec kFlags[] = {
+    {"--listen"},          {"--metrics-listen"},  {"--tls-cert"},        {"--tls-key"},
+    {"--config"},          {"--threads"},         {"--max-body-bytes"},  {"--max-connections"},
+    {"--shutdown-grace"},  {"--reload-interval"}, {"--log-level"},       {"--port-file"},
+    {"--idle-timeout"},    {"--tls-min-version"}, {"--tls-cipher-suites"}, {"--client-ca"},
 };
 
 Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
@@ -150,41 +145,11 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
   return {};
 }
 
-struct RawFlags {
-  std::vector<std::pair<std::string, std::string>> values;
-  bool help = false;
-};
-
-Result<RawFlags> collect_flags(const std::vector<std::string>& args) {
-  RawFlags f;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      f.help = true;
-      continue;
-    }
-    if (!a.starts_with("--")) return make_error(ErrorCode::InvalidArgument, "unexpected argument \"" + a + "\"");
-    std::string name = a, value;
-    bool has_value = false;
-    if (const auto eq = a.find('='); eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-      has_value = true;
-    }
-    bool known = false;
-    for (const auto& spec : kFlags) known = known || name == spec.name;
-    if (!known) return make_error(ErrorCode::InvalidArgument, "unknown flag " + name);
-    if (!has_value) {
-      if (i + 1 >= args.size()) return make_error(ErrorCode::InvalidArgument, "flag " + name + " needs a value");
-      value = args[++i];
-    }
-    f.values.emplace_back(name, value);
-  }
-  return f;
-}
-
 Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, const nlohmann::json* section) {
-  ERDMA_TRY_ASSIGN(auto raw, collect_flags(args));
+  ERDMA_TRY_ASSIGN(auto raw, common::parse_flags(args, kFlags));
+  if (!raw.positional.empty()) {
+    return make_error(ErrorCode::InvalidArgument, "unexpected argument \"" + raw.positional.front() + "\"");
+  }
   ParsedServe out;
   out.help = raw.help;
   if (section != nullptr && !section->is_null()) {
