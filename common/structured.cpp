@@ -17,6 +17,7 @@
 
 #include <yaml.h>
 
+#include "common/json_types.hpp"
 #include "common/text.hpp"
 
 namespace erdma::common {
@@ -36,94 +37,16 @@ std::string where(std::string_view source, const yaml_mark_t& mark) {
   return std::string(source) + ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
 }
 
-bool all_of(std::string_view s, bool (*pred)(char)) {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (!pred(c)) return false;
-  }
-  return true;
-}
-bool is_dec(char c) { return c >= '0' && c <= '9'; }
-bool is_oct(char c) { return c >= '0' && c <= '7'; }
-bool is_hex(char c) { return is_dec(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-
-// Integer per the YAML 1.2 core schema; nullopt if `s` is not one or does not fit in int64.
-std::optional<json> yaml_int(std::string_view s) {
-  std::string_view digits = s;
-  bool neg = false;
-  int base = 10;
-  if (!digits.empty() && (digits[0] == '-' || digits[0] == '+')) {
-    neg = digits[0] == '-';
-    digits.remove_prefix(1);
-    if (!all_of(digits, is_dec)) return std::nullopt;
-  } else if (digits.starts_with("0o")) {
-    digits.remove_prefix(2);
-    base = 8;
-    if (!all_of(digits, is_oct)) return std::nullopt;
-  } else if (digits.starts_with("0x")) {
-    digits.remove_prefix(2);
-    base = 16;
-    if (!all_of(digits, is_hex)) return std::nullopt;
-  } else if (!all_of(digits, is_dec)) {
-    return std::nullopt;
-  }
-  uint64_t v = 0;
-  auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v, base);
-  if (ec != std::errc() || ptr != digits.data() + digits.size()) return std::nullopt;
-  if (neg) {
-    if (v > uint64_t{1} << 63) return std::nullopt;
-    return json(v == uint64_t{1} << 63 ? std::numeric_limits<int64_t>::min() : -static_cast<int64_t>(v));
-  }
-  if (v <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return json(static_cast<int64_t>(v));
-  return json(v);
-}
-
-std::optional<json> yaml_float(std::string_view s) {
-  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "+.Inf" || s == "+.INF" || s == "-.inf" ||
-      s == "-.Inf" || s == "-.INF" || s == ".nan" || s == ".NaN" || s == ".NAN") {
-    // JSON has no infinities or NaN; keep the text rather than invent a number.
-    return std::nullopt;
-  }
-  // [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
-  size_t i = 0;
-  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-  size_t int_digits = 0, frac_digits = 0;
-  while (i < s.size() && is_dec(s[i])) ++i, ++int_digits;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && is_dec(s[i])) ++i, ++frac_digits;
-  }
-  if (int_digits == 0 && frac_digits == 0) return std::nullopt;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    size_t exp_digits = 0;
-    while (i < s.size() && is_dec(s[i])) ++i, ++exp_digits;
-    if (exp_digits == 0) return std::nullopt;
-  }
-  if (i != s.size()) return std::nullopt;
-  const std::string copy(s);
-  errno = 0;
-  const double d = std::strtod(copy.c_str(), nullptr);
-  if (errno == ERANGE || !std::isfinite(d)) return std::nullopt;
-  return json(d);
-}
-
-json plain_scalar(const std::string& s) {
-  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
-  if (s == "true" || s == "True" || s == "TRUE") return true;
-  if (s == "false" || s == "False" || s == "FALSE") return false;
-  if (auto i = yaml_int(s)) return *i;
-  if (auto f = yaml_float(s)) return *f;
-  return s;
-}
+const char* const kMergeKey = "<<";
 
 // Builds nlohmann::json documents from libyaml's event stream. Iterative (an explicit stack), so
 // deep input cannot exhaust the C++ stack; aliases are expanded by copy within a value budget.
+// The schema decides how plain scalars and map keys resolve (yaml_scalars.hpp); under
+// YamlSchema::Kubectl, "<<" merge keys are honoured as go-yaml v2 does.
 class YamlLoader {
  public:
-  YamlLoader(std::string_view text, std::string_view source, const ParseLimits& limits)
-      : source_(source), limits_(limits) {
+  YamlLoader(std::string_view text, std::string_view source, const ParseLimits& limits, YamlSchema schema)
+      : source_(source), limits_(limits), schema_(schema) {
     yaml_parser_initialize(&parser_);
     yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()), text.size());
   }
@@ -150,9 +73,15 @@ class YamlLoader {
           if (has_root_ && !root_.is_null()) docs.push_back(std::move(root_));
           break;
         case YAML_SCALAR_EVENT: {
-          if (expecting_key()) {
+          const auto& sc = ev.data.scalar;
+          if (expecting_key() && schema_ == YamlSchema::Kubectl && sc.style == YAML_PLAIN_SCALAR_STYLE &&
+              std::string_view(reinterpret_cast<const char*>(sc.value), sc.length) == kMergeKey) {
+            stack_.back().expecting_key = false;
+            stack_.back().merging = true;
+            break;
+          }
+          if (expecting_key() && schema_ == YamlSchema::Core) {
             // Keys are taken as written ("1: x" has the key "1"), whatever the scalar's style.
-            const auto& sc = ev.data.scalar;
             std::string key(reinterpret_cast<const char*>(sc.value), sc.length);
             if (!is_valid_utf8(key)) return error(ev.start_mark, "key is not valid UTF-8");
             ERDMA_TRY(set_key(std::move(key), ev.start_mark));
@@ -160,7 +89,7 @@ class YamlLoader {
             break;
           }
           ERDMA_TRY_ASSIGN(auto v, scalar(ev));
-          ERDMA_TRY(add_value(std::move(v), 1, ev.data.scalar.anchor));
+          ERDMA_TRY(add_value(std::move(v), 1, sc.anchor, ev.start_mark));
           break;
         }
         case YAML_ALIAS_EVENT: {
@@ -169,13 +98,9 @@ class YamlLoader {
           if (it == anchors_.end()) {
             return error(ev.start_mark, "alias *" + name + " refers to no complete anchor");
           }
-          if (expecting_key()) {
-            if (!it->second.value.is_string()) return error(ev.start_mark, "map keys must be plain strings");
-            ERDMA_TRY(set_key(it->second.value.get<std::string>(), ev.start_mark));
-            break;
-          }
           ERDMA_TRY(count(it->second.count, ev.start_mark));
-          ERDMA_TRY(add_value(it->second.value, it->second.count, nullptr));
+          const Anchor a = it->second;  // add_value may register anchors
+          ERDMA_TRY(add_value(a.value, a.count, nullptr, ev.start_mark));
           break;
         }
         case YAML_SEQUENCE_START_EVENT:
@@ -188,7 +113,9 @@ class YamlLoader {
             const char* want = is_map ? "tag:yaml.org,2002:map" : "tag:yaml.org,2002:seq";
             if (t != want && t != "!") return error(ev.start_mark, "unsupported YAML tag \"" + t + "\"");
           }
-          if (expecting_key()) return error(ev.start_mark, "map keys must be plain strings");
+          if (expecting_key()) {
+            return error(ev.start_mark, std::string("a map key must be a scalar, not a ") + (is_map ? "map" : "list"));
+          }
           if (stack_.size() + 1 > limits_.max_depth) {
             return make_error(ErrorCode::ResourceExhausted, where(source_, ev.start_mark) + ": nesting deeper than " +
                                                                 std::to_string(limits_.max_depth) + " levels");
@@ -197,7 +124,6 @@ class YamlLoader {
           Frame f;
           f.value = is_map ? json::object() : json::array();
           f.anchor = anchor != nullptr ? reinterpret_cast<const char*>(anchor) : "";
-          f.mark = ev.start_mark;
           stack_.push_back(std::move(f));
           break;
         }
@@ -206,7 +132,7 @@ class YamlLoader {
           Frame f = std::move(stack_.back());
           stack_.pop_back();
           const char* anchor = f.anchor.empty() ? nullptr : f.anchor.c_str();
-          ERDMA_TRY(add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor)));
+          ERDMA_TRY(add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor), ev.start_mark));
           break;
         }
         default:
@@ -217,12 +143,13 @@ class YamlLoader {
 
  private:
   struct Frame {
-    json value;                // an object or an array being filled
-    bool expecting_key = true; // objects alternate key, value
+    json value;                 // an object or an array being filled
+    bool expecting_key = true;  // objects alternate key, value
+    bool merging = false;       // the pending value is the operand of a "<<" merge key
     std::string key;
+    std::set<std::string, std::less<>> keys;  // keys written in this map (a repeat is refused)
     std::string anchor;
-    yaml_mark_t mark{};
-    uint64_t count = 1;        // values inside, itself included
+    uint64_t count = 1;         // values inside, itself included
   };
   struct Anchor {
     json value;
@@ -255,15 +182,19 @@ class YamlLoader {
 
   Status set_key(std::string key, const yaml_mark_t& mark) {
     Frame& parent = stack_.back();
-    if (parent.value.contains(key)) return error(mark, "duplicate key \"" + key + "\"");
+    if (!parent.keys.insert(key).second) {
+      return error(mark, "duplicate key \"" + key + "\"" +
+                             (schema_ == YamlSchema::Kubectl ? " (kubectl would silently keep the last one); remove one"
+                                                             : ""));
+    }
     parent.key = std::move(key);
     parent.expecting_key = false;
     return {};
   }
 
-  // Places a finished value (`n` values in all) into its parent or as the document's root, and
-  // registers its anchor.
-  Status add_value(json v, uint64_t n, const yaml_char_t* anchor) {
+  // Places a finished value (`n` values in all): as a map key, a map value or merge operand, a
+  // list item or the document's root; registers its anchor.
+  Status add_value(json v, uint64_t n, const yaml_char_t* anchor, const yaml_mark_t& mark) {
     if (anchor != nullptr) anchors_[reinterpret_cast<const char*>(anchor)] = Anchor{v, n};
     if (stack_.empty()) {
       root_ = std::move(v);
@@ -274,14 +205,35 @@ class YamlLoader {
     parent.count += n;
     if (parent.value.is_array()) {
       parent.value.push_back(std::move(v));
-    } else {
-      if (parent.value.contains(parent.key)) {
-        // A key repeated through an alias after set_key checked it; keep the first and refuse.
-        return make_error(ErrorCode::InvalidArgument, std::string(source_) + ": duplicate key \"" + parent.key + "\"");
-      }
-      parent.value[parent.key] = std::move(v);
-      parent.expecting_key = true;
+      return {};
     }
+    if (parent.expecting_key) {
+      if (schema_ == YamlSchema::Core) {
+        if (!v.is_string()) return error(mark, "map keys must be plain strings");
+        return set_key(v.get<std::string>(), mark);
+      }
+      auto text = kubectl_key_text(v);
+      if (!text) {
+        return error(mark, "map key " + v.dump() + " is a " + std::string(json_type_name(v)) +
+                               " for kubectl, which cannot turn it into a JSON key; quote it");
+      }
+      return set_key(std::move(*text), mark);
+    }
+    parent.expecting_key = true;
+    if (parent.merging) {
+      // go-yaml v2: the merged maps' keys are set in order (a list merges its last map first, so
+      // earlier maps win), over keys written before "<<"; keys written after it win.
+      parent.merging = false;
+      auto merge_one = [&](const json& m) -> Status {
+        if (!m.is_object()) return error(mark, "a \"<<\" merge takes a map or a list of maps");
+        for (const auto& [k, val] : m.items()) parent.value[k] = val;
+        return {};
+      };
+      if (!v.is_array()) return merge_one(v);
+      for (auto it = v.rbegin(); it != v.rend(); ++it) ERDMA_TRY(merge_one(*it));
+      return {};
+    }
+    parent.value[parent.key] = std::move(v);
     return {};
   }
 
@@ -291,28 +243,30 @@ class YamlLoader {
     if (!is_valid_utf8(s)) return error(ev.start_mark, "value is not valid UTF-8");
     ERDMA_TRY(count(1, ev.start_mark));
     const std::string tag = sc.tag != nullptr ? reinterpret_cast<const char*>(sc.tag) : "";
+    if (tag == "!" || tag == "tag:yaml.org,2002:str" || (tag.empty() && sc.style != YAML_PLAIN_SCALAR_STYLE)) {
+      return json(std::move(s));  // quoted or tagged as a string
+    }
     if (tag.empty()) {
-      // Untagged: plain scalars resolve by the core schema, quoted ones are strings.
-      return sc.style == YAML_PLAIN_SCALAR_STYLE ? plain_scalar(s) : json(s);
+      if (schema_ == YamlSchema::Kubectl && is_yaml_inf_or_nan(s)) {
+        return error(ev.start_mark, "\"" + s + "\" reads as a float with no JSON form (kubectl refuses it too); quote it");
+      }
+      return resolve_plain_scalar(s, schema_);
     }
-    if (tag == "!" || tag == "tag:yaml.org,2002:str") return json(s);
-    if (tag == "tag:yaml.org,2002:int") {
-      if (auto i = yaml_int(s)) return *i;
-    } else if (tag == "tag:yaml.org,2002:float") {
-      if (auto f = yaml_float(s)) return *f;
-    } else if (tag == "tag:yaml.org,2002:bool") {
-      json b = plain_scalar(s);
-      if (b.is_boolean()) return b;
-    } else if (tag == "tag:yaml.org,2002:null") {
-      return json(nullptr);
-    } else {
-      return error(ev.start_mark, "unsupported YAML tag \"" + tag + "\"");
+    const json v = tag == "tag:yaml.org,2002:null" ? json(nullptr) : resolve_plain_scalar(s, schema_);
+    if (tag == "tag:yaml.org,2002:int" || tag == "tag:yaml.org,2002:float" || tag == "tag:yaml.org,2002:bool" ||
+        tag == "tag:yaml.org,2002:null") {
+      if (tag.ends_with(":int") && v.is_number_integer()) return v;
+      if (tag.ends_with(":float") && v.is_number()) return json(v.get<double>());
+      if (tag.ends_with(":bool") && v.is_boolean()) return v;
+      if (tag.ends_with(":null")) return v;
+      return error(ev.start_mark, "\"" + s + "\" does not match its tag " + tag);
     }
-    return error(ev.start_mark, "\"" + s + "\" does not match its tag " + tag);
+    return error(ev.start_mark, "unsupported YAML tag \"" + tag + "\"");
   }
 
   std::string_view source_;
   const ParseLimits& limits_;
+  YamlSchema schema_;
   yaml_parser_t parser_{};
   std::vector<Frame> stack_;
   std::map<std::string, Anchor> anchors_;
@@ -358,7 +312,8 @@ Result<json> parse_json_text(std::string_view text, std::string_view source, con
 
 }  // namespace
 
-Result<std::vector<json>> parse_documents(std::string_view text, std::string_view source, const ParseLimits& limits) {
+Result<std::vector<json>> parse_documents(std::string_view text, std::string_view source, const ParseLimits& limits,
+                                          YamlSchema schema) {
   std::vector<json> docs;
   if (is_json_text(text)) {
     ERDMA_TRY_ASSIGN(auto doc, parse_json_text(text, source, limits));
@@ -368,7 +323,7 @@ Result<std::vector<json>> parse_documents(std::string_view text, std::string_vie
   if (text.find('\0') != std::string_view::npos) {
     return make_error(ErrorCode::InvalidArgument, std::string(source) + ": contains a NUL byte; not a text file");
   }
-  YamlLoader loader(text, source, limits);
+  YamlLoader loader(text, source, limits, schema);
   ERDMA_TRY_ASSIGN(auto loaded, loader.load());
   docs = std::move(loaded);
   return docs;

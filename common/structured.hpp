@@ -1,7 +1,9 @@
 // Reading configuration and manifests: YAML or JSON text (or a file of it) into nlohmann::json.
 // JSON is recognised by its first non-blank character ('{' or '['); anything else is YAML, read
-// with the YAML 1.2 core schema (quoted scalars are strings; plain ones may be null, bool, int or
-// float). Every failure is an Error naming the source and, where known, the line and column.
+// with one of two scalar policies (yaml_scalars.hpp): the YAML 1.2 core schema for configuration
+// files, kubectl's YAML 1.1 for manifests. Quoted scalars are strings under both. Every failure is
+// an Error naming the source and, where known, the line and column: malformed YAML, a duplicate
+// key, a key that is not a scalar, an unsupported tag, nesting or alias expansion past the limits.
 #pragma once
 
 #include <cstddef>
@@ -13,6 +15,7 @@
 
 #include "common/json_types.hpp"
 #include "common/result.hpp"
+#include "common/yaml_scalars.hpp"
 
 namespace erdma::common {
 
@@ -24,7 +27,8 @@ struct ParseLimits {
 // Parses every document of `text` (YAML may hold several, separated by '---'; JSON holds one).
 // Empty YAML documents are dropped. `source` names the input in messages (a path or "<stdin>").
 [[nodiscard]] Result<std::vector<nlohmann::json>> parse_documents(std::string_view text, std::string_view source,
-                                                                  const ParseLimits& limits = {});
+                                                                  const ParseLimits& limits = {},
+                                                                  YamlSchema schema = YamlSchema::Core);
 
 // Parses text that must hold exactly one document; an empty input yields an empty object.
 [[nodiscard]] Result<nlohmann::json> parse_document(std::string_view text, std::string_view source,

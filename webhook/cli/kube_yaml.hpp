@@ -1,11 +1,8 @@
 // Manifests read the way kubectl reads them, and written back as a YAML stream.
 //
-// kubectl turns YAML into JSON with sigs.k8s.io/yaml, which resolves plain (unquoted) scalars by
-// go-yaml v2's YAML 1.1 rules: y/Y/yes/Yes/YES/on/On/ON/true/True/TRUE are true, the n/no/off/false
-// forms false, ""/~/null/Null/NULL null, integers in Go's base-0 syntax after dropping '_'
-// (0x1F, 0o17, 0b101, 0777 octal, 1_000), floats ([-+]?(.d+|d+(.d*)?)([eE][-+]?d+)?, .inf, .nan),
-// and timestamps stay strings. Map keys resolve the same way and become strings again ("on:" is the
-// key "true"). Quoted scalars are strings. JSON input (starting with '{' or '[') is read as JSON.
+// Reading is common/structured.hpp's loader under YamlSchema::Kubectl (common/yaml_scalars.hpp
+// spells out how kubectl resolves plain scalars and keys). JSON input (starting with '{' or '[') is
+// read as JSON.
 #pragma once
 
 #include <string>
@@ -24,10 +21,6 @@ namespace erdma::webhook {
 // refuses to guess); unsupported tags; nesting deeper than 128 or more than 1e6 values after
 // aliases are expanded. Merge keys ("<<: *anchor") are honoured, as go-yaml does.
 [[nodiscard]] Result<std::vector<nlohmann::json>> parse_kube_manifests(std::string_view text, std::string_view source);
-
-// How kubectl would read the plain scalar `s` (the YAML 1.1 resolution above); a string when it is
-// none of the other types. .inf/.nan come back as strings as well (see above).
-[[nodiscard]] nlohmann::json resolve_plain_scalar(std::string_view s);
 
 // Writes `docs` as a YAML stream: every document starts with "---", block style, and every string
 // that a YAML 1.1 or YAML 1.2 reader would take for another type is double-quoted, so kubectl and

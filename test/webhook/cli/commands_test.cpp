@@ -309,7 +309,7 @@ TEST_CASE("plain scalars resolve as kubectl (sigs.k8s.io/yaml over go-yaml v2, Y
   };
   for (const auto& c : cases) {
     CAPTURE(c.in);
-    const json got = resolve_plain_scalar(c.in);
+    const json got = common::resolve_plain_scalar(c.in, common::YamlSchema::Kubectl);
     CHECK(got == c.want);
     CHECK(got.type() == c.want.type());
   }
