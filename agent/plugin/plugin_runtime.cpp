@@ -6,8 +6,6 @@
 #include <cstring>
 #include <map>
 
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -46,19 +44,13 @@ PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreSt
                                cfg.smcr.enabled ? cfg.smcr.preload_host_dir : std::string()}),
       server_(service_) {}
 
-PluginRuntime::~PluginRuntime() {
-  stop();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (inotify_fd_ >= 0) ::close(inotify_fd_);
-}
+PluginRuntime::~PluginRuntime() { stop(); }
 
 Status PluginRuntime::start() {
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0) return make_error(ErrorCode::Internal, std::string("eventfd: ") + std::strerror(errno));
-  inotify_fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  if (inotify_fd_ < 0) {
+  ERDMA_TRY_ASSIGN(files_, common::FileWatch::open());
+  if (!files_->has_inotify()) {
     // Without inotify the inode check still notices a kubelet restart, only later.
-    log::warn("inotify unavailable; kubelet restarts are noticed by polling").kv("error", std::strerror(errno));
+    log::warn("inotify unavailable; kubelet restarts are noticed by polling").kv("error", files_->inotify_error());
   }
   log::info("device plugin starting")
       .kv("resource", cfg_.resource_name)
@@ -75,10 +67,7 @@ void PluginRuntime::stop() {
     if (thread_.joinable()) thread_.join();
     return;
   }
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
-  }
+  if (files_) files_->wake();
   if (thread_.joinable()) thread_.join();
   // Hooks first: queued PreStartContainer calls are answered, so the server's Wait() is bounded.
   hooks_.stop();
@@ -89,10 +78,7 @@ void PluginRuntime::stop() {
 
 void PluginRuntime::request_rescan() {
   rescan_requested_ = true;
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof one);
-  }
+  if (files_) files_->wake();
 }
 
 std::optional<milliseconds> PluginRuntime::last_reregistration_time() const {
@@ -202,59 +188,53 @@ void PluginRuntime::kubelet_restart_seen(const char* why) {
 }
 
 void PluginRuntime::ensure_watch() {
-  if (inotify_fd_ < 0 || watch_ >= 0) return;
-  watch_ = ::inotify_add_watch(inotify_fd_, cfg_.device_plugin_dir.c_str(),
-                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF);
-  if (watch_ < 0) {
+  if (!files_->has_inotify() || watch_ >= 0) return;
+  auto wd = files_->watch_dir(cfg_.device_plugin_dir,
+                              IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF);
+  if (!wd) {
     if (!watch_error_logged_) {
       log::warn("cannot watch the device plugin directory; retrying")
           .kv("dir", cfg_.device_plugin_dir)
-          .kv("error", std::strerror(errno));
+          .kv("error", wd.error().message);
       watch_error_logged_ = true;
     }
     return;
   }
+  watch_ = *wd;
   watch_error_logged_ = false;
 }
 
-void PluginRuntime::handle_inotify() {
-  alignas(inotify_event) char buf[8192];
-  for (;;) {
-    const ssize_t n = ::read(inotify_fd_, buf, sizeof buf);
-    if (n <= 0) return;  // EAGAIN: drained
-    for (ssize_t off = 0; off < n;) {
-      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
-      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-      const std::string name = ev->len > 0 ? std::string(ev->name) : std::string();
-      if ((ev->mask & IN_Q_OVERFLOW) != 0) {
-        // Events were lost: check everything.
-        if (!server_.socket_is_ours()) need_serve_ = true;
-        need_register_ = true;
-        next_register_ = Clock::now();
+void PluginRuntime::handle_events(const std::vector<common::FileWatch::Event>& events) {
+  for (const auto& ev : events) {
+    const std::string& name = ev.name;
+    if ((ev.mask & IN_Q_OVERFLOW) != 0) {
+      // Events were lost: check everything.
+      if (!server_.socket_is_ours()) need_serve_ = true;
+      need_register_ = true;
+      next_register_ = Clock::now();
+    }
+    if ((ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
+      watch_ = -1;  // the directory itself went away; re-added when it is back
+      if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
+        kubelet_restart_seen("device plugin directory removed");
+        need_serve_ = true;
       }
-      if ((ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
-        watch_ = -1;  // the directory itself went away; re-added when it is back
-        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
-          kubelet_restart_seen("device plugin directory removed");
-          need_serve_ = true;
-        }
-        continue;
+      continue;
+    }
+    if (name == kPluginSocketName && (ev.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+      // Our own restarts delete the file too; only a socket that is not ours counts.
+      if (server_.serving() && !server_.socket_is_ours()) {
+        kubelet_restart_seen("plugin socket deleted");
+        need_serve_ = true;
       }
-      if (name == kPluginSocketName && (ev->mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
-        // Our own restarts delete the file too; only a socket that is not ours counts.
-        if (server_.serving() && !server_.socket_is_ours()) {
-          kubelet_restart_seen("plugin socket deleted");
-          need_serve_ = true;
-        }
-      } else if (name == kKubeletSocketName && (ev->mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
-        // Events can arrive after the registration they would trigger already happened.
-        if (registered_ && socket_file_id(cfg_.kubelet_socket_path()) == registered_kubelet_) continue;
-        kubelet_restart_seen("kubelet.sock created");
-        if (!server_.socket_is_ours()) need_serve_ = true;
-        need_register_ = true;
-        next_register_ = Clock::now();
-        backoff_ = milliseconds(0);
-      }
+    } else if (name == kKubeletSocketName && (ev.mask & (IN_CREATE | IN_MOVED_TO)) != 0) {
+      // Events can arrive after the registration they would trigger already happened.
+      if (registered_ && socket_file_id(cfg_.kubelet_socket_path()) == registered_kubelet_) continue;
+      kubelet_restart_seen("kubelet.sock created");
+      if (!server_.socket_is_ours()) need_serve_ = true;
+      need_register_ = true;
+      next_register_ = Clock::now();
+      backoff_ = milliseconds(0);
     }
   }
 }
@@ -270,18 +250,13 @@ void PluginRuntime::loop() {
     auto wake_at = std::min(next_scan, next_check);
     if (!need_serve_ && need_register_) wake_at = std::min(wake_at, next_register_);
     const auto wait = std::clamp<int64_t>(ms_between(Clock::now(), wake_at), 0, 1000);
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
-    const int ready = ::poll(fds, inotify_fd_ >= 0 ? 2 : 1, static_cast<int>(wait));
-    if (ready < 0 && errno != EINTR) {
-      log::error("poll failed").kv("error", std::strerror(errno));
+    const auto woke = files_->wait(milliseconds(wait));
+    if (!woke.error) {
+      log::error("poll failed").kv("error", woke.error.error().message);
       ::usleep(100'000);  // bounded back-off; never spin
     }
-    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
-      uint64_t v = 0;
-      [[maybe_unused]] auto n = ::read(wake_fd_, &v, sizeof v);
-    }
     if (stopping_) break;
-    if (ready > 0 && inotify_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) handle_inotify();
+    handle_events(woke.events);
 
     const auto now = Clock::now();
     if (rescan_requested_.exchange(false) || now >= next_scan) {

@@ -24,6 +24,7 @@
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/rdma_devices.hpp"
+#include "common/file_watch.hpp"
 #include "common/repeat_filter.hpp"
 
 namespace erdma::agent {
@@ -69,7 +70,7 @@ class PluginRuntime {
   void scan();
   void serve();
   void try_register();
-  void handle_inotify();
+  void handle_events(const std::vector<common::FileWatch::Event>& events);
   void ensure_watch();
   void kubelet_restart_seen(const char* why);
 
@@ -82,9 +83,8 @@ class PluginRuntime {
   DevicePluginService service_;
   PluginServer server_;
 
-  int wake_fd_ = -1;
-  int inotify_fd_ = -1;
-  int watch_ = -1;
+  std::optional<common::FileWatch> files_;  // made by start(); the loop waits on it
+  int watch_ = -1;                          // the device plugin directory's inotify watch
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> rescan_requested_{false};

@@ -11,7 +11,7 @@
 #include <grpc/support/log.h>
 #include <grpcpp/grpcpp.h>
 
-#include "agent/sys/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -106,7 +106,7 @@ Result<SocketFileId> register_with_kubelet(const Registration& reg, std::chrono:
   // Kubelet may replace its socket while we connect (a restart deletes the directory's sockets and
   // listens again). Connecting by path would leave open which file we reached; connecting through
   // /proc/self/fd/N of a descriptor held for the whole call reaches exactly the file we stat.
-  const UniqueFd fd(::open(reg.kubelet_socket.c_str(), O_PATH | O_CLOEXEC));
+  const common::UniqueFd fd(::open(reg.kubelet_socket.c_str(), O_PATH | O_CLOEXEC));
   if (!fd.valid()) {
     return make_error(ErrorCode::Unavailable, "Register with kubelet at " + reg.kubelet_socket +
                                                   " failed: cannot open it: " + std::strerror(errno) +

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/sys/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -20,7 +20,7 @@ Error io_error(int e, const std::string& what) {
 }
 
 Result<std::string> read_all(const std::string& path, size_t max_bytes, bool missing_is_error) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  common::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT && !missing_is_error) return std::string();
     return io_error(errno, "opening " + path);
@@ -75,7 +75,7 @@ Result<InstallResult> install_file_atomically(const std::string& source, const s
 
   // A unique temporary name in the same directory (rename(2) is atomic only within a filesystem).
   std::string tmp = dir + "/." + name + ".XXXXXX";
-  UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
+  common::UniqueFd fd(::mkostemp(tmp.data(), O_CLOEXEC));
   if (fd.get() < 0) return io_error(errno, "creating a temporary file in " + dir);
   auto fail = [&](int e, const std::string& what) -> Result<InstallResult> {
     ::unlink(tmp.c_str());
@@ -94,7 +94,7 @@ Result<InstallResult> install_file_atomically(const std::string& source, const s
   if (::close(fd.release()) != 0) return fail(errno, "closing " + tmp);
   if (::rename(tmp.c_str(), target.c_str()) != 0) return fail(errno, "renaming " + tmp + " to " + target);
   // Make the rename itself durable.
-  UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  common::UniqueFd d(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (d.get() >= 0) ::fsync(d.get());
   return InstallResult::Installed;
 }

@@ -14,12 +14,12 @@
 #include <unistd.h>
 
 #include "agent/core/host_setup.hpp"
-#include "agent/sys/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace erdma::agent {
 namespace {
 
-Result<std::shared_ptr<UniqueFd>> open_netns(const NetnsRef& ns) {
+Result<std::shared_ptr<common::UniqueFd>> open_netns(const NetnsRef& ns) {
   int fd = ::open(ns.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     int e = errno;
@@ -31,7 +31,7 @@ Result<std::shared_ptr<UniqueFd>> open_netns(const NetnsRef& ns) {
     }
     return make_error(ErrorCode::Unavailable, "opening network namespace " + ns.path + ": " + std::strerror(e));
   }
-  auto owned = std::make_shared<UniqueFd>(fd);
+  auto owned = std::make_shared<common::UniqueFd>(fd);
   int type = ::ioctl(fd, NS_GET_NSTYPE);
   if (type < 0 || type != CLONE_NEWNET) {
     return make_error(ErrorCode::InvalidArgument, ns.path + " is not a network namespace");
@@ -106,7 +106,7 @@ Status write_sysctl(std::string_view name, std::string_view value, std::string_v
     }
     return make_error(ErrorCode::Unavailable, "writing sysctl " + std::string(name) + ": " + std::strerror(e));
   }
-  UniqueFd owned(fd);
+  common::UniqueFd owned(fd);
   std::string line(value);
   line += '\n';
   ssize_t n = ::write(fd, line.data(), line.size());
@@ -132,7 +132,7 @@ Result<std::string> read_sysctl(std::string_view name, std::string_view proc_roo
     if (e == ENOENT) return make_error(ErrorCode::NotFound, "this kernel has no sysctl " + std::string(name));
     return make_error(ErrorCode::Unavailable, "reading sysctl " + std::string(name) + ": " + std::strerror(e));
   }
-  UniqueFd owned(fd);
+  common::UniqueFd owned(fd);
   std::string out;
   char buf[256];
   for (;;) {

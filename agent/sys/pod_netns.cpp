@@ -8,7 +8,7 @@
 #include "agent/sys/netlink.hpp"
 #include "agent/sys/rdma_netlink.hpp"
 #include "agent/sys/sysfs_rdma.hpp"
-#include "agent/sys/unique_fd.hpp"
+#include "common/unique_fd.hpp"
 
 namespace erdma::agent {
 
@@ -140,7 +140,7 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
             // Is the lower's netns the node's? Ask for the id this netns gives the node's netns.
             int fd = ::open(node_path.c_str(), O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
-              UniqueFd owned(fd);
+              common::UniqueFd owned(fd);
               auto id = netnsid_of(ch, fd);
               side->lower_in_node_netns = id && *id && **id == *it->link_netnsid;
             }

@@ -1,8 +1,6 @@
 // Certificate and config hot reload (see reloader.hpp).
 #include "webhook/server/reloader.hpp"
 
-#include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -110,19 +108,16 @@ void Reloader::add_watches() {
   for (const auto& d : dirs) {
     // Adding the same directory again returns the existing watch; a directory that was removed
     // and re-created gets a fresh one here, on the next periodic pass.
-    (void)inotify_add_watch(inotify_fd_, d.c_str(), kMask);
+    (void)files_->watch_dir(d, kMask);
   }
 }
 
 Status Reloader::start(std::chrono::milliseconds interval, std::chrono::milliseconds settle) {
   if (thread_.joinable()) return make_error(ErrorCode::FailedPrecondition, "reloader already started");
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) return make_error(ErrorCode::Unavailable, std::string("eventfd: ") + std::strerror(errno));
+  ERDMA_TRY_ASSIGN(files_, common::FileWatch::open());
   Status status;
-  inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (inotify_fd_ < 0) {
-    status = make_error(ErrorCode::Unavailable, std::string("inotify: ") + std::strerror(errno) +
-                                                    "; falling back to the periodic check only");
+  if (!files_->has_inotify()) {
+    status = make_error(ErrorCode::Unavailable, files_->inotify_error() + "; falling back to the periodic check only");
   } else {
     add_watches();
   }
@@ -132,13 +127,9 @@ Status Reloader::start(std::chrono::milliseconds interval, std::chrono::millisec
 
 void Reloader::stop() {
   if (!thread_.joinable()) return;
-  const uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
+  files_->wake();
   thread_.join();
-  if (inotify_fd_ >= 0) ::close(inotify_fd_);
-  ::close(wake_fd_);
-  inotify_fd_ = -1;
-  wake_fd_ = -1;
+  files_.reset();
 }
 
 void Reloader::run(std::chrono::milliseconds interval, std::chrono::milliseconds settle) {
@@ -146,20 +137,15 @@ void Reloader::run(std::chrono::milliseconds interval, std::chrono::milliseconds
   auto next_periodic = clock::now() + interval;
   bool settling = false;  // an event arrived; check once things have been quiet for `settle`
   clock::time_point settle_until{};
-  alignas(struct inotify_event) char buf[8192];
   for (;;) {
     const auto now = clock::now();
     auto deadline = next_periodic;
     if (settling && settle_until < deadline) deadline = settle_until;
-    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {inotify_fd_, POLLIN, 0}};
-    const int n = ::poll(fds, inotify_fd_ >= 0 ? 2 : 1, wait > 0 ? static_cast<int>(wait) : 0);
-    if (n < 0 && errno != EINTR) return;  // cannot happen with valid descriptors
-    if (n > 0 && (fds[0].revents & POLLIN) != 0) return;
-    if (n > 0 && inotify_fd_ >= 0 && (fds[1].revents & POLLIN) != 0) {
-      // Drain the queue; which file an event names does not matter: the fingerprints decide.
-      while (::read(inotify_fd_, buf, sizeof buf) > 0) {
-      }
+    const auto woke = files_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+    if (!woke.error) return;  // cannot happen with valid descriptors
+    if (woke.woken) return;  // only stop() wakes this thread
+    // Which file an event names does not matter: the fingerprints decide.
+    if (!woke.events.empty()) {
       if (!settling) {
         settling = true;
         settle_until = clock::now() + settle;
@@ -172,7 +158,7 @@ void Reloader::run(std::chrono::milliseconds interval, std::chrono::milliseconds
     }
     if (t >= next_periodic) {
       next_periodic = t + interval;
-      if (inotify_fd_ >= 0) add_watches();
+      if (files_->has_inotify()) add_watches();
       check_now();
     }
   }

@@ -16,9 +16,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
+#include "common/file_watch.hpp"
 #include "common/result.hpp"
 #include "webhook/core/config.hpp"
 #include "webhook/server/current.hpp"
@@ -86,8 +88,7 @@ class Reloader {
   std::string cert_seen_;    // fingerprints of cert+key(+client CA) at the last load attempt
   std::string config_seen_;  // of the config file at the last load attempt
 
-  int inotify_fd_ = -1;
-  int wake_fd_ = -1;
+  std::optional<common::FileWatch> files_;  // made by start(), dropped by stop()
   std::thread thread_;
 };
 

@@ -5,7 +5,7 @@
 
 #include <utility>
 
-namespace erdma::agent {
+namespace erdma::common {
 
 class UniqueFd {
  public:
@@ -39,4 +39,4 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace erdma::agent
+}  // namespace erdma::common
