@@ -405,12 +405,13 @@ containerd_choice() {
       CTR=$CONTAINERD_BIN/ctr ;;
     /*)
       CONTAINERD_MODE=dir CONTAINERD_BIN=${want%/} CTR=${want%/}/ctr
-      local f
+      local f version
       for f in containerd containerd-shim-runc-v2 ctr; do
         [ -x "$CONTAINERD_BIN/$f" ] || die "ERDMA_CONTAINERD=$want has no executable $f (a containerd 2.x bin directory is expected)"
       done
-      "$CONTAINERD_BIN/containerd" --version | grep -qE ' v?2\.' ||
-        die "ERDMA_CONTAINERD=$want: '$("$CONTAINERD_BIN/containerd" --version)' is not containerd 2.x (its configuration here is version 3)" ;;
+      version=$("$CONTAINERD_BIN/containerd" --version 2>&1) || true
+      [[ $version =~ \ v?2\. ]] ||
+        die "ERDMA_CONTAINERD=$want: '$version' is not containerd 2.x (its configuration here is version 3)" ;;
     *)
       die "ERDMA_CONTAINERD=$want: expected debian (the default, Debian's containerd 1.6), cdi (containerd 2.x with CDI, built by test/cluster/build-containerd.sh) or the absolute path of a directory with containerd 2.x's containerd, containerd-shim-runc-v2 and ctr" ;;
   esac
