@@ -12,14 +12,19 @@
 #   scripts/cluster.sh restart NAME     stop one component (kubelet, containerd, kube-apiserver, ...)
 #                                       and start it again as `up` did; waits until it runs again
 # No kubeadm, no systemd, no registry. Kubernetes and etcd are built from pinned Go modules by
-# test/cluster/build-k8s.sh; containerd, runc and the CNI plugins are Debian's. Everything runs in
+# test/cluster/build-k8s.sh; runc and the CNI plugins are Debian's, and so is containerd (1.6)
+# unless ERDMA_CONTAINERD says otherwise (below). Everything runs in
 # one "node sandbox": private mount, network, PID and UTS namespaces. Its network namespace holds
 # the node address, the pods' bridge and the Service rules, so no address or rule is added to
 # this machine's network; kubectl reaches the API server through a forwarder listening on
 # 127.0.0.1:${ERDMA_CLUSTER_PORT:-6443} here. See test/cluster/README.md.
 #
 # Environment: ERDMA_CLUSTER_DIR (state, logs, certificates; default /run/erdma-cluster),
-# ERDMA_CLUSTER_PORT (default 6443), ERDMA_K8S_CACHE (test/cluster/build-k8s.sh).
+# ERDMA_CLUSTER_PORT (default 6443), ERDMA_K8S_CACHE (test/cluster/build-k8s.sh), and for `up`
+# ERDMA_CONTAINERD: `debian` (the default: Debian's containerd 1.6, no CDI), `cdi` (containerd
+# 2.x with CDI, built by test/cluster/build-containerd.sh, cached in ERDMA_CONTAINERD_CACHE), or
+# the absolute path of a directory holding a containerd 2.x's containerd, containerd-shim-runc-v2
+# and ctr. With 2.x the node reads CDI specs from its private /var/run/cdi.
 # Needs root and scripts/install-deps.sh's packages (containerd, runc, containernetworking-plugins,
 # iproute2, iptables, openssl, curl, python3, gcc and busybox-static for the images).
 set -euo pipefail
@@ -37,6 +42,8 @@ KUBERNETES_SVC=10.96.0.1
 # Every cgroup the kubelet and runc create is under this one, in every hierarchy.
 CGROUP_ROOT=erdma-cluster
 PAUSE_IMAGE=localhost/erdma-controller/pause:1
+# containerd 2.x reads CDI specs from here (inside the sandbox: its private /run).
+CDI_DIR=/var/run/cdi
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 # fd 3: stderr, also where wait_until's conditions report why they gave up.
@@ -148,6 +155,7 @@ readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
 # containerd 1.6 has no RuntimeConfig CRI call: kubelet 1.37 falls back to this (removal in 1.38).
+# containerd 2.x answers it (cgroupfs: SystemdCgroup = false), and the kubelet takes its answer.
 cgroupDriver: cgroupfs
 cgroupRoot: /$CGROUP_ROOT
 # This host mounts cgroup v1 (hybrid); kubelet 1.35+ refuses v1 unless told.
@@ -178,15 +186,22 @@ metricsBindAddress: 127.0.0.1:10249
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 EOF
   mkdir -p "$STATE/containerd/net.d"
+  # Debian's 1.6 reads version 2; 2.x reads version 3 (and would migrate 2), whose CRI sections
+  # are laid out differently.
+  local version=2 cri=$SRC/test/node/containerd-cri.toml
+  if [ "$CONTAINERD_MODE" != debian ]; then
+    version=3 cri=$SRC/test/cluster/containerd2-cri.toml
+  fi
   cat > "$STATE/containerd/config.toml" <<EOF
-version = 2
+version = $version
 root = "$STATE/containerd/root"
 state = "/run/containerd"
 [grpc]
   address = "/run/containerd/containerd.sock"
 EOF
   sed -e "s|@OPT@|$STATE/containerd/opt|" -e "s|@PAUSE@|$PAUSE_IMAGE|" -e "s|@NETD@|$STATE/containerd/net.d|" \
-    "$SRC/test/node/containerd-cri.toml" >> "$STATE/containerd/config.toml"
+    -e "s|@SHIM@|$CONTAINERD_BIN/containerd-shim-runc-v2|" -e "s|@CDI@|$CDI_DIR|" \
+    "$cri" >> "$STATE/containerd/config.toml"
   cat > "$STATE/containerd/net.d/10-erdma-cluster.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "erdma-cluster", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
@@ -317,7 +332,7 @@ sandbox_main() {
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster "$NODE=http://127.0.0.1:2380" --listen-metrics-urls http://127.0.0.1:2381
-  start containerd /usr/bin/containerd --config "$STATE/containerd/config.toml"
+  start containerd "$CONTAINERD_BIN/containerd" --config "$STATE/containerd/config.toml"
   wait_until etcd 60 up_or_dead etcd curl -sf http://127.0.0.1:2379/health
   start kube-apiserver "$BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
     --bind-address=0.0.0.0 --secure-port=6443 --advertise-address="$NODE_IP" \
@@ -335,10 +350,11 @@ sandbox_main() {
     --requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
     --requestheader-extra-headers-prefix=X-Remote-Extra- \
     --proxy-client-cert-file="$P/front-proxy-client.crt" --proxy-client-key-file="$P/front-proxy-client.key"
-  wait_until containerd 60 up_or_dead containerd ctr --address /run/containerd/containerd.sock version
+  wait_until containerd 60 up_or_dead containerd "$CTR" --address /run/containerd/containerd.sock version
+  [ "$CONTAINERD_MODE" = debian ] || mkdir -p "$CDI_DIR"
   local image
   for image in pause workload; do
-    ctr --address /run/containerd/containerd.sock -n k8s.io images import "$STATE/images/$image.tar" > /dev/null
+    "$CTR" --address /run/containerd/containerd.sock -n k8s.io images import "$STATE/images/$image.tar" > /dev/null
   done
   wait_until kube-apiserver 180 up_or_dead kube-apiserver curl -sf --cacert "$P/ca.crt" https://127.0.0.1:6443/readyz
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$C/controller-manager.kubeconfig" \
@@ -372,6 +388,34 @@ sandbox_main() {
 require_root() { [ "$(id -u)" -eq 0 ] || die "run as root (namespaces, mounts, cgroups)"; }
 
 kubectl_() { "$(cat "$STATE/bin")/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+# The ctr of the running containerd (recorded by `up`), for use inside the sandbox's mounts.
+ctr_path() { (. "$STATE/env" 2>/dev/null && echo "${CTR:-/usr/bin/ctr}") || echo /usr/bin/ctr; }
+
+# Sets CONTAINERD_MODE (debian, cdi or dir), CONTAINERD_BIN and CTR from ERDMA_CONTAINERD; builds
+# containerd for `cdi`.
+containerd_choice() {
+  local want=${ERDMA_CONTAINERD:-debian}
+  case $want in
+    debian)
+      CONTAINERD_MODE=debian CONTAINERD_BIN=/usr/bin CTR=/usr/bin/ctr ;;
+    cdi)
+      CONTAINERD_MODE=cdi
+      CONTAINERD_BIN=$("$SRC/test/cluster/build-containerd.sh" | tail -n 1)
+      [ -x "$CONTAINERD_BIN/containerd" ] || die "test/cluster/build-containerd.sh gave no containerd"
+      CTR=$CONTAINERD_BIN/ctr ;;
+    /*)
+      CONTAINERD_MODE=dir CONTAINERD_BIN=${want%/} CTR=${want%/}/ctr
+      local f version
+      for f in containerd containerd-shim-runc-v2 ctr; do
+        [ -x "$CONTAINERD_BIN/$f" ] || die "ERDMA_CONTAINERD=$want has no executable $f (a containerd 2.x bin directory is expected)"
+      done
+      version=$("$CONTAINERD_BIN/containerd" --version 2>&1) || true
+      [[ $version =~ \ v?2\. ]] ||
+        die "ERDMA_CONTAINERD=$want: '$version' is not containerd 2.x (its configuration here is version 3)" ;;
+    *)
+      die "ERDMA_CONTAINERD=$want: expected debian (the default, Debian's containerd 1.6), cdi (containerd 2.x with CDI, built by test/cluster/build-containerd.sh) or the absolute path of a directory with containerd 2.x's containerd, containerd-shim-runc-v2 and ctr" ;;
+  esac
+}
 
 node_ready() {
   [ "$(kubectl_ get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
@@ -380,14 +424,18 @@ node_ready() {
 cmd_up() {
   require_root
   if sandbox_init > /dev/null; then
+    local running
+    running=$(. "$STATE/env" && echo "${CONTAINERD_WANT:-debian}")
+    [ "$running" = "${ERDMA_CONTAINERD:-debian}" ] ||
+      die "already up with ERDMA_CONTAINERD=$running, not ${ERDMA_CONTAINERD:-debian}: run scripts/cluster.sh down first"
     log "already up"
     echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
     return 0
   fi
   [ ! -e "$STATE" ] || { log "removing what a previous run left in $STATE"; cmd_down; }
-  local missing=() t
-  for t in /usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr /usr/lib/cni/bridge \
-           /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/python3; do
+  local missing=() need=() t
+  [ "${ERDMA_CONTAINERD:-debian}" != debian ] || need=(/usr/bin/containerd /usr/bin/containerd-shim-runc-v2 /usr/bin/ctr)
+  for t in "${need[@]}" /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/python3; do
     [ -x "$t" ] || missing+=("$t")
   done
   for t in runc unshare nsenter openssl curl ip iptables-restore mountpoint gcc; do
@@ -397,12 +445,13 @@ cmd_up() {
   local t0=$SECONDS bin
   bin=$("$SRC/test/cluster/build-k8s.sh" | tail -n 1)
   [ -x "$bin/kubelet" ] || die "test/cluster/build-k8s.sh gave no binaries"
+  containerd_choice
   local t1=$SECONDS
   mkdir -p "$STATE/logs"
   echo "$bin" > "$STATE/bin"
-  cat > "$STATE/env" <<EOF
-BIN=$bin
-EOF
+  # Sourced by the sandbox and by the commands here: one NAME=VALUE a line, shell-quoted.
+  printf '%s=%q\n' BIN "$bin" CONTAINERD_WANT "${ERDMA_CONTAINERD:-debian}" CONTAINERD_MODE "$CONTAINERD_MODE" \
+    CONTAINERD_BIN "$CONTAINERD_BIN" CTR "$CTR" > "$STATE/env"
   pki
   configs
   "$SRC/images/build-images.sh" --out "$STATE/images" pause workload > "$STATE/logs/images.log" 2>&1 ||
@@ -459,7 +508,9 @@ cmd_status() {
       etcd|kube-*|kubelet|containerd|python3) printf '  %-8s %s\n' "$pid" "$(tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | cut -c1-100)" ;;
     esac
   done
-  echo "containers running: $(nsenter -t "$init" -m -- ctr --address /run/containerd/containerd.sock -n k8s.io tasks ls -q 2>/dev/null | wc -l)"
+  echo "containerd: $(nsenter -t "$init" -m -- "$(ctr_path)" --address /run/containerd/containerd.sock version 2>/dev/null |
+    sed -n '/^Server:/,$s/^ *Version: *//p')"
+  echo "containers running: $(nsenter -t "$init" -m -- "$(ctr_path)" --address /run/containerd/containerd.sock -n k8s.io tasks ls -q 2>/dev/null | wc -l)"
   kubectl_ get nodes -o wide || true
   echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
 }
@@ -492,7 +543,7 @@ cmd_import() {
   local init f
   init=$(sandbox_init) || die "not up"
   for f in "$@"; do
-    nsenter -t "$init" -m -- ctr --address /run/containerd/containerd.sock -n k8s.io images import - < "$f"
+    nsenter -t "$init" -m -- "$(ctr_path)" --address /run/containerd/containerd.sock -n k8s.io images import - < "$f"
   done
 }
 

@@ -10,7 +10,8 @@
 #   6. the two-node test (two VMs, containerd, CNI, the agent as a container, SMC-R between pods),
 #      with the rest of the budget.
 # Between 2 and 3: real Kubernetes (kube-apiserver, scheduler, controller-manager, kubelet) built
-# from pinned Go modules once per machine, a one-node cluster, and the user's journey on it.
+# from pinned Go modules once per machine, a one-node cluster, and the user's journey on it; then
+# containerd 2.x (also from its pinned Go module) on the same cluster, handing a pod CDI devices.
 # Steps 4 and 5 run in a background lane at the lowest CPU priority (nice 19) beside steps 2 and 3:
 # the emulated VM rarely keeps both cores busy, and the lane takes only what the foreground leaves.
 # The lane's output is printed when it ends; the two-node test starts after it, alone.
@@ -89,6 +90,11 @@ stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failu
 stage "Kubernetes and etcd from pinned Go modules (cached)" 2400 test/cluster/build-k8s.sh
 stage "real cluster: smoke test, then the user's journey" 900 \
   bash -c 'test/cluster/smoke.sh && test/cluster/journey.sh build'
+# The runtime DRA needs (docs/dra-runtime.md): containerd 2.x with CDI, built once per machine
+# (about 3 minutes cold, then nothing), and the cluster again with it: a pod gets a CDI spec's env,
+# device nodes and mount (about 30 s).
+stage "containerd with CDI from its pinned Go module (cached)" 900 test/cluster/build-containerd.sh
+stage "real cluster with containerd 2.x: CDI devices in a pod" 300 test/cluster/cdi.sh
 # Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
 # Soft-RoCE through the preload library. Bounded inside too (600 s, kernel download included).
 stage "VM test (SMC-R over Soft-RoCE, real kernel)" 660 test/vm/run.sh build

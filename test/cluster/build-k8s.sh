@@ -3,10 +3,10 @@
 # directory (k8s/go.mod, etcd/go.mod and their go.sum), into a cache outside the repository:
 #   ${ERDMA_K8S_CACHE:-/var/cache/erdma-controller}/k8s-<release>-<hash>/bin
 # with kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kube-proxy and
-# etcd. <hash> covers the go.mod and go.sum files and the build flags, so a change to any of them
-# builds a new directory. The directory appears complete or not at all (built in a temporary
-# directory, then renamed), so an interrupted build is never reused; a second run finds it and
-# returns at once. The last line on stdout is the bin directory; progress goes to stderr.
+# etcd. <hash> covers the go.mod and go.sum files, the build flags and the Go version, so a change
+# to any of them builds a new directory; go-build-lib.sh (shared with build-containerd.sh and
+# test/helm/build-helm.sh) says how the directory is made and reused. The last line on stdout is
+# the bin directory; progress goes to stderr.
 #
 #   test/cluster/build-k8s.sh            build if needed, print the bin directory
 #   test/cluster/build-k8s.sh --print    print the bin directory it would use, build nothing
@@ -17,17 +17,18 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-export PATH=/usr/local/go/bin:$PATH
+# shellcheck source=go-build-lib.sh
+. "$HERE/go-build-lib.sh"
+GB_LOG=build-k8s
 
 # The release: keep in step with k8s/go.mod (require k8s.io/kubernetes, replace ... v0.37.2).
 K8S_VERSION=v1.37.2
 K8S_DATE=2026-10-27T12:01:04Z   # the release's time in the module proxy (go mod download -json)
 ETCD_VERSION=v3.6.17
 
-log() { echo "build-k8s: $*" >&2; }
-die() { log "$*"; exit 1; }
+log() { gb_log "$@"; }
+die() { gb_die "$@"; }
 
-command -v go >/dev/null || die "go not found (expected /usr/local/go/bin/go, Go >= 1.26)"
 grep -q "k8s.io/kubernetes $K8S_VERSION" "$HERE/k8s/go.mod" || die "k8s/go.mod does not pin k8s.io/kubernetes $K8S_VERSION"
 grep -q "go.etcd.io/etcd/server/v3 $ETCD_VERSION" "$HERE/etcd/go.mod" || die "etcd/go.mod does not pin etcd $ETCD_VERSION"
 
@@ -46,51 +47,26 @@ done
 etcd_ldflags="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}-module"
 k8s_cmds=(kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl kube-proxy)
 
-hash=$( { cat "$HERE/k8s/go.mod" "$HERE/k8s/go.sum" "$HERE/etcd/go.mod" "$HERE/etcd/go.sum"
-          echo "$tags $ldflags $etcd_ldflags ${k8s_cmds[*]}"; go env GOVERSION; } | sha256sum | cut -c1-12)
-cache=${ERDMA_K8S_CACHE:-/var/cache/erdma-controller}
-dir=$cache/k8s-$K8S_VERSION-$hash
-if [ "${1:-}" = "--print" ]; then
-  echo "$dir/bin"
-  exit 0
-fi
-if [ -x "$dir/bin/kubelet" ]; then
-  log "reusing $dir"
-  echo "$dir/bin"
-  exit 0
-fi
+GB_NAME=k8s GB_VERSION=$K8S_VERSION
+GB_CACHE=${ERDMA_K8S_CACHE:-/var/cache/erdma-controller}
+GB_FILES=("$HERE/k8s/go.mod" "$HERE/k8s/go.sum" "$HERE/etcd/go.mod" "$HERE/etcd/go.sum")
+GB_KEY="$tags $ldflags $etcd_ldflags ${k8s_cmds[*]}"
+GB_OUT=bin GB_DONE=bin/kubelet
+GB_INFO="kubernetes $K8S_VERSION etcd $ETCD_VERSION"
+gb_build() {
+  local tmp=$1 t0=$SECONDS t1
+  mkdir "$tmp/bin"
+  log "building Kubernetes $K8S_VERSION (${k8s_cmds[*]}) with $(go env GOVERSION); a cold build takes 12-20 min on 2 cores"
+  (cd "$HERE/k8s" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$tmp/bin/" \
+    "${k8s_cmds[@]/#/k8s.io/kubernetes/cmd/}")
+  t1=$SECONDS
+  log "Kubernetes built in $((t1 - t0)) s; building etcd $ETCD_VERSION"
+  (cd "$HERE/etcd" && go build -trimpath -ldflags "$etcd_ldflags" -o "$tmp/bin/etcd" go.etcd.io/etcd/server/v3)
+  log "etcd built in $((SECONDS - t1)) s"
 
-mkdir -p "$cache"
-# One build at a time per cache; a second caller waits for the first and then reuses its result.
-exec 9>"$cache/.build.lock"
-flock 9
-if [ -x "$dir/bin/kubelet" ]; then
-  log "reusing $dir (built by another run meanwhile)"
-  echo "$dir/bin"
-  exit 0
-fi
-rm -rf "$cache"/.tmp-k8s-* # what an interrupted build left (the lock says none is running)
-tmp=$(mktemp -d "$cache/.tmp-k8s-$K8S_VERSION-$hash.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/bin"
-
-export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOTOOLCHAIN=local
-t0=$SECONDS
-log "building Kubernetes $K8S_VERSION (${k8s_cmds[*]}) with $(go env GOVERSION); a cold build takes 12-20 min on 2 cores"
-(cd "$HERE/k8s" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$tmp/bin/" \
-  "${k8s_cmds[@]/#/k8s.io/kubernetes/cmd/}")
-t1=$SECONDS
-log "Kubernetes built in $((t1 - t0)) s; building etcd $ETCD_VERSION"
-(cd "$HERE/etcd" && go build -trimpath -ldflags "$etcd_ldflags" -o "$tmp/bin/etcd" go.etcd.io/etcd/server/v3)
-log "etcd built in $((SECONDS - t1)) s"
-
-got=$("$tmp/bin/kubectl" version --client 2>&1 | sed -n 's/^Client Version: //p')
-[ "$got" = "$K8S_VERSION" ] || die "kubectl version --client says '$got', expected $K8S_VERSION"
-"$tmp/bin/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" || die "etcd --version: $("$tmp/bin/etcd" --version)"
-{ echo "kubernetes $K8S_VERSION etcd $ETCD_VERSION $(go env GOVERSION)"
-  echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - t0)) s"; } > "$tmp/BUILDINFO"
-chmod 755 "$tmp"
-mv -T "$tmp" "$dir"
-trap - EXIT
-log "built in $((SECONDS - t0)) s: $(du -sh "$dir/bin" | cut -f1) in $dir/bin"
-echo "$dir/bin"
+  local got
+  got=$("$tmp/bin/kubectl" version --client 2>&1 | sed -n 's/^Client Version: //p')
+  [ "$got" = "$K8S_VERSION" ] || die "kubectl version --client says '$got', expected $K8S_VERSION"
+  "$tmp/bin/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" || die "etcd --version: $("$tmp/bin/etcd" --version)"
+}
+go_build_cached "$@"

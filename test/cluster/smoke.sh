@@ -19,11 +19,9 @@ step() { echo "smoke: $*" >&2; }
 if "$CLUSTER" status > /dev/null 2>&1; then fail "a cluster is already up at $STATE; run scripts/cluster.sh down first"; fi
 
 # What the machine looks like before: compared after `down`.
-host_paths=(/var/lib/kubelet /var/log/pods /var/log/containers /var/lib/cni /run/containerd /run/netns
-  /usr/libexec/kubernetes /etc/cni /dev/infiniband)
-before_paths=$(for p in "${host_paths[@]}"; do [ -e "$p" ] && echo "$p"; done || true)
-before_iptables=$(iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//') || true
-before_netns=$(ip netns list 2>/dev/null || true)
+# shellcheck source=leftovers.sh
+. "$SRC/test/cluster/leftovers.sh"
+leftovers_before
 
 downed=0
 trap '[ $downed -eq 1 ] || "$CLUSTER" down' EXIT
@@ -69,18 +67,6 @@ t2=$SECONDS
 downed=1
 step "down in $((SECONDS - t2)) s"
 
-left=()
-for pid in $(ls /proc | grep -E '^[0-9]+$'); do
-  tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline" | grep -q -- "$STATE" && left+=("process $pid")
-done
-grep -q -- "$STATE" /proc/self/mountinfo && left+=("mounts under $STATE")
-[ ! -e "$STATE" ] || left+=("$STATE")
-for d in /sys/fs/cgroup/*/erdma-cluster /sys/fs/cgroup/*/kubepods*; do [ ! -e "$d" ] || left+=("cgroup $d"); done
-[ "$(ip netns list 2>/dev/null || true)" = "$before_netns" ] || left+=("network namespaces: $(ip netns list)")
-ss -ltnH "sport = :$PORT" | grep -q . && left+=("a listener on port $PORT")
-after_paths=$(for p in "${host_paths[@]}"; do [ -e "$p" ] && echo "$p"; done || true)
-[ "$after_paths" = "$before_paths" ] || left+=("paths: before '$before_paths', after '$after_paths'")
-after_iptables=$(iptables-save 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//') || true
-[ "$after_iptables" = "$before_iptables" ] || left+=("this machine's iptables rules changed")
-[ ${#left[@]} -eq 0 ] || fail "left behind: ${left[*]}"
+left=$(leftovers_after)
+[ -z "$left" ] || fail "left behind: $left"
 step "nothing left behind; all checks passed in $((SECONDS - t0)) s"
