@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     });
     const Stats nl = measure(runs, std::max(1, iterations / 10), [&] { sink += nlohmann::json::parse(body).size(); });
     std::printf("%-18s %8zu %6zu | %7.2f (%6.2f-%6.2f)%5s | %11llu | %14.2f | %14.2f\n", path.filename().c_str(),
-                body.size(), check.ops, full.median_us, full.min_us, full.max_us, "",
+                body.size(), check.ops.size(), full.median_us, full.min_us, full.max_us, "",
                 static_cast<unsigned long long>(allocations), simd.median_us, nl.median_us);
     if (sink == 0) std::printf("(unreachable)\n");
   }

@@ -55,14 +55,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!resp.contains("response") || resp["response"]["uid"] != req["request"]["uid"]) fail("uid not echoed", r.body);
   if (resp["apiVersion"] != req["apiVersion"]) fail("apiVersion not echoed", r.body);
   if (r.outcome == Outcome::Rejected) {
-    if (resp["response"]["allowed"] != false || r.ops != 0) fail("rejection allowed or patched", r.body);
+    if (resp["response"]["allowed"] != false || !r.ops.empty()) fail("rejection allowed or patched", r.body);
     return 0;
   }
   if (r.patch.empty()) return 0;
   const auto decoded = erdma::common::base64_decode(resp["response"]["patch"].get<std::string>());
   if (!decoded || *decoded != r.patch) fail("patch field is not base64 of the patch", r.body);
   const json patch = json::parse(r.patch, nullptr, false);
-  if (patch.is_discarded() || !patch.is_array() || patch.size() != r.ops) fail("patch is not a JSON Patch", r.patch);
+  if (patch.is_discarded() || !patch.is_array() || patch.size() != r.ops.size()) fail("patch is not a JSON Patch", r.patch);
 
   json mutated;
   try {
@@ -73,7 +73,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   json again = req;
   again["request"]["object"] = mutated;
   const ReviewResult r2 = second.review(again.dump(), config());
-  if (r2.outcome == Outcome::Invalid || r2.outcome == Outcome::Rejected || r2.ops != 0) {
+  if (r2.outcome == Outcome::Invalid || r2.outcome == Outcome::Rejected || !r2.ops.empty()) {
     fail("second pass is not a no-op", std::string(to_string(r2.outcome)) + " " + r2.error + " patch=" + r2.patch);
   }
   return 0;

@@ -197,8 +197,8 @@ ReviewResult Reviewer::review_once(ReviewBody body, const Config& cfg) {
   }
   const AdmissionRequest& req = *decoded;
   result.uid = std::string(req.uid);
-  // Both come from the apiserver, the name from the pod's author: cut as PodView::display_name.
-  result.pod = common::cut_for_message(req.namespace_name, 253) + "/" + common::cut_for_message(req.name, 253);
+  // Both come from the apiserver, the name from the pod's author: cut as PodView::ref.
+  result.pod = PodRef{common::cut_for_message(req.namespace_name, 253), common::cut_for_message(req.name, 253)};
 
   AdmissionResponse resp;
   resp.uid = req.uid;
@@ -235,19 +235,13 @@ ReviewResult Reviewer::review_once(ReviewBody body, const Config& cfg) {
     resp.status_message = result.error;
     return answer(Outcome::Rejected);
   }
-  Mutation& m = *mutation;
-  result.reason = std::move(m.reason);
-  result.ops = m.ops.size();
-  result.injected = std::move(m.injected);
-  if (!m.ops.empty()) {
-    append_patch_json(result.patch, m.ops);
+  static_cast<Mutation&>(result) = std::move(*mutation);
+  if (!result.ops.empty()) {
+    append_patch_json(result.patch, result.ops);
     resp.patch = result.patch;
   }
-  result.warnings = std::move(m.warnings);
-  result.warning_counts = m.warning_counts;
   resp.warnings = result.warnings;
-  if (!m.pod.empty()) result.pod = std::move(m.pod);
-  switch (m.decision) {
+  switch (result.decision) {
     case Decision::Mutated: return answer(Outcome::Mutated);
     case Decision::Unchanged: return answer(Outcome::Unchanged);
     case Decision::Skipped: return answer(Outcome::Skipped);

@@ -95,19 +95,16 @@ enum class Outcome {
 
 [[nodiscard]] std::string_view to_string(Outcome o) noexcept;
 
-// What one review produced: the response body plus what a log line or the CLI needs.
-struct ReviewResult {
+// What one review produced: the mutation (its reason, pod, operations, warnings and tokens, as
+// mutate() made them; for a request that never reached mutate(), the pod named by the request and
+// why it was passed), the response body, and what the log line, the metrics and the CLI need
+// besides. The server's log record is this same object.
+struct ReviewResult : Mutation {
   Outcome outcome = Outcome::Invalid;
-  std::string body;        // the response AdmissionReview (empty when Invalid)
-  std::string error;       // why Invalid or Rejected
-  std::string reason;      // why Skipped / Unchanged / Mutated, for logs
+  std::string body;   // the response AdmissionReview (empty when Invalid)
+  std::string error;  // why Invalid or Rejected
   std::string uid;
-  std::string pod;         // "ns/name" when known
-  std::string patch;       // JSON Patch text (empty when no operations)
-  size_t ops = 0;
-  std::vector<std::string> warnings;  // as returned to the client (capped, see mutate.hpp)
-  std::array<uint32_t, kWarningKindCount> warning_counts{};  // every warning produced, by kind
-  std::vector<std::string> injected;
+  std::string patch;  // `ops` as JSON Patch text (empty when there are none)
 };
 
 // Decodes `body`, mutates the Pod of a CREATE, and encodes the answer. Never throws.

@@ -129,18 +129,9 @@ std::vector<std::string_view> known_tokens(std::optional<std::string_view> marke
 
 class Builder {
  public:
-  Builder(const PodView& pod, const Config& cfg, std::string display)
-      : pod_(pod), cfg_(cfg), display_(std::move(display)),
+  Builder(const PodView& pod, const Config& cfg, const std::string& display, Warnings& warnings)
+      : pod_(pod), cfg_(cfg), display_(display), warnings_(warnings),
         host_path_library_(cfg.smcr().library_from == LibraryFrom::HostPath) {}
-
-  // Every warning is counted by kind; the text of the first kKeptWarnings is kept (more than the
-  // answer and the annotation can carry, see take_warnings and warnings_annotation).
-  void warn(WarningKind kind, std::string w) {
-    ++counts_[static_cast<size_t>(kind)];
-    ++total_warnings_;
-    if (warnings_.size() < kKeptWarnings) warnings_.push_back(std::move(w));
-  }
-  const std::string& display() const { return display_; }
 
   Error conflict(const std::string& what) const {
     return make_error(ErrorCode::InvalidArgument, "pod " + display_ + ": " + what);
@@ -224,7 +215,7 @@ class Builder {
           if (!names.empty()) names += ", ";
           names += n;
         }
-        warn(WarningKind::EnvFromPrecedence,
+        warnings_.add(WarningKind::EnvFromPrecedence,
              describe(c) + " uses envFrom; injected " + names + " take precedence over the same names there");
       }
     }
@@ -260,7 +251,7 @@ class Builder {
     for (auto element : split_ld_preload(last->value)) {
       if (element == r.preload_path) return;
       if (basename(element) == cfg_.smcr().library) {
-        warn(WarningKind::LdPreloadOtherCopy, describe(c) + " already preloads " +
+        warnings_.add(WarningKind::LdPreloadOtherCopy, describe(c) + " already preloads " +
                                                   common::cut_for_message(element, kMaxPathInMessage) +
                                                   "; LD_PRELOAD left unchanged");
         return;
@@ -311,7 +302,7 @@ class Builder {
 
   // The warnings annotation, merged with the one the pod has.
   void warnings_annotation() {
-    std::string value = warnings_annotation_value(pod_.warnings_annotation, warnings_, total_warnings_ > warnings_.size());
+    std::string value = warnings_.annotation(pod_.warnings_annotation);
     if (!value.empty()) set_annotation(kWarningsAnnotation, pod_.warnings_annotation, std::move(value));
   }
 
@@ -346,8 +337,6 @@ class Builder {
     annotations_.clear();
   }
 
-  const std::array<uint32_t, kWarningKindCount>& counts() const { return counts_; }
-
   std::vector<PatchOp> take_ops() {
     std::vector<PatchOp> all;
     all.reserve(meta_ops_.size() + volume_ops_.size() + ops_.size());
@@ -357,19 +346,11 @@ class Builder {
     return all;
   }
 
-  std::vector<std::string> take_warnings() {
-    if (total_warnings_ > kMaxWarnings) {
-      const size_t dropped = total_warnings_ - (kMaxWarnings - 1);
-      warnings_.resize(kMaxWarnings - 1);
-      warnings_.push_back("... and " + std::to_string(dropped) + " more warnings");
-    }
-    return std::move(warnings_);
-  }
-
  private:
   const PodView& pod_;
   const Config& cfg_;
-  std::string display_;
+  const std::string& display_;
+  Warnings& warnings_;
   bool host_path_library_;
   std::vector<const std::string*> new_volumes_;
   struct Annotation {
@@ -385,28 +366,7 @@ class Builder {
 
   std::vector<PatchOp> meta_ops_, volume_ops_, ops_;
   std::vector<Annotation> annotations_;
-  static constexpr size_t kKeptWarnings = 2 * kMaxWarnings;
-  std::vector<std::string> warnings_;
-  size_t total_warnings_ = 0;
-  std::array<uint32_t, kWarningKindCount> counts_{};
 };
-
-// A pod left alone. `annotate`: a pod the webhook looked at (not excluded, not opted out) still
-// gets its warnings as an annotation, so whoever reads the pod learns why nothing was injected.
-Mutation finish(Decision d, std::string reason, Builder& b, bool annotate = true) {
-  Mutation m;
-  m.decision = d;
-  m.reason = std::move(reason);
-  m.pod = b.display();
-  if (annotate) {
-    b.warnings_annotation();
-    b.annotation_ops();
-    m.ops = b.take_ops();
-  }
-  m.warning_counts = b.counts();
-  m.warnings = b.take_warnings();
-  return m;
-}
 
 // A user's value inside a warning: JSON-quoted (so a newline cannot split the warning) and cut
 // after 64 bytes at a UTF-8 character boundary.
@@ -414,19 +374,6 @@ std::string quoted_value(std::string_view v) {
   constexpr size_t kMax = 64;
   if (v.size() <= kMax) return common::json_quote(v);
   return common::json_quote(common::utf8_prefix(v, kMax)) + "...";
-}
-
-// Copies `s` for one line of the warnings annotation: control characters become blanks, and a
-// line longer than kMaxWarningLineBytes is cut at a UTF-8 character boundary and marked.
-std::string annotation_line(std::string_view s) {
-  std::string out;
-  out.reserve(std::min(s.size(), kMaxWarningLineBytes));
-  for (char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    out += (u < 0x20 || u == 0x7f) ? ' ' : ch;
-  }
-  if (out.size() <= kMaxWarningLineBytes) return out;
-  return common::cut_for_message(out, kMaxWarningLineBytes - 3);  // "..." included
 }
 
 // The comma-separated names of kResourceAddedAnnotation, each once.
@@ -483,7 +430,7 @@ std::string display_of_unreadable(simdjson::dom::element pod, std::string_view n
   std::string_view name;
   if (pod.at_pointer("/metadata/name").get(name) != simdjson::SUCCESS) name = "<unnamed>";
   if (ns.empty() && pod.at_pointer("/metadata/namespace").get(ns) != simdjson::SUCCESS) ns = "default";
-  constexpr size_t kMaxPart = 253;  // as PodView::display_name
+  constexpr size_t kMaxPart = 253;  // as PodView::ref
   return common::cut_for_message(ns.empty() ? "default" : ns, kMaxPart) + "/" + common::cut_for_message(name, kMaxPart);
 }
 
@@ -496,69 +443,6 @@ std::string_view to_string(Decision d) noexcept {
     case Decision::Skipped: return "skipped";
   }
   return "unknown";
-}
-
-std::string_view to_string(WarningKind k) noexcept {
-  switch (k) {
-    case WarningKind::InjectAnnotationValue: return "inject_annotation_value";
-    case WarningKind::SmcrAnnotationValue: return "smcr_annotation_value";
-    case WarningKind::EnvFromPrecedence: return "envfrom_precedence";
-    case WarningKind::LdPreloadValueFrom: return "ld_preload_value_from";
-    case WarningKind::LdPreloadOtherCopy: return "ld_preload_other_copy";
-    case WarningKind::ResourceAdded: return "resource_added";
-    case WarningKind::ResourceZero: return "resource_zero";
-    case WarningKind::AddResourceOff: return "add_resource_off";
-    case WarningKind::WindowsPod: return "windows_pod";
-    case WarningKind::RequestsWithoutLimits: return "requests_without_limits";
-  }
-  return "unknown";
-}
-
-std::string warnings_annotation_value(std::optional<std::string_view> existing, const std::vector<std::string>& warnings,
-                                      bool more) {
-  std::vector<std::string> lines;
-  std::unordered_set<std::string> seen;  // the lines above, for a single pass over the new ones
-  bool left_out = more;
-  if (existing) {
-    std::string_view rest = *existing;
-    while (!rest.empty()) {
-      const auto nl = rest.find('\n');
-      const std::string_view line = rest.substr(0, nl);
-      if (line == kWarningsLeftOut) {
-        left_out = true;
-      } else if (!line.empty()) {
-        lines.emplace_back(line);
-        seen.emplace(line);
-      }
-      if (nl == std::string_view::npos) break;
-      rest.remove_prefix(nl + 1);
-    }
-  }
-  for (const auto& w : warnings) {
-    std::string line = annotation_line(w);
-    if (!line.empty() && seen.insert(line).second) lines.push_back(std::move(line));
-  }
-  // A line is taken if the left-out note would still fit after it, or if it is the last line and
-  // no note is needed. Deterministic, so a second pass over the result reproduces it.
-  std::string value;
-  size_t kept = 0;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const size_t bytes = value.size() + (value.empty() ? 0 : 1) + lines[i].size();
-    const bool with_note = bytes + 1 + kWarningsLeftOut.size() <= kMaxWarningsAnnotationBytes && kept + 2 <= kMaxWarnings;
-    const bool alone = i + 1 == lines.size() && !left_out && bytes <= kMaxWarningsAnnotationBytes && kept + 1 <= kMaxWarnings;
-    if (!with_note && !alone) {
-      left_out = true;
-      break;
-    }
-    if (!value.empty()) value += '\n';
-    value += lines[i];
-    ++kept;
-  }
-  if (left_out) {
-    if (!value.empty()) value += '\n';
-    value += kWarningsLeftOut;
-  }
-  return value;
 }
 
 std::vector<std::string_view> split_ld_preload(std::string_view value) {
@@ -599,19 +483,237 @@ void append_patch_json(std::string& out, const std::vector<PatchOp>& ops) {
   out += ']';
 }
 
-// The order of the decisions, each one final:
-//   1. read the pod view (a malformed field the rules read is an error naming it);
-//   2. leave alone: excluded namespaces, mirror pods, pods opted out by annotation;
-//   3. warn about near-miss annotation values ("True" enables nothing);
-//   4. skip pods that ask for neither eRDMA nor SMC-R, and Windows pods (with a warning);
-//   5. warn about requests without limits (the apiserver refuses them); refuse a pod whose
-//      container names are missing, not DNS-1123 labels or repeated (the apiserver refuses it too,
-//      and the resource-added annotation could not say which container got the resource);
-//   6. SMC-R: with libraryFrom devicePlugin, a slot for every regular container without one;
-//      with hostPath, one slot for the first regular container when no container has one;
-//   7. per container: NCCL env and device mounts where eRDMA was asked for, the preload library
-//      where SMC-R applies and the file is (not where LD_PRELOAD comes from valueFrom);
-//   8. the marker, resource-added and warnings annotations, and the patch as diff(pod, edited).
+namespace {
+
+// --- Deciding ------------------------------------------------------------------------------------
+
+// What one container gets, and why. Decided for every container before any operation is written.
+struct ContainerPlan {
+  bool erdma = false;         // asks for eRDMA itself: the eRDMA env and device mounts
+  bool holds = false;         // holds the resource once mutated (asked for it, or given it here)
+  bool add_resource = false;  // given aliyun/erdma: 1 here, for SMC-R
+  bool preload = false;       // gets the SMC-R preload library and the SMC env
+};
+
+// The decision for the pod. `skip` set: leave the pod alone (with its warnings annotated when
+// `annotate_skip`); otherwise `containers` says what each container gets.
+struct Plan {
+  std::optional<std::string> skip;
+  bool annotate_skip = true;
+  bool smcr = false;                         // the pod asks for SMC-R
+  bool any_erdma = false;                    // some container asks for eRDMA itself
+  std::vector<ContainerPlan> containers;     // parallel to PodView::containers
+  NameList ours;                             // given the resource by earlier passes (annotation)
+  std::vector<const ContainerView*> added;   // given the resource by this pass
+  std::vector<const ContainerView*> unserved;  // SMC-R containers left without the resource
+  size_t preloaded = 0;                      // containers getting the library
+  size_t left_out = 0;                       // SMC-R containers that do not (each warned about)
+};
+
+// Whether the pod is a target at all, in this order, each decision final: excluded namespaces,
+// mirror pods and pods opted out by annotation are left alone without a word; near-miss
+// annotation values ("True" enables nothing) are warned about; pods that ask for neither eRDMA nor
+// SMC-R, Windows pods (with a warning) and pods without regular containers are skipped; requests
+// without limits are warned about (the apiserver refuses them).
+void decide_scope(const PodView& pod, std::string_view ns_name, const Config& cfg, Plan& plan, Warnings& w) {
+  auto skip = [&](std::string why, bool annotate = true) {
+    plan.skip = std::move(why);
+    plan.annotate_skip = annotate;
+  };
+  if (cfg.is_excluded_namespace(ns_name)) {
+    return skip("namespace " + std::string(ns_name) + " is excluded by configuration", false);
+  }
+  if (pod.is_mirror) return skip("mirror pod (managed by the kubelet)", false);
+  if (pod.inject_annotation) {
+    if (*pod.inject_annotation == "false") {
+      return skip("opted out by annotation " + std::string(kInjectAnnotation), false);
+    }
+    if (*pod.inject_annotation != "true") {
+      w.add(WarningKind::InjectAnnotationValue, "annotation " + std::string(kInjectAnnotation) + ": " +
+                                                    quoted_value(*pod.inject_annotation) +
+                                                    " is neither \"true\" nor \"false\"; ignored");
+    }
+  }
+  if (pod.smcr_annotation) {
+    plan.smcr = *pod.smcr_annotation == "true";
+    if (!plan.smcr && *pod.smcr_annotation != "false") {
+      w.add(WarningKind::SmcrAnnotationValue, "annotation " + std::string(kSmcrAnnotation) + ": " +
+                                                  quoted_value(*pod.smcr_annotation) +
+                                                  " does not enable SMC-R; only the exact value \"true\" does");
+    }
+  }
+
+  // Containers that ask for eRDMA themselves. The containers the webhook gave the resource to for
+  // SMC-R (named in kResourceAddedAnnotation after a first pass) ask for it only because of us:
+  // they get no eRDMA env and no device mounts, on any pass.
+  plan.ours = split_names(pod.resource_added_annotation);
+  plan.containers.resize(pod.containers.size());
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    const ContainerView& c = pod.containers[i];
+    plan.containers[i].holds = c.resource_positive;
+    plan.containers[i].erdma = c.resource_positive && !plan.ours.contains(c.name);
+    plan.any_erdma = plan.any_erdma || plan.containers[i].erdma;
+  }
+  if (!plan.smcr && !plan.any_erdma) {
+    return skip("requests no " + cfg.resource_name() + " and is not annotated " + std::string(kSmcrAnnotation) +
+                ": \"true\"");
+  }
+  if (!pod.windows_by.empty()) {
+    w.add(WarningKind::WindowsPod, "pod runs on Windows (" + std::string(pod.windows_by) +
+                                       "); erdma-webhook injects nothing: eRDMA and SMC-R work on Linux only");
+    return skip("Windows pod (" + std::string(pod.windows_by) + ")");
+  }
+  // Kubernetes does not overcommit extended resources: a request needs a limit of the same
+  // quantity, or the apiserver refuses the pod. The webhook does not invent the limit (the user's
+  // quantities are theirs) and adds nothing to that container's resources.
+  for (const auto& c : pod.containers) {
+    if (c.resource_in_requests && !c.resource_in_limits) {
+      w.add(WarningKind::RequestsWithoutLimits,
+            describe(c) + " requests " + cfg.resource_name() + " without a limit; the apiserver refuses extended " +
+                "resources whose requests do not equal their limits: set limits." + cfg.resource_name() +
+                " to the requested quantity");
+    }
+  }
+  if (pod.containers.size() == pod.init_count) return skip("pod has no containers");
+}
+
+// Which containers hold the resource for SMC-R. An SMC-R pod must land on an eRDMA node and pass
+// through the agent's PreStartContainer hook, which only runs for containers holding the device;
+// with libraryFrom: devicePlugin the library also reaches only those containers (the agent's
+// Allocate answer mounts it), so every regular container without the resource is given one; with
+// hostPath, the first regular container is, when no container holds it. Regular containers get
+// it, init containers do not: kubelet's PodResources List, where the agent looks up whose device
+// the hook is called for, reports regular (and sidecar) containers only, so the agent could not
+// find a pod whose only holder is an init container. Init containers run before the pod's network
+// namespace is set up anyway; their TCP would fall back.
+void decide_holders(const PodView& pod, const Config& cfg, Plan& plan, Warnings& w) {
+  if (!plan.smcr) return;
+  const bool via_plugin = cfg.smcr().library_from == LibraryFrom::DevicePlugin;
+  if (via_plugin) {
+    for (size_t i = pod.init_count; i < pod.containers.size(); ++i) {
+      const ContainerView& c = pod.containers[i];
+      if (c.resource_positive) continue;
+      if (c.resource_listed) {
+        w.add(WarningKind::ResourceZero, describe(c) + " requests 0 " + cfg.resource_name() +
+                                             "; not changed, so it gets no SMC-R preload library and its TCP stays TCP");
+        plan.unserved.push_back(&c);
+      } else if (!cfg.smcr().add_resource) {
+        plan.unserved.push_back(&c);
+      } else {
+        plan.containers[i].holds = plan.containers[i].add_resource = true;
+        plan.added.push_back(&c);
+      }
+    }
+    if (!cfg.smcr().add_resource && !plan.unserved.empty()) {
+      const bool none = std::none_of(plan.containers.begin(), plan.containers.end(),
+                                     [](const ContainerPlan& p) { return p.holds; });
+      const size_t n = plan.unserved.size();
+      w.add(WarningKind::AddResourceOff,
+            "smcr.addResource is off: " + describe_all(plan.unserved) + (n == 1 ? " holds" : " hold") + " no " +
+                cfg.resource_name() + ", so " + (n == 1 ? "it gets" : "they get") + " no SMC-R preload library" +
+                (none ? "; the pod may not land on an eRDMA node and SMC-R would fall back to TCP" : ""));
+    }
+    if (!plan.added.empty()) {
+      w.add(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe_all(plan.added) +
+                                            ": SMC-R needs an eRDMA node, and erdma-agent mounts the preload " +
+                                            "library into the containers holding it");
+    }
+    return;
+  }
+  const bool any_held = std::any_of(pod.containers.begin(), pod.containers.end(),
+                                    [](const ContainerView& c) { return c.resource_positive; });
+  if (any_held) return;
+  const size_t first_regular = pod.init_count;
+  const ContainerView& first = pod.containers[first_regular];
+  if (!cfg.smcr().add_resource) {
+    w.add(WarningKind::AddResourceOff,
+          "no container requests " + cfg.resource_name() +
+              " and smcr.addResource is off: the pod may not land on an eRDMA node and SMC-R would fall back to TCP");
+  } else if (first.resource_listed) {
+    w.add(WarningKind::ResourceZero, describe(first) + " requests 0 " + cfg.resource_name() +
+                                         "; not changed, so SMC-R may fall back to TCP");
+  } else {
+    plan.containers[first_regular].add_resource = plan.containers[first_regular].holds = true;
+    plan.added.push_back(&first);
+    w.add(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe(first) +
+                                          " so the pod is placed on an eRDMA node for SMC-R");
+  }
+}
+
+// Which SMC-R containers get the preload library: where the file is (with devicePlugin: where the
+// resource is), unless their LD_PRELOAD comes from valueFrom: its value is unknown here, and
+// replacing it would drop what the user preloads. A container never gets LD_PRELOAD without the
+// file: the dynamic loader would only print an error and run the program over TCP.
+void decide_preload(const PodView& pod, const Config& cfg, Plan& plan, Warnings& w) {
+  plan.left_out = plan.unserved.size();
+  if (!plan.smcr) return;
+  const bool via_plugin = cfg.smcr().library_from == LibraryFrom::DevicePlugin;
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    const ContainerView& c = pod.containers[i];
+    if (via_plugin && !plan.containers[i].holds) continue;
+    const EnvEntryView* last = nullptr;
+    for (const auto& e : c.env) {
+      if (e.name == kLdPreload) last = &e;
+    }
+    if (last != nullptr && last->has_value_from) {
+      ++plan.left_out;
+      w.add(WarningKind::LdPreloadValueFrom,
+            describe(c) + " takes LD_PRELOAD from valueFrom; the webhook leaves it and the SMC env alone" +
+                (via_plugin ? "" : " and mounts no library") + ", so its TCP stays TCP unless that value includes " +
+                cfg.rendered().preload_path);
+      continue;
+    }
+    plan.containers[i].preload = true;
+    ++plan.preloaded;
+  }
+}
+
+// The marker annotation's tokens for what this pass decided.
+std::vector<std::string_view> tokens_of(const Plan& plan, const Config& cfg) {
+  std::vector<std::string_view> out;
+  if (plan.any_erdma && !cfg.erdma_env().empty()) out.push_back(kTokenErdmaEnv);
+  if (plan.any_erdma && !cfg.device_mounts().empty()) out.push_back(kTokenDeviceMounts);
+  if (plan.preloaded > 0) out.push_back(kTokenSmcrPreload);
+  if (plan.preloaded > 0 && plan.left_out > 0) out.push_back(kTokenSmcrPreloadPartial);
+  if (!plan.added.empty()) out.push_back(kTokenErdmaResource);
+  return out;
+}
+
+// --- Building -------------------------------------------------------------------------------------
+
+// The operations for `plan`: volumes, then each container's resource, env and mounts, then the
+// marker, resource-added and warnings annotations. Errors: a volume or mount the pod already has
+// under our name or path with another source (Builder::conflict).
+Status emit(const PodView& pod, const Config& cfg, const Plan& plan, Builder& b, Mutation& m) {
+  const auto& r = cfg.rendered();
+  if (plan.any_erdma) {
+    for (size_t i = 0; i < cfg.device_mounts().size(); ++i) {
+      const auto& mount = cfg.device_mounts()[i];
+      ERDMA_TRY(b.need_volume(mount.name, mount.host_path, r.mount_volumes[i]));
+    }
+  }
+  if (plan.preloaded > 0 && cfg.smcr().library_from == LibraryFrom::HostPath) {
+    ERDMA_TRY(b.need_volume(kPreloadVolumeName, cfg.smcr().preload_host_dir, r.preload_volume));
+  }
+  b.volumes();
+  for (size_t i = 0; i < pod.containers.size(); ++i) {
+    const ContainerPlan& c = plan.containers[i];
+    if (!c.erdma && !c.preload && !c.add_resource) continue;
+    ERDMA_TRY(b.container(pod.containers[i], c.erdma, c.preload, c.add_resource));
+  }
+  NameList added_names = plan.ours;
+  for (const auto* c : plan.added) added_names.add(c->name);
+  m.injected = b.marker(tokens_of(plan, cfg));
+  b.resource_added_annotation(added_names.names());
+  return {};
+}
+
+}  // namespace
+
+// Decides first (decide_scope, decide_holders, decide_preload: what each container gets and why),
+// then writes the operations for that plan (emit); each rule checks the pod's current state, so
+// a second pass writes nothing new. A pod the rules refuse (unreadable fields, container names
+// the apiserver would refuse, a conflicting volume or mount) is an error naming the pod.
 Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo& ns, const Config& cfg) {
   auto read = read_pod(pod_element, cfg.resource_name());
   if (!read) {
@@ -620,194 +722,37 @@ Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo&
   }
   const PodView& pod = *read;
   const std::string_view ns_name = ns.name.empty() ? pod.namespace_name : ns.name;
-  Builder b(pod, cfg, pod.display_name(ns_name));
-
-  // Pods the operator or the pod's author put out of scope are not touched at all.
-  if (cfg.is_excluded_namespace(ns_name)) {
-    return finish(Decision::Skipped, "namespace " + std::string(ns_name) + " is excluded by configuration", b, false);
-  }
-  if (pod.is_mirror) return finish(Decision::Skipped, "mirror pod (managed by the kubelet)", b, false);
-  if (pod.inject_annotation) {
-    if (*pod.inject_annotation == "false") {
-      return finish(Decision::Skipped, "opted out by annotation " + std::string(kInjectAnnotation), b, false);
-    }
-    if (*pod.inject_annotation != "true") {
-      b.warn(WarningKind::InjectAnnotationValue, "annotation " + std::string(kInjectAnnotation) + ": " +
-                                                     quoted_value(*pod.inject_annotation) +
-                                                     " is neither \"true\" nor \"false\"; ignored");
-    }
-  }
-  bool smcr = false;
-  if (pod.smcr_annotation) {
-    smcr = *pod.smcr_annotation == "true";
-    if (!smcr && *pod.smcr_annotation != "false") {
-      b.warn(WarningKind::SmcrAnnotationValue, "annotation " + std::string(kSmcrAnnotation) + ": " +
-                                                   quoted_value(*pod.smcr_annotation) +
-                                                   " does not enable SMC-R; only the exact value \"true\" does");
-    }
-  }
-
-  // Containers that ask for eRDMA themselves. The containers the webhook gave the resource to for
-  // SMC-R (named in kResourceAddedAnnotation after a first pass) ask for it only because of us:
-  // they get no NCCL env and no device mounts, on any pass.
-  const auto ours = split_names(pod.resource_added_annotation);
-  auto is_ours = [&](const ContainerView& c) {
-    return c.resource_positive && ours.contains(c.name);
-  };
-  std::vector<bool> erdma(pod.containers.size());
-  bool any_erdma = false, any_ours = false;
-  for (size_t i = 0; i < pod.containers.size(); ++i) {
-    const bool mine = is_ours(pod.containers[i]);
-    erdma[i] = pod.containers[i].resource_positive && !mine;
-    any_erdma = any_erdma || erdma[i];
-    any_ours = any_ours || mine;
-  }
-  if (!smcr && !any_erdma) {
-    return finish(Decision::Skipped,
-                  "requests no " + cfg.resource_name() + " and is not annotated " + std::string(kSmcrAnnotation) +
-                      ": \"true\"",
-                  b);
-  }
-  if (!pod.windows_by.empty()) {
-    b.warn(WarningKind::WindowsPod, "pod runs on Windows (" + std::string(pod.windows_by) +
-                                        "); erdma-webhook injects nothing: eRDMA and SMC-R work on Linux only");
-    return finish(Decision::Skipped, "Windows pod (" + std::string(pod.windows_by) + ")", b);
-  }
-  // Kubernetes does not overcommit extended resources: a request needs a limit of the same
-  // quantity, or the apiserver refuses the pod. The webhook does not invent the limit (the user's
-  // quantities are theirs) and adds nothing to that container's resources.
-  for (const auto& c : pod.containers) {
-    if (c.resource_in_requests && !c.resource_in_limits) {
-      b.warn(WarningKind::RequestsWithoutLimits,
-             describe(c) + " requests " + cfg.resource_name() + " without a limit; the apiserver refuses extended " +
-                 "resources whose requests do not equal their limits: set limits." + cfg.resource_name() +
-                 " to the requested quantity");
-    }
-  }
-  if (pod.containers.size() == pod.init_count) {
-    return finish(Decision::Skipped, "pod has no containers", b);
-  }
-  if (auto s = check_container_names(pod); !s) {
-    return make_error(ErrorCode::InvalidArgument, "pod " + b.display() + ": " + s.error().message);
-  }
-
-  // An SMC-R pod must land on an eRDMA node and pass through the agent's PreStartContainer hook,
-  // which only runs for containers holding the device; with libraryFrom: devicePlugin the library
-  // also reaches only those containers (the agent's Allocate answer mounts it). Regular containers
-  // get it, init containers do not: kubelet's PodResources List, where the agent looks up whose
-  // device the hook is called for, reports regular (and sidecar) containers only, so the agent
-  // could not find a pod whose only holder is an init container. Init containers run before the
-  // pod's network namespace is set up anyway; their TCP would fall back.
-  const bool via_plugin = cfg.smcr().library_from == LibraryFrom::DevicePlugin;
-  std::vector<bool> holds(pod.containers.size()), add_to(pod.containers.size());
-  std::vector<const ContainerView*> added, unserved;
-  for (size_t i = 0; i < pod.containers.size(); ++i) holds[i] = pod.containers[i].resource_positive;
-  if (smcr && via_plugin) {
-    for (size_t i = pod.init_count; i < pod.containers.size(); ++i) {
-      const ContainerView& c = pod.containers[i];
-      if (c.resource_positive) continue;
-      if (c.resource_listed) {
-        b.warn(WarningKind::ResourceZero, describe(c) + " requests 0 " + cfg.resource_name() +
-                                              "; not changed, so it gets no SMC-R preload library and its TCP stays TCP");
-        unserved.push_back(&c);
-      } else if (!cfg.smcr().add_resource) {
-        unserved.push_back(&c);
-      } else {
-        holds[i] = add_to[i] = true;
-        added.push_back(&c);
-      }
-    }
-    if (!cfg.smcr().add_resource && !unserved.empty()) {
-      const bool none = std::none_of(holds.begin(), holds.end(), [](bool h) { return h; });
-      b.warn(WarningKind::AddResourceOff,
-             "smcr.addResource is off: " + describe_all(unserved) + (unserved.size() == 1 ? " holds" : " hold") +
-                 " no " + cfg.resource_name() + ", so " + (unserved.size() == 1 ? "it gets" : "they get") +
-                 " no SMC-R preload library" +
-                 (none ? "; the pod may not land on an eRDMA node and SMC-R would fall back to TCP" : ""));
-    }
-    if (!added.empty()) {
-      b.warn(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe_all(added) +
-                                             ": SMC-R needs an eRDMA node, and erdma-agent mounts the preload " +
-                                             "library into the containers holding it");
-    }
-  } else if (smcr && !any_erdma && !any_ours) {
-    const size_t first_regular = pod.init_count;
-    const ContainerView& first = pod.containers[first_regular];
-    if (!cfg.smcr().add_resource) {
-      b.warn(WarningKind::AddResourceOff,
-             "no container requests " + cfg.resource_name() +
-                 " and smcr.addResource is off: the pod may not land on an eRDMA node and SMC-R would fall back to TCP");
-    } else if (first.resource_listed) {
-      b.warn(WarningKind::ResourceZero, describe(first) + " requests 0 " + cfg.resource_name() +
-                                            "; not changed, so SMC-R may fall back to TCP");
-    } else {
-      add_to[first_regular] = holds[first_regular] = true;
-      added.push_back(&first);
-      b.warn(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe(first) +
-                                             " so the pod is placed on an eRDMA node for SMC-R");
-    }
-  }
-
-  // SMC-R containers get the preload library where the file is (with devicePlugin: where the
-  // resource is), unless their LD_PRELOAD comes from valueFrom: its value is unknown here, and
-  // replacing it would drop what the user preloads. A container never gets LD_PRELOAD without the
-  // file: the dynamic loader would only print an error and run the program over TCP.
-  const auto& r = cfg.rendered();
-  std::vector<bool> preload(pod.containers.size());
-  size_t preloaded = 0, left_out = unserved.size();
-  for (size_t i = 0; i < pod.containers.size() && smcr; ++i) {
-    const ContainerView& c = pod.containers[i];
-    if (via_plugin && !holds[i]) continue;
-    const EnvEntryView* last = nullptr;
-    for (const auto& e : c.env) {
-      if (e.name == kLdPreload) last = &e;
-    }
-    if (last != nullptr && last->has_value_from) {
-      ++left_out;
-      b.warn(WarningKind::LdPreloadValueFrom,
-             describe(c) + " takes LD_PRELOAD from valueFrom; the webhook leaves it and the SMC env alone" +
-                 (via_plugin ? "" : " and mounts no library") + ", so its TCP stays TCP unless that value includes " +
-                 r.preload_path);
-      continue;
-    }
-    preload[i] = true;
-    ++preloaded;
-  }
-
-  if (any_erdma) {
-    for (size_t i = 0; i < cfg.device_mounts().size(); ++i) {
-      const auto& m = cfg.device_mounts()[i];
-      ERDMA_TRY(b.need_volume(m.name, m.host_path, r.mount_volumes[i]));
-    }
-  }
-  if (preloaded > 0 && !via_plugin) {
-    ERDMA_TRY(b.need_volume(kPreloadVolumeName, cfg.smcr().preload_host_dir, r.preload_volume));
-  }
-  b.volumes();
-  for (size_t i = 0; i < pod.containers.size(); ++i) {
-    if (!erdma[i] && !preload[i] && !add_to[i]) continue;
-    ERDMA_TRY(b.container(pod.containers[i], erdma[i], preload[i], add_to[i]));
-  }
-  NameList added_names = ours;
-  for (const auto* c : added) added_names.add(c->name);
-
-  std::vector<std::string_view> computed;
-  if (any_erdma && !cfg.erdma_env().empty()) computed.push_back(kTokenErdmaEnv);
-  if (any_erdma && !cfg.device_mounts().empty()) computed.push_back(kTokenDeviceMounts);
-  if (preloaded > 0) computed.push_back(kTokenSmcrPreload);
-  if (preloaded > 0 && left_out > 0) computed.push_back(kTokenSmcrPreloadPartial);
-  if (!added.empty()) computed.push_back(kTokenErdmaResource);
-
   Mutation m;
-  m.pod = b.display();
-  m.injected = b.marker(computed);
-  b.resource_added_annotation(added_names.names());
-  b.warnings_annotation();
-  b.annotation_ops();
-  m.ops = b.take_ops();
-  m.warning_counts = b.counts();
-  m.warnings = b.take_warnings();
-  if (m.ops.empty()) {
+  m.pod = pod.ref(ns_name);
+  const std::string display = m.pod.display();
+  Warnings warnings;
+  Builder b(pod, cfg, display, warnings);
+
+  Plan plan;
+  decide_scope(pod, ns_name, cfg, plan, warnings);
+  if (!plan.skip) {
+    // The webhook records the containers it gives the resource to by name, so it can only mutate
+    // a pod whose names identify its containers.
+    if (auto s = check_container_names(pod); !s) {
+      return make_error(ErrorCode::InvalidArgument, "pod " + display + ": " + s.error().message);
+    }
+    decide_holders(pod, cfg, plan, warnings);
+    decide_preload(pod, cfg, plan, warnings);
+    ERDMA_TRY(emit(pod, cfg, plan, b, m));
+  }
+  if (!plan.skip || plan.annotate_skip) {
+    // A pod the webhook looked at (not excluded, not opted out) gets its warnings as an
+    // annotation even when nothing else changes, so whoever reads the pod learns why.
+    b.warnings_annotation();
+    b.annotation_ops();
+    m.ops = b.take_ops();
+  }
+  m.warning_counts = warnings.counts();
+  m.warnings = warnings.take_for_response();
+  if (plan.skip) {
+    m.decision = Decision::Skipped;
+    m.reason = std::move(*plan.skip);
+  } else if (m.ops.empty()) {
     m.decision = Decision::Unchanged;
     m.reason = m.injected.empty() ? "nothing is configured to inject" : "already injected";
   } else {

@@ -13,6 +13,8 @@
 
 #include "common/result.hpp"
 #include "webhook/core/config.hpp"
+#include "webhook/core/pod_view.hpp"
+#include "webhook/core/warnings.hpp"
 
 namespace erdma::webhook {
 
@@ -35,53 +37,17 @@ struct PatchOp {
   std::string value;  // the value as JSON text
 };
 
-// What a warning is about. The names (to_string) are label values of the webhook's
-// erdma_webhook_warnings_total{kind} series: keep them stable.
-enum class WarningKind : uint8_t {
-  InjectAnnotationValue,  // inject_annotation_value: erdma-inject is neither "true" nor "false"
-  SmcrAnnotationValue,    // smcr_annotation_value: erdma-smcr is set but not exactly "true"/"false"
-  EnvFromPrecedence,      // envfrom_precedence: injected env shadows names envFrom may define
-  LdPreloadValueFrom,     // ld_preload_value_from: LD_PRELOAD from valueFrom, so no library
-  LdPreloadOtherCopy,     // ld_preload_other_copy: another copy of the library is preloaded
-  ResourceAdded,          // resource_added: aliyun/erdma: 1 added for SMC-R
-  ResourceZero,           // resource_zero: the container that would get it asks for 0
-  AddResourceOff,         // add_resource_off: SMC-R pod without the resource, adding it is off
-  WindowsPod,             // windows_pod: skipped, eRDMA and SMC-R are Linux-only
-  RequestsWithoutLimits,  // requests_without_limits: the apiserver will refuse the pod
-};
-inline constexpr size_t kWarningKindCount = 10;
-
-[[nodiscard]] std::string_view to_string(WarningKind k) noexcept;
-
 struct Mutation {
   Decision decision = Decision::Skipped;
   std::string reason;                  // why skipped, or a summary; for logs
-  std::string pod;                     // "namespace/name" of the pod, for messages
+  PodRef pod;
   // Empty unless decision == Mutated, except that a skipped pod with warnings gets the warnings
   // annotation (kWarningsAnnotation) so a person can see why nothing was injected.
   std::vector<PatchOp> ops;
   std::vector<std::string> warnings;   // for AdmissionResponse.warnings, capped at kMaxWarnings
-  std::array<uint32_t, kWarningKindCount> warning_counts{};  // every warning produced, by kind
+  WarningCounts warning_counts{};  // every warning produced, by kind
   std::vector<std::string> injected;   // marker tokens now on the pod (erdma-env, smcr-preload, ...)
 };
-
-// At most this many warnings are returned; the last one then says how many were left out.
-inline constexpr size_t kMaxWarnings = 16;
-
-// The warnings annotation holds at most kMaxWarnings lines of at most kMaxWarningLineBytes bytes
-// each (longer ones are cut, control characters become blanks) and kMaxWarningsAnnotationBytes
-// in all. Lines already on the pod come first and are kept (a reinvocation does not repeat the
-// warnings of the first pass, e.g. "added aliyun/erdma"); new lines are appended. When lines had
-// to be left out, the last line is kWarningsLeftOut.
-inline constexpr size_t kMaxWarningLineBytes = 256;
-inline constexpr size_t kMaxWarningsAnnotationBytes = 2048;
-inline constexpr std::string_view kWarningsLeftOut = "(more warnings were left out; the erdma-webhook log lists them)";
-
-// The annotation value for `warnings` on a pod whose annotation is `existing` (see above); empty
-// when there is nothing to say. `more`: further warnings were made but their text not kept, so
-// the value ends with kWarningsLeftOut.
-[[nodiscard]] std::string warnings_annotation_value(std::optional<std::string_view> existing,
-                                                    const std::vector<std::string>& warnings, bool more = false);
 
 // Computes the mutation of `pod` (a Pod object) for a CREATE in namespace `ns`.
 // Errors: InvalidArgument when a field the rules read has the wrong type, or when the injection

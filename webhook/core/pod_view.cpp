@@ -434,20 +434,17 @@ std::string_view element_type_name(element e) noexcept {
   return "unknown";
 }
 
-std::string PodView::display_name(std::string_view request_namespace) const {
+PodRef PodView::ref(std::string_view request_namespace) const {
   constexpr size_t kMaxPart = 253;
-  auto append_cut = [](std::string& out, std::string_view part) { out += common::cut_for_message(part, kMaxPart); };
-  std::string out;
-  append_cut(out, request_namespace.empty() ? namespace_name : request_namespace);
-  if (out.empty()) out = "default";
-  out += '/';
+  PodRef out;
+  out.namespace_ = common::cut_for_message(request_namespace.empty() ? namespace_name : request_namespace, kMaxPart);
+  if (out.namespace_.empty()) out.namespace_ = "default";
   if (!name.empty()) {
-    append_cut(out, name);
+    out.name = common::cut_for_message(name, kMaxPart);
   } else if (!generate_name.empty()) {
-    append_cut(out, generate_name);
-    out += '*';
+    out.name = common::cut_for_message(generate_name, kMaxPart) + '*';
   } else {
-    out += "<unnamed>";
+    out.name = "<unnamed>";
   }
   return out;
 }

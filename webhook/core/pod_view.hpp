@@ -61,6 +61,14 @@ struct ContainerView {
   bool resource_in_requests = false;  // ... in requests
 };
 
+// The pod a review is about, each part cut after 253 bytes (the longest name the apiserver
+// accepts): for log fields, and "namespace/name" in messages.
+struct PodRef {
+  std::string namespace_;
+  std::string name;  // "prefix-*" for a generateName pod, "<unnamed>" without either
+  [[nodiscard]] std::string display() const { return namespace_ + "/" + name; }
+};
+
 struct PodView {
   bool has_metadata = false;
   bool has_annotations = false;
@@ -83,9 +91,9 @@ struct PodView {
   std::vector<ContainerView> containers;  // init containers first, then containers, in order
   size_t init_count = 0;
 
-  // "ns/name" for messages ("ns/prefix-*" for generateName pods); each part cut after 253 bytes,
-  // the longest name the apiserver accepts.
-  [[nodiscard]] std::string display_name(std::string_view request_namespace) const;
+  // Which pod this is (see PodRef): the request's namespace, else metadata.namespace, else
+  // "default"; the name, else the generateName prefix with '*'.
+  [[nodiscard]] PodRef ref(std::string_view request_namespace) const;
 };
 
 // Reads `pod` into a PodView, checking the type of every field it touches. `resource_name` is the

@@ -32,39 +32,35 @@ HttpResponse admit(const HttpRequest& req, const Config& cfg, Reviewer& reviewer
     HttpResponse r = text(415, req.content_type.empty()
                                    ? "missing Content-Type; an AdmissionReview is sent as application/json"
                                    : "unsupported Content-Type; an AdmissionReview is sent as application/json");
-    AdmissionRecord rec;
+    ReviewResult rec;
     rec.error = "content type is not application/json";
     r.admission = std::move(rec);
     return r;
   }
   ReviewResult result = reviewer.review(ReviewBody(req.body, req.body_padded), cfg);
-  AdmissionRecord rec;
-  rec.outcome = result.outcome;
-  rec.uid = std::move(result.uid);
-  rec.pod = std::move(result.pod);
-  rec.error = std::move(result.error);
-  rec.reason = std::move(result.reason);
-  rec.ops = result.ops;
-  rec.warnings = result.warnings.size();
-  for (const auto& w : result.warnings) {
-    if (!rec.warning_text.empty()) rec.warning_text += '\n';
-    rec.warning_text += w;
-  }
-  rec.warning_counts = result.warning_counts;
   HttpResponse r;
   if (result.outcome == Outcome::Invalid) {
     // The apiserver only sends well-formed reviews, so this is a client bug or a probe; the
     // message goes back as plain text (the error is ours to phrase, and always valid UTF-8).
-    r = text(400, "invalid AdmissionReview: " + rec.error);
+    r = text(400, "invalid AdmissionReview: " + result.error);
   } else {
     r.status = 200;
     r.body = std::move(result.body);
   }
-  r.admission = std::move(rec);
+  r.admission = std::move(result);
   return r;
 }
 
 }  // namespace
+
+std::string warning_text(const ReviewResult& r) {
+  std::string out;
+  for (const auto& w : r.warnings) {
+    if (!out.empty()) out += '\n';
+    out += w;
+  }
+  return out;
+}
 
 bool is_json_media_type(std::string_view content_type) noexcept {
   const auto semi = content_type.find(';');

@@ -27,25 +27,14 @@ struct HttpRequest {
   bool body_padded = false;  // kBodyPadding readable bytes follow the body (parsed in place)
 };
 
-// What admission decided, for the log line and the metrics (set for POST /mutate-pods only).
-struct AdmissionRecord {
-  Outcome outcome = Outcome::Invalid;
-  std::string uid;
-  std::string pod;    // "namespace/name" (or generateName prefix) when known
-  std::string error;  // why Invalid or Rejected
-  std::string reason;
-  size_t ops = 0;
-  size_t warnings = 0;       // warnings returned to the client
-  std::string warning_text;  // those warnings, one per line, for the log line
-  std::array<uint32_t, kWarningKindCount> warning_counts{};  // every warning produced, by kind
-};
-
 struct HttpResponse {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body;
   std::string allow;  // the Allow header of a 405
-  std::optional<AdmissionRecord> admission;
+  // What admission decided, for the log line and the metrics (POST /mutate-pods only); its body
+  // has moved to `body`.
+  std::optional<ReviewResult> admission;
 };
 
 // Serves one request:
@@ -55,6 +44,9 @@ struct HttpResponse {
 //   415 for a body that is not JSON, 405 (with Allow) for a wrong method, 404 otherwise.
 // `reviewer` is the calling thread's own (it is not thread-safe); `cfg` is the current config.
 [[nodiscard]] HttpResponse handle(const HttpRequest& req, const Config& cfg, Reviewer& reviewer, bool ready = true);
+
+// The warnings returned to the client, one per line, for the log line.
+[[nodiscard]] std::string warning_text(const ReviewResult& r);
 
 // True if `content_type` names application/json (parameters such as charset ignored, case
 // ignored), as the apiserver sends it.

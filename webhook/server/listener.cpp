@@ -391,26 +391,21 @@ class Session : public std::enable_shared_from_this<Session> {
     write(false);
   }
 
-  void record(const AdmissionRecord& rec, std::chrono::steady_clock::duration elapsed) {
+  void record(const ReviewResult& rec, std::chrono::steady_clock::duration elapsed) {
     const double seconds = std::chrono::duration<double>(elapsed).count();
     state_->metrics.record_admission(rec.outcome, rec.warning_counts, seconds);
     const bool bad = rec.outcome == Outcome::Invalid;
     if (!log::enabled(bad ? log::Level::Warn : log::Level::Info)) return;
-    std::string_view ns, name = rec.pod;
-    if (const auto slash = name.find('/'); slash != std::string_view::npos) {
-      ns = name.substr(0, slash);
-      name = name.substr(slash + 1);
-    }
     log::Line line(bad ? log::Level::Warn : log::Level::Info, "admission");
     line.kv("conn", id_)
         .kv("uid", rec.uid)
-        .kv("namespace", ns)
-        .kv("pod", name)
+        .kv("namespace", rec.pod.namespace_)
+        .kv("pod", rec.pod.name)
         .kv("outcome", bad ? std::string_view("invalid") : to_string(rec.outcome))
-        .kv("ops", static_cast<uint64_t>(rec.ops))
-        .kv("warnings", static_cast<uint64_t>(rec.warnings))
+        .kv("ops", static_cast<uint64_t>(rec.ops.size()))
+        .kv("warnings", static_cast<uint64_t>(rec.warnings.size()))
         .kv("duration_us", static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()));
-    if (!rec.warning_text.empty()) line.kv("warning_text", rec.warning_text);
+    if (!rec.warnings.empty()) line.kv("warning_text", warning_text(rec));
     if (!rec.error.empty()) line.kv("error", rec.error);
   }
 

@@ -118,8 +118,8 @@ TEST_CASE("a mutated review answers with the uid, a base64 JSON Patch and its ty
   const auto patch = common::base64_decode(resp["response"]["patch"].get<std::string>());
   REQUIRE(patch.has_value());
   CHECK(json::parse(*patch).is_array());
-  CHECK(r.pod == "team-a/p");
-  CHECK(r.ops == json::parse(*patch).size());
+  CHECK(r.pod.display() == "team-a/p");
+  CHECK(r.ops.size() == json::parse(*patch).size());
   CHECK(r.injected == std::vector<std::string>{"erdma-env"});
 }
 
@@ -195,7 +195,7 @@ TEST_CASE("one Reviewer serves many bodies - views never leak between them") {
     const ReviewResult r = reviewer.review(review_with(req), preset_config());
     CHECK(json::parse(r.body)["response"]["uid"] == "uid-" + std::to_string(i));
     CHECK(r.outcome == (i % 3 == 0 ? Outcome::Skipped : Outcome::Mutated));
-    if (i % 3 != 0) CHECK(r.pod == "team-a/pod-" + std::to_string(i));
+    if (i % 3 != 0) CHECK(r.pod.display() == "team-a/pod-" + std::to_string(i));
     if (i % 7 == 0) CHECK(reviewer.review("garbage", preset_config()).outcome == Outcome::Invalid);
   }
 }

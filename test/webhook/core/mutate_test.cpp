@@ -231,7 +231,8 @@ TEST_CASE("the request namespace wins over metadata.namespace for exclusion") {
   Run from_meta = run(pod, preset_config(), "");
   REQUIRE(from_meta.mutation.ok());
   CHECK(from_meta.mutation->decision == Decision::Mutated);
-  CHECK(from_meta.mutation->pod == "team-a/p");
+  CHECK(from_meta.mutation->pod.display() == "team-a/p");
+  CHECK(from_meta.mutation->pod.namespace_ == "team-a");
 }
 
 TEST_CASE("not a pod object, and errors name the pod and the field") {

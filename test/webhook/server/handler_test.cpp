@@ -65,8 +65,10 @@ TEST_CASE_FIXTURE(Fixture, "POST /mutate-pods with the apiserver's ?timeout= ans
     REQUIRE(r.admission.has_value());
     CHECK(r.admission->outcome == Outcome::Mutated);
     CHECK(r.admission->uid == "uid-42");
-    CHECK(r.admission->pod == "team-a/web-0");
-    CHECK(r.admission->ops > 0);
+    CHECK(r.admission->pod.namespace_ == "team-a");
+    CHECK(r.admission->pod.name == "web-0");
+    CHECK_FALSE(r.admission->ops.empty());
+    CHECK(r.admission->body.empty());  // moved into the HTTP response
   }
 }
 
@@ -200,9 +202,9 @@ TEST_CASE_FIXTURE(Fixture, "warnings reach the log record as text and the metric
   pod["spec"]["containers"].push_back({{"name", "side"}, {"resources", {{"requests", {{"aliyun/erdma", "1"}}}}}});
   HttpResponse r = call("POST", "/mutate-pods", "application/json", review(pod));
   REQUIRE(r.admission.has_value());
-  const AdmissionRecord& rec = *r.admission;
-  CHECK(rec.warnings == 3);
-  CHECK(rec.warning_text ==
+  const ReviewResult& rec = *r.admission;
+  CHECK(rec.warnings.size() == 3);
+  CHECK(warning_text(rec) ==
         "container \"side\" requests aliyun/erdma without a limit; the apiserver refuses extended resources whose "
         "requests do not equal their limits: set limits.aliyun/erdma to the requested quantity\n"
         "added aliyun/erdma: 1 to container \"app\": SMC-R needs an eRDMA node, and erdma-agent mounts the preload "
