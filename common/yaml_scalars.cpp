@@ -57,12 +57,8 @@ std::optional<json> yaml_int(std::string_view s) {
   return json(v);
 }
 
-std::optional<json> yaml_float(std::string_view s) {
-  if (is_yaml_inf_or_nan(s)) {
-    // JSON has no infinities or NaN; keep the text rather than invent a number.
-    return std::nullopt;
-  }
-  // [-+]? ( \. [0-9]+ | [0-9]+ ( \. [0-9]* )? ) ( [eE] [-+]? [0-9]+ )?
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
+bool yaml_style_float(std::string_view s) {
   size_t i = 0;
   if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
   size_t int_digits = 0, frac_digits = 0;
@@ -70,21 +66,34 @@ std::optional<json> yaml_float(std::string_view s) {
   if (i < s.size() && s[i] == '.') {
     ++i;
     while (i < s.size() && is_dec(s[i])) ++i, ++frac_digits;
+    if (int_digits == 0 && frac_digits == 0) return false;
+  } else if (int_digits == 0) {
+    return false;
   }
-  if (int_digits == 0 && frac_digits == 0) return std::nullopt;
+  if (int_digits == 0 && frac_digits == 0) return false;
   if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
     ++i;
     if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
     size_t exp_digits = 0;
     while (i < s.size() && is_dec(s[i])) ++i, ++exp_digits;
-    if (exp_digits == 0) return std::nullopt;
+    if (exp_digits == 0) return false;
   }
-  if (i != s.size()) return std::nullopt;
+  return i == s.size();
+}
+
+std::optional<json> parse_float(std::string_view s) {
   const std::string copy(s);
   errno = 0;
-  const double d = std::strtod(copy.c_str(), nullptr);
-  if (errno == ERANGE || !std::isfinite(d)) return std::nullopt;
+  char* end = nullptr;
+  const double d = std::strtod(copy.c_str(), &end);
+  if (end != copy.c_str() + copy.size() || errno == ERANGE || !std::isfinite(d)) return std::nullopt;
   return json(d);
+}
+
+// A float per the core schema: the same syntax, and no .inf or .nan (JSON has no form for them).
+std::optional<json> yaml_float(std::string_view s) {
+  if (is_yaml_inf_or_nan(s) || !yaml_style_float(s)) return std::nullopt;
+  return parse_float(s);
 }
 
 json resolve_core(std::string_view s) {
@@ -121,39 +130,6 @@ std::optional<uint64_t> go_base0_unsigned(std::string_view s) {
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v, base);
   if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
   return v;
-}
-
-// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?
-bool yaml_style_float(std::string_view s) {
-  size_t i = 0;
-  if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-  size_t int_digits = 0, frac_digits = 0;
-  while (i < s.size() && is_dec(s[i])) ++i, ++int_digits;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && is_dec(s[i])) ++i, ++frac_digits;
-    if (int_digits == 0 && frac_digits == 0) return false;
-  } else if (int_digits == 0) {
-    return false;
-  }
-  if (int_digits == 0 && frac_digits == 0) return false;
-  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
-    ++i;
-    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    size_t exp_digits = 0;
-    while (i < s.size() && is_dec(s[i])) ++i, ++exp_digits;
-    if (exp_digits == 0) return false;
-  }
-  return i == s.size();
-}
-
-std::optional<json> parse_float(std::string_view s) {
-  const std::string copy(s);
-  errno = 0;
-  char* end = nullptr;
-  const double d = std::strtod(copy.c_str(), &end);
-  if (end != copy.c_str() + copy.size() || errno == ERANGE || !std::isfinite(d)) return std::nullopt;
-  return json(d);
 }
 
 json resolve_kubectl(std::string_view s) {

@@ -77,6 +77,20 @@ bool read_flags(const std::vector<std::string>& args, std::span<const common::Fl
   return true;
 }
 
+// read_flags, then the config file they name (or the default); says why and returns nullopt when
+// either is wrong.
+std::optional<AgentConfig> read_flags_and_config(const std::vector<std::string>& args,
+                                                 std::span<const common::FlagSpec> specs, Flags& f,
+                                                 std::ostream& err) {
+  if (!read_flags(args, specs, f, err)) return std::nullopt;
+  auto cfg = load_config_file(f.config);
+  if (!cfg) {
+    err << "error: " << cfg.error().message << "\n";
+    return std::nullopt;
+  }
+  return std::move(*cfg);
+}
+
 std::string gid_list(const RdmaPort& p) {
   std::string s;
   for (const auto& g : p.gids) {
@@ -145,12 +159,8 @@ json render_devices_json(const DeviceScan& scan, const std::string& source, unsi
 
 int run_devices(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags flags;
-  if (!read_flags(args, kListFlags, flags, err)) return kExitUsage;
-  auto cfg = load_config_file(flags.config);
-  if (!cfg) {
-    err << "error: " << cfg.error().message << "\n";
-    return kExitUsage;
-  }
+  auto cfg = read_flags_and_config(args, kListFlags, flags, err);
+  if (!cfg) return kExitUsage;
   auto source = make_device_source(*cfg);
   auto scan = source->scan();
   if (!scan) {
@@ -176,12 +186,8 @@ int run_devices(const std::vector<std::string>& args, std::ostream& out, std::os
 
 int run_config(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags flags;
-  if (!read_flags(args, kConfigFlags, flags, err)) return kExitUsage;
-  auto cfg = load_config_file(flags.config);
-  if (!cfg) {
-    err << "error: " << cfg.error().message << "\n";
-    return kExitUsage;
-  }
+  auto cfg = read_flags_and_config(args, kConfigFlags, flags, err);
+  if (!cfg) return kExitUsage;
   out << cfg->to_json().dump(2) << "\n";
   return kExitOk;
 }
@@ -268,12 +274,8 @@ json render_status_json(const NodeStatus& st) {
 
 int run_status(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   Flags flags;
-  if (!read_flags(args, kListFlags, flags, err)) return kExitUsage;
-  auto cfg = load_config_file(flags.config);
-  if (!cfg) {
-    err << "error: " << cfg.error().message << "\n";
-    return kExitUsage;
-  }
+  auto cfg = read_flags_and_config(args, kListFlags, flags, err);
+  if (!cfg) return kExitUsage;
   NodeStatus st;
   st.facts = read_driver_facts("/sys");
   st.driver = judge_driver(cfg->driver.prefer, st.facts);
