@@ -44,6 +44,10 @@ test_packages=(
   qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
   # two-node test (test/vm/two-nodes.sh): a real container runtime in each VM
   containerd runc containernetworking-plugins
+  # monitoring (test/monitoring): promtool checks and unit-tests the alert rules, and a real
+  # Prometheus 2.42 scrapes both programs on loopback. Only the binaries are used: no daemon is
+  # left running or enabled (see below)
+  prometheus
 )
 # kubectl renders the manifests in the tests. Debian's is kubernetes-client (kubectl 1.20); a
 # kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with it, so Debian's
@@ -102,6 +106,29 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Packages that ship a service (prometheus, containerd) must not start one on this machine: the
+# tests run their own instances on loopback ports with temporary data. invoke-rc.d and
+# deb-systemd-invoke ask policy-rc.d; exit 101 means "do not start". One already there (as in
+# container images) is left as it is; ours is removed when the install ends.
+policy=/usr/sbin/policy-rc.d
+own_policy=0
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# scripts/install-deps.sh: no service starts while it installs packages.\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  own_policy=1
+fi
+done_installing() {
+  [ "$own_policy" -eq 1 ] && rm -f "$policy"
+  # A package installed here does not start at boot either (prometheus would otherwise open
+  # port 9090 and write /var/lib/prometheus on every boot of this machine).
+  local p
+  for p in "${missing[@]}"; do
+    if [ "$p" = prometheus ] && command -v systemctl >/dev/null 2>&1; then
+      systemctl disable prometheus.service >/dev/null 2>&1 || true
+    fi
+  done
+}
+trap done_installing EXIT
 # A bounded retry: mirrors occasionally fail one request.
 for attempt in 1 2 3; do
   if timeout 600 apt-get update -qq && timeout 1200 apt-get install -y -qq --no-install-recommends "${missing[@]}"; then

@@ -37,6 +37,9 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
       registrations_error(r.counter("erdma_agent_registrations_total", kRegistrations, {{"result", "error"}})),
       kubelet_restarts(r.counter("erdma_agent_kubelet_restarts_total",
                                  "Kubelet restarts seen (plugin socket deleted or kubelet.sock re-created)")),
+      kubelet_registered(r.gauge("erdma_agent_kubelet_registered",
+                                 "1 while the device plugin is registered with the kubelet it serves; 0 before the "
+                                 "first registration and from a kubelet restart until the next one succeeds")),
       scans_ok(r.counter("erdma_agent_scans_total", kScans, {{"result", "ok"}})),
       scans_error(r.counter("erdma_agent_scans_total", kScans, {{"result", "error"}})),
       health_changes(r.counter("erdma_agent_health_changes_total", "Changes of the advertised device list or health")),

@@ -29,6 +29,7 @@ struct AgentMetrics {
   common::metrics::Counter& registrations_ok;   // erdma_agent_registrations_total{result="ok"}
   common::metrics::Counter& registrations_error;
   common::metrics::Counter& kubelet_restarts;   // erdma_agent_kubelet_restarts_total
+  common::metrics::Gauge& kubelet_registered;   // erdma_agent_kubelet_registered (1 registered, 0 not)
   common::metrics::Counter& scans_ok;           // erdma_agent_scans_total{result="ok"}
   common::metrics::Counter& scans_error;
   common::metrics::Counter& health_changes;     // erdma_agent_health_changes_total

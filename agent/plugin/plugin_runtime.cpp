@@ -73,6 +73,7 @@ void PluginRuntime::stop() {
   hooks_.stop();
   server_.stop(timing_.shutdown_grace);
   registered_ = false;
+  if (metrics_ != nullptr) metrics_->kubelet_registered.set(0);
   log::info("device plugin stopped").kv("socket", cfg_.plugin_socket_path());
 }
 
@@ -166,7 +167,10 @@ void PluginRuntime::try_register() {
   backoff_ = milliseconds(0);
   registered_kubelet_ = *s;
   registered_ = true;
-  if (metrics_ != nullptr) metrics_->registrations_ok.inc();
+  if (metrics_ != nullptr) {
+    metrics_->registrations_ok.inc();
+    metrics_->kubelet_registered.set(1);
+  }
   auto line = log::info("registered with kubelet");
   line.kv("resource", cfg_.resource_name).kv("endpoint", kPluginSocketName);
   if (restart_seen_at_) {
@@ -182,7 +186,10 @@ void PluginRuntime::kubelet_restart_seen(const char* why) {
   if (!restart_seen_at_) restart_seen_at_ = Clock::now();
   // One restart shows up twice (our socket deleted, kubelet.sock created): count it once.
   if (registered_.exchange(false)) {
-    if (metrics_ != nullptr) metrics_->kubelet_restarts.inc();
+    if (metrics_ != nullptr) {
+      metrics_->kubelet_restarts.inc();
+      metrics_->kubelet_registered.set(0);
+    }
     log::warn("kubelet restart detected; serving and registering again").kv("signal", why);
   }
 }

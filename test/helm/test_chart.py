@@ -2,8 +2,8 @@
 """charts/erdma-controller, checked by a real helm (test/helm/build-helm.sh builds it once per machine).
 
 1. Same objects as kustomize. `helm template` with values equivalent to an overlay must render the
-   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the four
-   overlays manifests/{default,fail-open,nfd,cert-manager}, the four other combinations of
+   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the five
+   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring}, the four other combinations of
    certificate source, failure policy and NFD (as kustomize overlays composed here the way
    manifests/nfd's comment tells), and test/cluster/lib.sh's site overlay with a static device.
    What legitimately differs is normalised first, and only that (see normalise_helm and
@@ -62,6 +62,10 @@ CHECKSUM = "checksum/agent-config"
 HELM_LABEL_KEYS = ("helm.sh/chart", "app.kubernetes.io/managed-by", "app.kubernetes.io/instance")
 # test/cluster/lib.sh's product_site: the agent config with one static device instead of verbs.
 STATIC_DEVICES = [{"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth0"}]
+# manifests/monitoring: the PrometheusRule, the metrics Services and ServiceMonitors, the agent on
+# the node's IP.
+MONITORING_VALUES = {"agent": {"metricsOnNodeIP": True},
+                     "monitoring": {"prometheusRule": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
 SITE_SETS = ["--set", "agent.config.devices.source=static",
              "--set-json", "agent.config.devices.static=" + json.dumps(STATIC_DEVICES, separators=(",", ":"))]
 
@@ -461,7 +465,8 @@ def main():
 
     def lint_each_mode():
         bad = []
-        for name, values in modes + [("fail-open and nfd", {"webhook": {"failurePolicy": "Ignore"},
+        for name, values in modes + [("monitoring", MONITORING_VALUES),
+                                     ("fail-open and nfd", {"webhook": {"failurePolicy": "Ignore"},
                                                               "agent": {"nfd": {"enabled": True}}}),
                                      ("one replica in another namespace", {"webhook": {"replicas": 1},
                                                                            "namespace": {"name": "team-erdma",
@@ -483,7 +488,8 @@ def main():
         print("kubectl: %s (%s)" % (kubectl, tm.kubectl_version(kubectl)))
     overlays = [("default", {}), ("fail-open", {"webhook": {"failurePolicy": "Ignore"}}),
                 ("nfd", {"agent": {"nfd": {"enabled": True}}}),
-                ("cert-manager", {"certificates": {"mode": "certManager"}})]
+                ("cert-manager", {"certificates": {"mode": "certManager"}}),
+                ("monitoring", MONITORING_VALUES)]
     for kubectl in kubectls:
         label = " (%s)" % kubectl if len(kubectls) > 1 else ""
         for overlay, values in overlays:
@@ -735,6 +741,9 @@ def main():
             ({"agent": {"config": {"metricsListen": "0.0.0.0:9467"}}}, (), "agent.config.metricsListen: set agent.metricsListen"),
             ({"agent": {"config": {"nfdFeatureFile": "/x/y"}}}, (), "agent.config.nfdFeatureFile: set agent.nfd"),
             ({"webhook": {"config": {"excludedNamespaces": ["a"]}}}, (), "webhook.config.excludedNamespaces: set webhook.excludedNamespaces"),
+            ({"monitoring": {"serviceMonitor": {"enabled": True}}}, (), "monitoring.serviceMonitor.enabled needs agent.metricsOnNodeIP"),
+            ({"monitoring": {"serviceMonitor": {"interval": "often"}}}, (), "/monitoring/serviceMonitor/interval"),
+            ({"agent": {"metricsOnNodeIP": "yes"}}, (), "/agent/metricsOnNodeIP"),
         ]
         missed = []
         for values, args, want in cases:

@@ -200,6 +200,7 @@ def main():
 
             body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=WAIT).read().decode()
             check('erdma_agent_registrations_total{result="ok"} 1' in body, "metrics: one registration")
+            check('erdma_agent_kubelet_registered 1' in body, "metrics: registered with kubelet")
             check('erdma_agent_allocate_requests_total{result="ok"} 2' in body, "metrics: two Allocates")
             check('erdma_agent_allocate_requests_total{result="error"} 1' in body, "metrics: one refused Allocate")
             check('erdma_agent_devices{health="unhealthy"} 1' in body, "metrics: one unhealthy device")
