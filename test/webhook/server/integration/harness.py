@@ -188,9 +188,14 @@ class Server:
             return f.read().decode(errors="replace")
 
     def log_lines(self):
+        """The complete lines of the log. A read can land while the server is writing a batch of
+        lines, so a last line without its newline is not finished yet: it is left for the next read."""
+        text = self.read_log()
+        if not text.endswith("\n"):
+            text = text[: text.rfind("\n") + 1]
         out = []
-        for line in self.read_log().splitlines():
-            out.append(json.loads(line))  # every line must be JSON
+        for line in text.splitlines():
+            out.append(json.loads(line))  # every complete line must be JSON
         return out
 
     def log_lines_when(self, ready, seconds=5):
