@@ -10,6 +10,10 @@ namespace erdma::contract {
 
 // The extended resource the agent advertises and pods request.
 inline constexpr std::string_view kResourceName = "aliyun/erdma";
+// The resource the webhook gives SMC-R containers: the agent's Allocate answer for it mounts the
+// preload library and nothing else (no RDMA device: SMC-R runs in the kernel), and its
+// PreStartContainer sets up the pod's network namespace like kResourceName's.
+inline constexpr std::string_view kSmcrResourceName = "aliyun/erdma-smcr";
 
 // Pod annotation asking for SMC-R; only the exact value kSmcrEnabled enables it.
 inline constexpr std::string_view kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";

@@ -126,7 +126,7 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   if (!smcr->is_object()) return cfg::type_error(*smcr, "smcr", "a map");
   if (auto s = cfg::check_keys(*smcr, "smcr",
                           {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource", "preloadHostDir",
-                           "callTimeoutMs", "statsSeconds"});
+                           "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice"});
       !s) {
     return s;
   }
@@ -184,6 +184,17 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
 
   ERDMA_TRY_ASSIGN(auto stats, cfg::get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600));
   out.stats_seconds = static_cast<unsigned>(stats);
+
+  ERDMA_TRY_ASSIGN(auto resource, cfg::get_string(*smcr, "resourceName", "smcr.resourceName", out.resource_name));
+  if (!resource.empty() && !cfg::is_extended_resource_name(resource)) {
+    return cfg::error("smcr.resourceName", "must be an extended resource name <domain>/<name> (e.g. " +
+                                               std::string(contract::kSmcrResourceName) +
+                                               "), or \"\" to not advertise it, got " + json_quote(resource));
+  }
+  out.resource_name = resource;
+  ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(*smcr, "slotsPerDevice", "smcr.slotsPerDevice", out.slots_per_device, 1,
+                                            kMaxSlotsPerDevice));
+  out.slots_per_device = static_cast<unsigned>(slots);
   return {};
 }
 
@@ -289,6 +300,10 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   }
 
   ERDMA_TRY(load_smcr(doc, cfg.smcr));
+  if (cfg.smcr.resource_name == cfg.resource_name) {
+    return cfg::error("smcr.resourceName", "must differ from resourceName (" + cfg.resource_name +
+                                               "): the SMC-R resource is a second resource, without RDMA devices");
+  }
   for (auto [key, field] : {std::pair<const char*, bool*>{"allocateAllDevices", &cfg.allocate_all_devices},
                             {"ncclEnv", &cfg.nccl_env},
                             {"ncclSocketIfname", &cfg.nccl_socket_ifname}}) {
@@ -349,7 +364,9 @@ json AgentConfig::to_json() const {
                 {"preloadSource", smcr.preload_source},
                 {"preloadHostDir", smcr.preload_host_dir},
                 {"callTimeoutMs", smcr.call_timeout_ms},
-                {"statsSeconds", smcr.stats_seconds}}},
+                {"statsSeconds", smcr.stats_seconds},
+                {"resourceName", smcr.resource_name},
+                {"slotsPerDevice", smcr.slots_per_device}}},
               {"allocateAllDevices", allocate_all_devices},
               {"ncclEnv", nccl_env},
               {"ncclSocketIfname", nccl_socket_ifname},
@@ -363,6 +380,10 @@ json AgentConfig::to_json() const {
 
 std::string AgentConfig::plugin_socket_path() const {
   return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kPluginSocketName;
+}
+
+std::string AgentConfig::smcr_plugin_socket_path() const {
+  return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kSmcrPluginSocketName;
 }
 
 std::string AgentConfig::kubelet_socket_path() const {

@@ -20,6 +20,8 @@ namespace erdma::agent {
 
 // The plugin's socket file name inside devicePluginDir (docs/design.md: .../device-plugins/erdma.sock).
 inline constexpr const char* kPluginSocketName = "erdma.sock";
+// The SMC-R resource's socket (smcr.resourceName), beside it.
+inline constexpr const char* kSmcrPluginSocketName = "erdma-smcr.sock";
 // Kubelet's registration socket inside devicePluginDir.
 inline constexpr const char* kKubeletSocketName = "kubelet.sock";
 // sockaddr_un.sun_path holds 108 bytes including the terminating NUL.
@@ -42,6 +44,11 @@ struct SmcrConfig {
   std::string preload_host_dir{contract::kPreloadHostDir};
   unsigned call_timeout_ms = 5000;   // each PodResources / CRI call (always inside PreStart's budget)
   unsigned stats_seconds = 30;       // how often the kernel's SMC statistics are read for metrics
+  // The resource SMC-R containers hold (contract::kSmcrResourceName): Allocate mounts only the
+  // preload library. "" = not advertised (the webhook then gives SMC-R containers resourceName).
+  std::string resource_name{contract::kSmcrResourceName};
+  // Its slots per device: one per SMC-R container, so enough for every container a node runs.
+  unsigned slots_per_device = 256;
 };
 
 // driver.*: which erdma driver mode this node should run (see docs/node-preparation.md).
@@ -89,6 +96,7 @@ struct AgentConfig {
 
   // devicePluginDir/erdma.sock and devicePluginDir/kubelet.sock.
   [[nodiscard]] std::string plugin_socket_path() const;
+  [[nodiscard]] std::string smcr_plugin_socket_path() const;
   [[nodiscard]] std::string kubelet_socket_path() const;
 };
 

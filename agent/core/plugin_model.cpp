@@ -198,6 +198,25 @@ void add_nccl_env(const std::vector<std::string>& names, const std::vector<RdmaD
 
 }  // namespace
 
+PluginEndpoint erdma_endpoint(const AgentConfig& cfg) {
+  AllocateOptions a;
+  a.all_devices = cfg.allocate_all_devices;
+  a.nccl_env = cfg.nccl_env;
+  a.nccl_socket_ifname = cfg.nccl_socket_ifname;
+  // Containers that asked for eRDMA themselves and are in an SMC-R pod get the library with it.
+  if (cfg.smcr.enabled) a.preload_host_dir = cfg.smcr.preload_host_dir;
+  return PluginEndpoint{cfg.resource_name, kPluginSocketName, cfg.slots_per_device, std::move(a)};
+}
+
+std::optional<PluginEndpoint> smcr_endpoint(const AgentConfig& cfg) {
+  if (!cfg.smcr.enabled || cfg.smcr.resource_name.empty()) return std::nullopt;
+  AllocateOptions a;
+  a.library_only = true;
+  a.nccl_env = false;
+  a.preload_host_dir = cfg.smcr.preload_host_dir;
+  return PluginEndpoint{cfg.smcr.resource_name, kSmcrPluginSocketName, cfg.smcr.slots_per_device, std::move(a)};
+}
+
 Result<ContainerAllocation> allocate_container(const std::vector<std::string>& ids,
                                                const std::vector<RdmaDevice>& devices, unsigned slots_per_device,
                                                const AllocateOptions& options) {
@@ -240,6 +259,14 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
                                                (known.empty() ? std::string("none") : common::join(known, ", ")) + ")");
   }
   ContainerAllocation out;
+  if (options.library_only) {
+    // The SMC-R resource: the slots only place the pod and call PreStartContainer; the container
+    // gets the library and nothing of the device.
+    if (!options.preload_host_dir.empty()) {
+      out.mounts.push_back(HostMount{std::string(contract::kPreloadMountPath), options.preload_host_dir, true});
+    }
+    return out;
+  }
   if (options.all_devices) {
     // Every advertisable device, whatever slots kubelet picked (ACK's allocateAllDevices).
     for (const auto& slot : advertised_devices(devices, slots_per_device).slots) names.insert(slot.device);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "agent/core/config.hpp"
 #include "agent/core/rdma_device.hpp"
 #include "common/result.hpp"
 
@@ -102,7 +103,24 @@ struct AllocateOptions {
   // in every container ("" = none, smcr.enabled off). The webhook preloads the library exactly in
   // the containers holding the resource, so this mount is how the file gets there.
   std::string preload_host_dir;
+  // The SMC-R resource: the library mount is the whole answer. No device node, no env: SMC-R runs
+  // in the kernel, and the application only calls socket().
+  bool library_only = false;
 };
+
+// One resource the agent serves, on a socket of its own in the device plugin directory.
+struct PluginEndpoint {
+  std::string resource_name;
+  std::string socket_name;
+  unsigned slots_per_device = 0;
+  AllocateOptions allocate;
+};
+
+// The eRDMA devices: resourceName on erdma.sock, every Allocate option from the config.
+[[nodiscard]] PluginEndpoint erdma_endpoint(const AgentConfig& cfg);
+// The SMC-R library resource (smcr.resourceName on erdma-smcr.sock), or nullopt when SMC-R is off
+// or smcr.resourceName is "".
+[[nodiscard]] std::optional<PluginEndpoint> smcr_endpoint(const AgentConfig& cfg);
 
 struct ContainerAllocation {
   std::vector<std::string> devices;          // distinct device names, sorted

@@ -84,6 +84,12 @@ int run_daemon(const AgentConfig& cfg) {
     log::info("SMC-R disabled (smcr.enabled: false): no host or pod setup, no preload install");
   }
   PluginRuntime runtime(cfg, *source, *hook, &metrics);
+  // SMC-R containers' resource: the library mount only, and the same pod setup at PreStart.
+  std::unique_ptr<PluginRuntime> smcr_runtime;
+  if (auto endpoint = smcr_endpoint(cfg); endpoint && pod_setup) {
+    smcr_runtime = std::make_unique<PluginRuntime>(cfg, *endpoint, *source, pod_setup->for_resource(endpoint->resource_name),
+                                                   nullptr);
+  }
   std::unique_ptr<SmcrService> smcr;
 
   boost::asio::io_context ioc;
@@ -92,8 +98,9 @@ int run_daemon(const AgentConfig& cfg) {
   std::thread metrics_thread;
   if (!cfg.metrics_listen.empty()) {
     auto not_ready = [&]() -> std::optional<std::string> {
-      if (runtime.registered()) return std::nullopt;
-      return "not registered with kubelet";
+      if (!runtime.registered()) return "not registered with kubelet";
+      if (smcr_runtime && !smcr_runtime->registered()) return "the SMC-R resource is not registered with kubelet";
+      return std::nullopt;
     };
     metrics_server = std::make_unique<common::http::MetricsServer>(ioc, common::http::probe_handler(registry, not_ready));
     auto addr = common::parse_listen_address(cfg.metrics_listen);
@@ -107,8 +114,10 @@ int run_daemon(const AgentConfig& cfg) {
   }
 
   int rc = kExitOk;
-  if (auto s = runtime.start(); !s) {
-    log::error("device plugin failed to start").kv("error", s.error().message);
+  Status started = runtime.start();
+  if (started && smcr_runtime) started = smcr_runtime->start();
+  if (!started) {
+    log::error("device plugin failed to start").kv("error", started.error().message);
     rc = kExitFailure;
   } else {
     if (cfg.smcr.enabled) {
@@ -133,10 +142,12 @@ int run_daemon(const AgentConfig& cfg) {
       if (sig == SIGHUP) {
         log::info("SIGHUP: rescanning devices");
         runtime.request_rescan();
+        if (smcr_runtime) smcr_runtime->request_rescan();
       }
     }
   }
   if (smcr) smcr->stop();
+  if (smcr_runtime) smcr_runtime->stop();
   runtime.stop();
   if (metrics_server) metrics_server->stop();
   work.reset();

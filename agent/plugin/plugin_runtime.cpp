@@ -31,18 +31,25 @@ std::string health_summary(const RdmaDevice& d) {
 
 }  // namespace
 
-PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
-                             RuntimeTiming timing)
+PluginRuntime::PluginRuntime(const AgentConfig& cfg, PluginEndpoint endpoint, RdmaDevices& devices,
+                             PreStartHook& hook, AgentMetrics* metrics, RuntimeTiming timing)
     : cfg_(cfg),
+      endpoint_(std::move(endpoint)),
       devices_(devices),
       metrics_(metrics),
       timing_(timing),
-      state_(cfg.slots_per_device),
+      state_(endpoint_.slots_per_device),
       hooks_(hook),
-      service_(state_, hooks_, metrics, [this] { request_rescan(); },
-               AllocateOptions{true, cfg.allocate_all_devices, cfg.nccl_env, cfg.nccl_socket_ifname,
-                               cfg.smcr.enabled ? cfg.smcr.preload_host_dir : std::string()}),
+      service_(state_, hooks_, metrics, [this] { request_rescan(); }, endpoint_.allocate),
       server_(service_) {}
+
+PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
+                             RuntimeTiming timing)
+    : PluginRuntime(cfg, erdma_endpoint(cfg), devices, hook, metrics, timing) {}
+
+std::string PluginRuntime::socket_path() const {
+  return cfg_.device_plugin_dir + (cfg_.device_plugin_dir == "/" ? "" : "/") + endpoint_.socket_name;
+}
 
 PluginRuntime::~PluginRuntime() { stop(); }
 
@@ -53,10 +60,10 @@ Status PluginRuntime::start() {
     log::warn("inotify unavailable; kubelet restarts are noticed by polling").kv("error", files_->inotify_error());
   }
   log::info("device plugin starting")
-      .kv("resource", cfg_.resource_name)
-      .kv("socket", cfg_.plugin_socket_path())
+      .kv("resource", endpoint_.resource_name)
+      .kv("socket", socket_path())
       .kv("source", devices_.describe())
-      .kv("slots_per_device", cfg_.slots_per_device);
+      .kv("slots_per_device", endpoint_.slots_per_device);
   scan();
   thread_ = std::thread([this] { loop(); });
   return {};
@@ -74,7 +81,7 @@ void PluginRuntime::stop() {
   server_.stop(timing_.shutdown_grace);
   registered_ = false;
   if (metrics_ != nullptr) metrics_->kubelet_registered.set(0);
-  log::info("device plugin stopped").kv("socket", cfg_.plugin_socket_path());
+  log::info("device plugin stopped").kv("socket", socket_path());
 }
 
 void PluginRuntime::request_rescan() {
@@ -133,7 +140,7 @@ void PluginRuntime::scan() {
 }
 
 void PluginRuntime::serve() {
-  const auto path = cfg_.plugin_socket_path();
+  const auto path = socket_path();
   auto s = server_.start(path, timing_.shutdown_grace);
   if (!s) {
     if (serve_errors_.failed(s.error().message)) {
@@ -150,7 +157,7 @@ void PluginRuntime::serve() {
 }
 
 void PluginRuntime::try_register() {
-  const Registration reg{cfg_.kubelet_socket_path(), kPluginSocketName, cfg_.resource_name};
+  const Registration reg{cfg_.kubelet_socket_path(), endpoint_.socket_name, endpoint_.resource_name};
   auto s = register_with_kubelet(reg, timing_.register_timeout);
   if (!s) {
     if (metrics_ != nullptr) metrics_->registrations_error.inc();
@@ -172,7 +179,7 @@ void PluginRuntime::try_register() {
     metrics_->kubelet_registered.set(1);
   }
   auto line = log::info("registered with kubelet");
-  line.kv("resource", cfg_.resource_name).kv("endpoint", kPluginSocketName);
+  line.kv("resource", endpoint_.resource_name).kv("endpoint", endpoint_.socket_name);
   if (restart_seen_at_) {
     const auto ms = milliseconds(ms_between(*restart_seen_at_, Clock::now()));
     line.kv("ms_since_kubelet_restart", static_cast<int64_t>(ms.count()));
@@ -228,7 +235,7 @@ void PluginRuntime::handle_events(const std::vector<common::FileWatch::Event>& e
       }
       continue;
     }
-    if (name == kPluginSocketName && (ev.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
+    if (name == endpoint_.socket_name && (ev.mask & (IN_DELETE | IN_MOVED_FROM)) != 0) {
       // Our own restarts delete the file too; only a socket that is not ours counts.
       if (server_.serving() && !server_.socket_is_ours()) {
         kubelet_restart_seen("plugin socket deleted");

@@ -39,7 +39,11 @@ struct RuntimeTiming {
 
 class PluginRuntime {
  public:
-  // All references must outlive the runtime. `metrics` may be null.
+  // Serves `endpoint` (its resource on its socket). All references must outlive the runtime.
+  // `metrics` may be null.
+  PluginRuntime(const AgentConfig& cfg, PluginEndpoint endpoint, RdmaDevices& devices, PreStartHook& hook,
+                AgentMetrics* metrics, RuntimeTiming timing = {});
+  // The eRDMA devices (erdma_endpoint(cfg)).
   PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
                 RuntimeTiming timing = {});
   ~PluginRuntime();
@@ -56,6 +60,7 @@ class PluginRuntime {
   void request_rescan();
 
   [[nodiscard]] DeviceState& state() noexcept { return state_; }
+  [[nodiscard]] const PluginEndpoint& endpoint() const noexcept { return endpoint_; }
   [[nodiscard]] bool registered() const noexcept { return registered_.load(); }
   // Observability of the loop, for tests that check that something does NOT happen: passes of
   // the loop completed (each handles the wake-ups and inotify events that were queued before it
@@ -74,7 +79,10 @@ class PluginRuntime {
   void ensure_watch();
   void kubelet_restart_seen(const char* why);
 
+  [[nodiscard]] std::string socket_path() const;
+
   const AgentConfig& cfg_;
+  const PluginEndpoint endpoint_;
   RdmaDevices& devices_;
   AgentMetrics* metrics_;
   RuntimeTiming timing_;

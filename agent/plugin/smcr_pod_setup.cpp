@@ -51,10 +51,22 @@ void SmcrPodSetup::stop_predictions() { predictions_.stop(); }
 
 bool SmcrPodSetup::predictions_stopping() const { return predictions_.stopping(); }
 
-Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>&,
+Status SmcrPodSetup::pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,
                                Clock::time_point deadline) {
+  return pre_start_of(cfg_.resource_name, device_ids, devices, deadline);
+}
+
+PreStartHook& SmcrPodSetup::for_resource(const std::string& resource) {
+  std::lock_guard lock(resource_hooks_mu_);
+  auto& hook = resource_hooks_[resource];
+  if (!hook) hook = std::make_unique<ResourceHook>(*this, resource);
+  return *hook;
+}
+
+Status SmcrPodSetup::pre_start_of(const std::string& resource, const std::vector<std::string>& device_ids,
+                                  const std::vector<std::string>&, Clock::time_point deadline) {
   PredictionTarget later;
-  auto outcome = run_setup(device_ids, deadline, &later);
+  auto outcome = run_setup(resource, device_ids, deadline, &later);
   if (metrics_ != nullptr) {
     metrics_->pod_setup(outcome.result).inc();
     if (outcome.result == PodSetupResult::Configured) {
@@ -117,11 +129,11 @@ Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids, con
 }
 
 PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids, Deadline deadline) {
-  return run_setup(device_ids, deadline, nullptr);
+  return run_setup(cfg_.resource_name, device_ids, deadline, nullptr);
 }
 
-PodSetupOutcome SmcrPodSetup::run_setup(const std::vector<std::string>& device_ids, Deadline deadline,
-                                        PredictionTarget* later) {
+PodSetupOutcome SmcrPodSetup::run_setup(const std::string& resource, const std::vector<std::string>& device_ids,
+                                        Deadline deadline, PredictionTarget* later) {
   const auto t0 = Clock::now();
   auto finish = [&](PodSetupOutcome o) {
     o.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
@@ -135,7 +147,7 @@ PodSetupOutcome SmcrPodSetup::run_setup(const std::vector<std::string>& device_i
                                                                                : PodSetupResult::Failed,
                        pods.error().message));
   }
-  auto pod = find_pod_for_devices(*pods, cfg_.resource_name, device_ids);
+  auto pod = find_pod_for_devices(*pods, resource, device_ids);
   if (!pod) {
     return finish(with(out, pod.error().code == ErrorCode::NotFound ? PodSetupResult::PodNotFound : PodSetupResult::Failed,
                        pod.error().message));

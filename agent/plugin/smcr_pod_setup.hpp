@@ -87,6 +87,10 @@ class SmcrPodSetup final : public PreStartHook {
                                  std::chrono::steady_clock::time_point deadline) override;
   [[nodiscard]] Status missed_turn(const std::vector<std::string>& device_ids, const std::string& why) override;
 
+  // The same hook for the other resource the agent serves (smcr.resourceName): kubelet's slot IDs
+  // are looked up under that resource. It lives as long as this hook.
+  [[nodiscard]] PreStartHook& for_resource(const std::string& resource);
+
   // The pre_start work with its outcome, the prediction made inline (what pre_start logs and counts).
   [[nodiscard]] PodSetupOutcome set_up(const std::vector<std::string>& device_ids, Deadline deadline);
 
@@ -120,7 +124,29 @@ class SmcrPodSetup final : public PreStartHook {
     std::optional<NetnsRef> pod;
   };
   // With `later` null the prediction is made inline, else only named in `later`.
-  PodSetupOutcome run_setup(const std::vector<std::string>& device_ids, Deadline deadline, PredictionTarget* later);
+  // Another resource's view of this hook (for_resource).
+  class ResourceHook final : public PreStartHook {
+   public:
+    ResourceHook(SmcrPodSetup& setup, std::string resource) : setup_(setup), resource_(std::move(resource)) {}
+    [[nodiscard]] Status pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,
+                                   std::chrono::steady_clock::time_point deadline) override {
+      return setup_.pre_start_of(resource_, device_ids, devices, deadline);
+    }
+    [[nodiscard]] Status missed_turn(const std::vector<std::string>& device_ids, const std::string& why) override {
+      return setup_.missed_turn(device_ids, why);
+    }
+
+   private:
+    SmcrPodSetup& setup_;
+    std::string resource_;
+  };
+
+  [[nodiscard]] Status pre_start_of(const std::string& resource, const std::vector<std::string>& device_ids,
+                                    const std::vector<std::string>& devices,
+                                    std::chrono::steady_clock::time_point deadline);
+  // `resource`: the resource whose slot IDs kubelet passed.
+  PodSetupOutcome run_setup(const std::string& resource, const std::vector<std::string>& device_ids,
+                            Deadline deadline, PredictionTarget* later);
   PodSetupOutcome configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out,
                                     PredictionTarget* later);
   void predict_into(PodSetupOutcome& out, const std::optional<NetnsRef>& pod, Deadline deadline,
@@ -136,6 +162,8 @@ class SmcrPodSetup final : public PreStartHook {
   };
   void make_prediction(QueuedPrediction&& job, bool stopping);
 
+  std::mutex resource_hooks_mu_;
+  std::map<std::string, std::unique_ptr<ResourceHook>> resource_hooks_;
   const AgentConfig& cfg_;
   PodResourcesSource& pods_;
   SandboxSource& sandboxes_;

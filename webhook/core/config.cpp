@@ -195,7 +195,8 @@ Result<Config> Config::load(const json& doc) {
   if (const json* v = cfg::get(doc, "smcr"); v != nullptr) {
     const json& s = *v;
     ERDMA_TRY(cfg::expect_map(s, "smcr"));
-    ERDMA_TRY(cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource"}));
+    ERDMA_TRY(cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource",
+                                          "resourceName"}));
     ERDMA_TRY_ASSIGN(auto from, cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from))));
     if (from == to_string(LibraryFrom::DevicePlugin)) {
       c.smcr_.library_from = LibraryFrom::DevicePlugin;
@@ -218,6 +219,18 @@ Result<Config> Config::load(const json& doc) {
     c.smcr_.library = lib;
     c.smcr_.env = std::move(smc_env);
     c.smcr_.add_resource = add;
+    ERDMA_TRY_ASSIGN(auto smcr_resource, cfg::get_string(s, "resourceName", "smcr.resourceName", c.smcr_.resource_name));
+    if (!smcr_resource.empty() && !cfg::is_extended_resource_name(smcr_resource)) {
+      return cfg::error("smcr.resourceName", "must be an extended resource name <domain>/<name> (e.g. " +
+                                                 std::string(contract::kSmcrResourceName) +
+                                                 "), or \"\" to give SMC-R containers resourceName, got " +
+                                                 json_quote(smcr_resource));
+    }
+    c.smcr_.resource_name = smcr_resource;
+  }
+  if (c.smcr_.resource_name == c.resource_name_) {
+    return cfg::error("smcr.resourceName", "must differ from resourceName (" + c.resource_name_ +
+                                               "), or be \"\" to give SMC-R containers resourceName");
   }
   // erdma-agent installs the library under one fixed name; a pod told another name would find no
   // file, the dynamic loader would skip it with a warning, and the pod would stay on TCP unnoticed.
@@ -262,9 +275,13 @@ void Config::render() {
   // pod; ld.so then skips the missing preload with a message and the application runs over TCP.
   r.preload_volume = volume_fragment(kPreloadVolumeName, smcr_.preload_host_dir, "DirectoryOrCreate");
   r.preload_mount = mount_fragment(kPreloadVolumeName, smcr_.mount_path, true);
-  r.resource_token = common::escape_pointer_token(resource_name_);
+  // hostPath: nodes whose device plugin is not erdma-agent, which serves only resourceName there.
+  r.added_resource = smcr_.library_from == LibraryFrom::DevicePlugin && !smcr_.resource_name.empty()
+                         ? smcr_.resource_name
+                         : resource_name_;
+  r.resource_token = common::escape_pointer_token(r.added_resource);
   r.resource_one = "{";
-  common::append_json_string(r.resource_one, resource_name_);
+  common::append_json_string(r.resource_one, r.added_resource);
   r.resource_one += ":\"1\"}";
   rendered_ = std::move(r);
 }
@@ -295,7 +312,8 @@ json Config::to_json() const {
                 {"mountPath", smcr_.mount_path},
                 {"library", smcr_.library},
                 {"env", env_list(smcr_.env)},
-                {"addResource", smcr_.add_resource}}}};
+                {"addResource", smcr_.add_resource},
+                {"resourceName", smcr_.resource_name}}}};
 }
 
 }  // namespace erdma::webhook

@@ -48,6 +48,10 @@ struct SmcrSettings {
   std::string library{contract::kPreloadLibrary};
   std::vector<EnvVar> env;  // SMC tuning, e.g. SMC_SNDBUF
   bool add_resource = true;
+  // With libraryFrom: devicePlugin, the resource SMC-R containers are given: erdma-agent's
+  // library-only resource (no RDMA device in the container). "" = resourceName, as before the
+  // agent served it (nodes with an older agent).
+  std::string resource_name{contract::kSmcrResourceName};
 };
 
 // JSON text fragments derived from the settings at load time, so the request path only copies.
@@ -60,8 +64,9 @@ struct RenderedFragments {
   std::string preload_env;                // {"name":"LD_PRELOAD","value":<preload_path>}
   std::string preload_volume;             // the erdma-smc-preload hostPath volume (libraryFrom: hostPath)
   std::string preload_mount;              // its read-only volumeMount (libraryFrom: hostPath)
-  std::string resource_token;             // resourceName escaped as a JSON Pointer token
-  std::string resource_one;               // {"<resourceName>":"1"}
+  std::string added_resource;             // the resource the webhook gives SMC-R containers
+  std::string resource_token;             // added_resource escaped as a JSON Pointer token
+  std::string resource_one;               // {"<added_resource>":"1"}
 };
 
 class Config {

@@ -550,7 +550,7 @@ void decide_scope(const PodView& pod, std::string_view ns_name, const Config& cf
   plan.containers.resize(pod.containers.size());
   for (size_t i = 0; i < pod.containers.size(); ++i) {
     const ContainerView& c = pod.containers[i];
-    plan.containers[i].holds = c.resource_positive;
+    plan.containers[i].holds = c.resource_positive || c.smcr_positive;
     plan.containers[i].erdma = c.resource_positive && !plan.ours.contains(c.name);
     plan.any_erdma = plan.any_erdma || plan.containers[i].erdma;
   }
@@ -589,12 +589,14 @@ void decide_scope(const PodView& pod, std::string_view ns_name, const Config& cf
 void decide_holders(const PodView& pod, const Config& cfg, Plan& plan, Warnings& w) {
   if (!plan.smcr) return;
   const bool via_plugin = cfg.smcr().library_from == LibraryFrom::DevicePlugin;
+  const std::string& added = cfg.rendered().added_resource;
   if (via_plugin) {
     for (size_t i = pod.init_count; i < pod.containers.size(); ++i) {
       const ContainerView& c = pod.containers[i];
-      if (c.resource_positive) continue;
-      if (c.resource_listed) {
-        w.add(WarningKind::ResourceZero, describe(c) + " requests 0 " + cfg.resource_name() +
+      if (c.resource_positive || c.smcr_positive) continue;
+      if (c.resource_listed || c.smcr_listed) {
+        w.add(WarningKind::ResourceZero, describe(c) + " requests 0 " +
+                                             (c.smcr_listed ? cfg.smcr().resource_name : cfg.resource_name()) +
                                              "; not changed, so it gets no SMC-R preload library and its TCP stays TCP");
         plan.unserved.push_back(&c);
       } else if (!cfg.smcr().add_resource) {
@@ -610,11 +612,11 @@ void decide_holders(const PodView& pod, const Config& cfg, Plan& plan, Warnings&
       const size_t n = plan.unserved.size();
       w.add(WarningKind::AddResourceOff,
             "smcr.addResource is off: " + describe_all(plan.unserved) + (n == 1 ? " holds" : " hold") + " no " +
-                cfg.resource_name() + ", so " + (n == 1 ? "it gets" : "they get") + " no SMC-R preload library" +
+                added + ", so " + (n == 1 ? "it gets" : "they get") + " no SMC-R preload library" +
                 (none ? "; the pod may not land on an eRDMA node and SMC-R would fall back to TCP" : ""));
     }
     if (!plan.added.empty()) {
-      w.add(WarningKind::ResourceAdded, "added " + cfg.resource_name() + ": 1 to " + describe_all(plan.added) +
+      w.add(WarningKind::ResourceAdded, "added " + added + ": 1 to " + describe_all(plan.added) +
                                             ": SMC-R needs an eRDMA node, and erdma-agent mounts the preload " +
                                             "library into the containers holding it");
     }
@@ -715,7 +717,7 @@ Status emit(const PodView& pod, const Config& cfg, const Plan& plan, Builder& b,
 // a second pass writes nothing new. A pod the rules refuse (unreadable fields, container names
 // the apiserver would refuse, a conflicting volume or mount) is an error naming the pod.
 Result<Mutation> mutate(simdjson::dom::element pod_element, const NamespaceInfo& ns, const Config& cfg) {
-  auto read = read_pod(pod_element, cfg.resource_name());
+  auto read = read_pod(pod_element, ResourceNames{cfg.resource_name(), cfg.smcr().resource_name});
   if (!read) {
     return make_error(ErrorCode::InvalidArgument,
                       "pod " + display_of_unreadable(pod_element, ns.name) + ": " + read.error().message);

@@ -101,24 +101,30 @@ Result<QuantitySign> read_quantity(element e, const Path& path) {
 }
 
 // Reads resources.limits / resources.requests: every value must be a quantity; notes ours.
-Result<bool> read_resource_list(element e, const Path& path, std::string_view resource_name, ContainerView& c,
+Result<bool> read_resource_list(element e, const Path& path, const ResourceNames& resource_name, ContainerView& c,
                                 bool& seen_here) {
   if (e.is_null()) return false;
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map of quantities", e);
-  bool seen = false;
+  bool seen = false, seen_smcr = false;
   for (auto field : obj) {
-    if (field.key != resource_name) continue;
-    ERDMA_TRY(once(seen, path, field.key));
-    ERDMA_TRY_ASSIGN(auto q, read_quantity(field.value, child(path, field.key)));
-    c.resource_listed = true;
-    if (q == QuantitySign::Positive) c.resource_positive = true;
-    seen_here = true;
+    if (field.key == resource_name.erdma) {
+      ERDMA_TRY(once(seen, path, field.key));
+      ERDMA_TRY_ASSIGN(auto q, read_quantity(field.value, child(path, field.key)));
+      c.resource_listed = true;
+      if (q == QuantitySign::Positive) c.resource_positive = true;
+      seen_here = true;
+    } else if (!resource_name.smcr.empty() && field.key == resource_name.smcr) {
+      ERDMA_TRY(once(seen_smcr, path, field.key));
+      ERDMA_TRY_ASSIGN(auto q, read_quantity(field.value, child(path, field.key)));
+      c.smcr_listed = true;
+      if (q == QuantitySign::Positive) c.smcr_positive = true;
+    }
   }
   return true;
 }
 
-Status read_resources(element e, const Path& path, std::string_view resource_name, ContainerView& c) {
+Status read_resources(element e, const Path& path, const ResourceNames& resource_name, ContainerView& c) {
   if (e.is_null()) return {};
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map", e);
@@ -201,7 +207,7 @@ Status read_mounts(element e, const Path& path, ContainerView& c) {
   return {};
 }
 
-Status read_container(element e, const Path& path, std::string_view resource_name, ContainerView& c) {
+Status read_container(element e, const Path& path, const ResourceNames& resource_name, ContainerView& c) {
   object obj;
   if (e.get_object().get(obj) != simdjson::SUCCESS) return type_error(path, "a map", e);
   bool seen_name = false, seen_env = false, seen_from = false, seen_mounts = false, seen_res = false;
@@ -231,7 +237,7 @@ Status read_container(element e, const Path& path, std::string_view resource_nam
   return {};
 }
 
-Status read_container_list(element e, const Path& path, ContainerList list, std::string_view resource_name,
+Status read_container_list(element e, const Path& path, ContainerList list, const ResourceNames& resource_name,
                            PodView& pod) {
   if (e.is_null()) return {};
   array arr;
@@ -367,7 +373,7 @@ Status read_os(element e, const Path& path, PodView& pod) {
   return {};
 }
 
-Status read_spec(element e, std::string_view resource_name, PodView& pod) {
+Status read_spec(element e, const ResourceNames& resource_name, PodView& pod) {
   const Path path{nullptr, "spec", 0};
   if (e.is_null()) return {};
   object obj;
@@ -449,7 +455,7 @@ PodRef PodView::ref(std::string_view request_namespace) const {
   return out;
 }
 
-Result<PodView> read_pod(element pod, std::string_view resource_name) {
+Result<PodView> read_pod(element pod, const ResourceNames& resource_name) {
   PodView view;
   object obj;
   if (pod.get_object().get(obj) != simdjson::SUCCESS) {

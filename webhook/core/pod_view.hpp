@@ -59,6 +59,15 @@ struct ContainerView {
   bool resource_positive = false;  // ... with a quantity above zero in either
   bool resource_in_limits = false;    // the eRDMA resource appears in limits
   bool resource_in_requests = false;  // ... in requests
+  bool smcr_listed = false;     // the SMC-R resource (smcr.resourceName) appears in limits or requests
+  bool smcr_positive = false;   // ... with a quantity above zero in either
+};
+
+// The resources read_pod notes per container: the eRDMA resource (resourceName) and the SMC-R
+// resource the webhook gives SMC-R containers (smcr.resourceName; empty = none).
+struct ResourceNames {
+  std::string_view erdma;
+  std::string_view smcr;
 };
 
 // The pod a review is about, each part cut after 253 bytes (the longest name the apiserver
@@ -99,7 +108,7 @@ struct PodView {
 // Reads `pod` into a PodView, checking the type of every field it touches. `resource_name` is the
 // extended resource that marks an eRDMA container. Errors are InvalidArgument with a JSON path:
 // `spec.containers[1].env[0].name: expected a string, got number`.
-[[nodiscard]] Result<PodView> read_pod(simdjson::dom::element pod, std::string_view resource_name);
+[[nodiscard]] Result<PodView> read_pod(simdjson::dom::element pod, const ResourceNames& resource_name);
 
 // "string", "number", "object", ... for messages.
 [[nodiscard]] std::string_view element_type_name(simdjson::dom::element e) noexcept;

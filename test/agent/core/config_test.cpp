@@ -181,6 +181,9 @@ TEST_CASE("invalid configs are refused with the key named") {
       {R"({"devicePluginDir": "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"})",
        "devicePluginDir:", "107"},
       {R"({"slotsPerDevice": 0})", "slotsPerDevice:", "between 1 and 1000"},
+      {R"({"smcr": {"resourceName": "erdma-smcr"}})", "smcr.resourceName:", "<domain>/<name>"},
+      {R"({"smcr": {"resourceName": "aliyun/erdma"}})", "smcr.resourceName:", "must differ from resourceName"},
+      {R"({"smcr": {"slotsPerDevice": 0}})", "smcr.slotsPerDevice:", "between 1 and 1000"},
       {R"({"slotsPerDevice": 1001})", "slotsPerDevice:", "1001"},
       {R"({"slotsPerDevice": -5})", "slotsPerDevice:", "-5"},
       {R"({"slotsPerDevice": 2.5})", "slotsPerDevice:", "integer"},
@@ -271,6 +274,28 @@ TEST_CASE("null values mean the default") {
   REQUIRE(cfg.ok());
   CHECK(cfg->slots_per_device == 64);
   CHECK(cfg->source == DeviceSourceKind::Verbs);
+}
+
+}  // namespace erdma::agent
+
+namespace erdma::agent {
+
+TEST_CASE("the SMC-R resource: name and slots read, \"\" turns it off") {
+  auto cfg = AgentConfig::load(json::parse(R"({"smcr": {"resourceName": "example.com/smcr", "slotsPerDevice": 500}})"));
+  REQUIRE(cfg.ok());
+  CHECK(cfg->smcr.resource_name == "example.com/smcr");
+  CHECK(cfg->smcr.slots_per_device == 500);
+  CHECK(cfg->to_json()["smcr"]["resourceName"] == "example.com/smcr");
+  auto again = AgentConfig::load(cfg->to_json());
+  REQUIRE(again.ok());
+  CHECK(again->smcr.slots_per_device == 500);
+  auto off = AgentConfig::load(json::parse(R"({"smcr": {"resourceName": ""}})"));
+  REQUIRE(off.ok());
+  CHECK(off->smcr.resource_name.empty());
+  auto defaults = AgentConfig::load(json::object());
+  REQUIRE(defaults.ok());
+  CHECK(defaults->smcr.resource_name == "aliyun/erdma-smcr");
+  CHECK(defaults->smcr.slots_per_device == 256);
 }
 
 }  // namespace erdma::agent

@@ -300,3 +300,47 @@ TEST_CASE("port state names") {
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+
+TEST_CASE("the SMC-R resource: Allocate gives the library mount and nothing of the device") {
+  const std::vector<RdmaDevice> devices = {make_device("erdma_0", "uverbs0", 0)};
+  AllocateOptions smcr;
+  smcr.library_only = true;
+  smcr.preload_host_dir = "/var/lib/erdma-controller/lib";
+  auto a = allocate_container({"erdma_0-7", "erdma_0-200"}, devices, 256, smcr);
+  REQUIRE(a.ok());
+  CHECK(a->device_nodes.empty());  // no uverbs, no rdma_cm: SMC-R is the kernel's
+  CHECK(a->envs.empty());          // no NCCL_*, no ERDMA_DEVICES
+  CHECK(a->mounts == std::vector<HostMount>{{"/usr/lib/smc", "/var/lib/erdma-controller/lib", true}});
+  // The IDs are still checked: unknown and malformed ones are refused as for the devices.
+  CHECK(allocate_container({"erdma_9-0"}, devices, 256, smcr).error().code == ErrorCode::NotFound);
+  CHECK(allocate_container({"erdma_0-256"}, devices, 256, smcr).error().code == ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("endpoints: the eRDMA devices always, the SMC-R resource with SMC-R on and a name set") {
+  AgentConfig cfg;
+  const PluginEndpoint erdma = erdma_endpoint(cfg);
+  CHECK(erdma.resource_name == "aliyun/erdma");
+  CHECK(erdma.socket_name == "erdma.sock");
+  CHECK(erdma.slots_per_device == 64);
+  CHECK_FALSE(erdma.allocate.library_only);
+  CHECK(erdma.allocate.preload_host_dir == cfg.smcr.preload_host_dir);  // eRDMA containers of SMC-R pods
+
+  auto smcr = smcr_endpoint(cfg);
+  REQUIRE(smcr.has_value());
+  CHECK(smcr->resource_name == "aliyun/erdma-smcr");
+  CHECK(smcr->socket_name == "erdma-smcr.sock");
+  CHECK(smcr->slots_per_device == 256);
+  CHECK(smcr->allocate.library_only);
+  CHECK(smcr->allocate.preload_host_dir == cfg.smcr.preload_host_dir);
+
+  cfg.smcr.resource_name.clear();
+  CHECK_FALSE(smcr_endpoint(cfg).has_value());
+  cfg.smcr.resource_name = "aliyun/erdma-smcr";
+  cfg.smcr.enabled = false;
+  CHECK_FALSE(smcr_endpoint(cfg).has_value());
+  CHECK(erdma_endpoint(cfg).allocate.preload_host_dir.empty());
+}
+
+}  // namespace erdma::agent

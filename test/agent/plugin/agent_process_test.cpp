@@ -253,8 +253,16 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   FakeKubelet kubelet(dir.path());
   kubelet.start();
   Child agent(ERDMA_AGENT_BIN, {"run", "--config", config});
-  auto req = kubelet.wait_for_registrations(1, kWait);
-  REQUIRE(req.has_value());
+  // Two resources register, in either order: the eRDMA devices and the SMC-R library resource.
+  auto first = kubelet.wait_for_registrations(1, kWait);
+  auto second = kubelet.wait_for_registrations(2, kWait);
+  REQUIRE(first.has_value());
+  REQUIRE(second.has_value());
+  const auto& req = first->resource_name() == "aliyun/erdma" ? first : second;
+  const auto& smcr_req = first->resource_name() == "aliyun/erdma" ? second : first;
+  CHECK(req->resource_name() == "aliyun/erdma");
+  CHECK(smcr_req->resource_name() == "aliyun/erdma-smcr");
+  CHECK(smcr_req->endpoint() == "erdma-smcr.sock");
 
   auto stub = kubelet.plugin(req->endpoint());
   v1beta1::PreStartContainerRequest pre;

@@ -125,6 +125,43 @@ TEST_CASE("registers with kubelet: version, endpoint, resource name, options") {
   CHECK(h.metrics.registrations_ok.value() == 1);
 }
 
+TEST_CASE("the SMC-R resource: its own socket and registration; Allocate mounts the library, nothing else") {
+  Harness h;  // the eRDMA devices, registered first
+  auto endpoint = smcr_endpoint(h.cfg);
+  REQUIRE(endpoint.has_value());
+  PluginRuntime smcr(h.cfg, *endpoint, h.devices, h.hook, nullptr, fast_timing());
+  REQUIRE(smcr.start().ok());
+  const auto req = h.kubelet.wait_for_registrations(2, kWait);
+  REQUIRE(req.has_value());
+  CHECK(req->endpoint() == "erdma-smcr.sock");
+  CHECK(req->resource_name() == "aliyun/erdma-smcr");
+  CHECK(req->options().pre_start_required());  // the pod's netns is set up at PreStart, as for eRDMA
+  REQUIRE(eventually([&] { return smcr.registered(); }));
+  CHECK(is_socket(h.cfg.smcr_plugin_socket_path()));
+
+  auto stub = h.kubelet.plugin(kSmcrPluginSocketName);
+  v1beta1::AllocateResponse resp;
+  // Slot 200 of a device: the SMC-R resource has 256 per device, beyond the eRDMA resource's 4.
+  const auto status = allocate(*stub, {{"erdma_0-200"}, {"erdma_1-0"}}, resp);
+  REQUIRE_MESSAGE(status.ok(), status.error_message());
+  REQUIRE(resp.container_responses_size() == 2);
+  for (const auto& c : resp.container_responses()) {
+    CHECK(c.devices_size() == 0);  // no /dev/infiniband/uverbsN, no rdma_cm
+    CHECK(c.envs().empty());       // no NCCL_IB_HCA
+    REQUIRE(c.mounts_size() == 1);
+    CHECK(c.mounts(0).container_path() == "/usr/lib/smc");
+    CHECK(c.mounts(0).host_path() == h.cfg.smcr.preload_host_dir);
+    CHECK(c.mounts(0).read_only());
+  }
+  // The eRDMA resource's answer is unchanged: devices, env, and the library as well.
+  v1beta1::AllocateResponse erdma;
+  REQUIRE(allocate(*h.client(), {{"erdma_0-0"}}, erdma).ok());
+  CHECK(erdma.container_responses(0).devices_size() == 2);
+  CHECK(erdma.container_responses(0).envs().count("NCCL_IB_HCA") == 1);
+  smcr.stop();
+  CHECK_FALSE(is_socket(h.cfg.smcr_plugin_socket_path()));
+}
+
 TEST_CASE("GetDevicePluginOptions announces PreStartContainer and GetPreferredAllocation") {
   Harness h;
   auto stub = h.client();

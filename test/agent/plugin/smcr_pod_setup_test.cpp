@@ -253,8 +253,9 @@ struct PodHarness {
 
   // A pod with SMC-R annotation `value` (none when empty), its devices and a ready sandbox.
   std::string add_pod(const std::string& ns, const std::string& name, const std::vector<std::string>& ids,
-                      const std::string& value = kTrue, bool host_network = false) {
-    podres.add(ns, name, "app", "aliyun/erdma", ids);
+                      const std::string& value = kTrue, bool host_network = false,
+                      const std::string& resource = "aliyun/erdma") {
+    podres.add(ns, name, "app", resource, ids);
     auto s = sandbox(name, ns);
     s.annotations.clear();
     if (!value.empty()) s.annotations[std::string(kSmcrAnnotation)] = value;
@@ -320,6 +321,27 @@ TEST_CASE("PreStartContainer configures the netns of the pod that owns the devic
           << std::chrono::duration_cast<std::chrono::microseconds>(took).count() << " us (hook: "
           << h.metrics.pod_setup_seconds.sum() * 1e6 / static_cast<double>(h.metrics.pod_setup_seconds.count())
           << " us on average)");
+}
+
+TEST_CASE("the SMC-R resource's PreStartContainer looks its slot IDs up under that resource") {
+  PodHarness h;
+  // The same slot ID under both resources: only the resource tells the two pods apart.
+  const auto nccl = h.add_pod("ns", "nccl", {"erdma_0-0"});
+  const auto web = h.add_pod("ns", "web", {"erdma_0-0"}, kTrue, false, "aliyun/erdma-smcr");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  PreStartHook& smcr = h.hook->for_resource("aliyun/erdma-smcr");
+  CHECK(&smcr == &h.hook->for_resource("aliyun/erdma-smcr"));  // one per resource, kept
+  REQUIRE(smcr.pre_start({"erdma_0-0"}, {"erdma_0"}, deadline).ok());
+  REQUIRE(h.hook->wait_for_predictions(20s));
+  CHECK(h.tables.entries(web) == std::vector<PnetEntry>{kEth0});
+  CHECK(h.tables.entries(nccl).empty());
+  REQUIRE(h.hook->pre_start({"erdma_0-0"}, {"erdma_0"}, deadline).ok());
+  REQUIRE(h.hook->wait_for_predictions(20s));
+  CHECK(h.tables.entries(nccl) == std::vector<PnetEntry>{kEth0});
+  CHECK(setups(h.metrics, PodSetupResult::Configured) == 2);
+  // Slot IDs no pod holds under that resource: the pod is not found, the container still starts.
+  REQUIRE(h.hook->for_resource("example.com/other").pre_start({"erdma_0-0"}, {"erdma_0"}, deadline).ok());
+  CHECK(setups(h.metrics, PodSetupResult::PodNotFound) == 1);
 }
 
 TEST_CASE("PreStartContainer latency over 50 pods, for the performance notes") {

@@ -158,7 +158,7 @@ spec:
   const json mutated = json::parse(pod.out);
   CHECK(mutated["spec"]["containers"][0]["env"][0] == json({{"name", "LD_PRELOAD"}, {"value", "/usr/lib/smc/libsmc-preload.so"}}));
   CHECK(mutated["metadata"]["namespace"] == "default");
-  CHECK(patch.err.find("Warning: added aliyun/erdma: 1 to container \"app\"") != std::string::npos);
+  CHECK(patch.err.find("Warning: added aliyun/erdma-smcr: 1 to container \"app\"") != std::string::npos);
   CHECK(patch.err.find("Pod default/web: mutated") != std::string::npos);
 }
 
@@ -255,14 +255,14 @@ TEST_CASE("the examples the demo shows mutate as documented") {
   const CliRun smcr = mutate_cli({"-f", kExamples + "smcr-deployment.yaml", "-o", "pod"});
   REQUIRE(smcr.status == kExitOk);
   const json spod = json::parse(smcr.out);
-  CHECK(spod["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK(spod["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
   CHECK_FALSE(spod["spec"]["initContainers"][0].contains("resources"));
   CHECK(has(spod["spec"]["containers"][0]["env"], "LD_PRELOAD", "/usr/lib/smc/libsmc-preload.so"));
   CHECK(has(spod["spec"]["containers"][1]["env"], "LD_PRELOAD",
             "/usr/lib/libjemalloc.so.2:/usr/lib/smc/libsmc-preload.so"));
   // Both regular containers hold the resource (the library comes in its Allocate answer), the
   // init container gets nothing, and the spec has no hostPath.
-  CHECK(spod["spec"]["containers"][1]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK(spod["spec"]["containers"][1]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
   CHECK_FALSE(spod["spec"]["initContainers"][0].contains("env"));
   CHECK_FALSE(spod["spec"].contains("volumes"));
 
@@ -511,7 +511,7 @@ data: {enabled: "yes", count: "1"}
     const json& pod = pod_of(doc);
     CHECK(has_env(pod["spec"]["containers"][0], "LD_PRELOAD"));
     CHECK_FALSE(pod["spec"].contains("volumes"));
-    CHECK(pod["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
+    CHECK(pod["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
     CHECK(pod["metadata"]["annotations"]["network.alibabacloud.com/erdma-injected"] == "smcr-preload,erdma-resource");
     CHECK(pod["metadata"]["annotations"].contains("network.alibabacloud.com/erdma-warnings"));
     // The preview's made-up metadata does not leak into the manifest.

@@ -32,7 +32,8 @@ TEST_CASE("defaults are those of docs/design.md") {
   CHECK(c.smcr().add_resource);
   CHECK(c.smcr().library_from == LibraryFrom::DevicePlugin);
   CHECK(c.rendered().preload_path == "/usr/lib/smc/libsmc-preload.so");
-  CHECK(c.rendered().resource_token == "aliyun~1erdma");
+  CHECK(c.rendered().resource_token == "aliyun~1erdma-smcr");  // what SMC-R containers are given
+  CHECK(c.smcr().resource_name == "aliyun/erdma-smcr");
   CHECK(c.is_excluded_namespace("kube-system"));
   CHECK_FALSE(c.is_excluded_namespace("default"));
 

@@ -118,8 +118,10 @@ TEST_CASE("a pod with 1000 containers and 1000 init containers mutates correctly
   for (int i = 0; i < 1000; ++i) {
     const json& c = spec["containers"][static_cast<size_t>(i)];
     CHECK_FALSE(c.contains("volumeMounts"));
-    CHECK(c["resources"]["limits"]["aliyun/erdma"] == "1");
     const bool erdma = i % 2 == 0;
+    // The containers that asked for eRDMA keep it; the others get the library-only resource.
+    CHECK(c["resources"]["limits"][erdma ? "aliyun/erdma" : "aliyun/erdma-smcr"] == "1");
+    CHECK(c["resources"]["limits"].size() == 1);
     CHECK(c["env"].size() == (erdma ? 3u : 1u));
     CHECK(c["env"].back()["name"] == "LD_PRELOAD");
     CHECK_FALSE(spec["initContainers"][static_cast<size_t>(i)].contains("env"));
@@ -173,7 +175,8 @@ TEST_CASE("with devicePlugin, exactly the containers holding the resource get LD
   CHECK_FALSE(has_preload(spec["containers"][1]));
   CHECK(has_preload(spec["containers"][2]));
   CHECK(spec["containers"][1]["resources"]["limits"]["aliyun/erdma"] == "0");
-  CHECK(spec["containers"][2]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK(spec["containers"][2]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
+  CHECK_FALSE(spec["containers"][2]["resources"]["limits"].contains("aliyun/erdma"));  // no RDMA device for SMC-R
   const json& ann = r.patched["metadata"]["annotations"];
   CHECK(ann["network.alibabacloud.com/erdma-resource-added"] == "web");
   CHECK(ann["network.alibabacloud.com/erdma-injected"] == "erdma-env,smcr-preload,smcr-preload-partial,erdma-resource");
@@ -204,7 +207,7 @@ TEST_CASE("init containers come first whatever the key order, and paths use the 
   REQUIRE(r.mutation.ok());
   // The SMC-R slot goes to the first regular container: kubelet's PodResources (where the agent
   // finds the pod) does not report init containers.
-  CHECK(r.patched["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma"] == "1");
+  CHECK(r.patched["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
   CHECK_FALSE(r.patched["spec"]["initContainers"][0].contains("resources"));
   // Without the resource the init container gets no library, so no LD_PRELOAD either ...
   CHECK_FALSE(r.patched["spec"]["initContainers"][0].contains("env"));

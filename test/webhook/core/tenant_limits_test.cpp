@@ -147,11 +147,11 @@ TEST_CASE("thousands of warnings: the answer and the annotation stay bounded, th
   CHECK(r.warnings.back() == "... and " + std::to_string(kMaxContainers + 1 - (kMaxWarnings - 1)) + " more warnings");
   CHECK(r.warning_counts[static_cast<size_t>(WarningKind::EnvFromPrecedence)] == kMaxContainers);
   CHECK(r.warning_counts[static_cast<size_t>(WarningKind::ResourceAdded)] == 1);
-  // The one "added aliyun/erdma" warning names a few containers and counts the rest.
+  // The one "added aliyun/erdma-smcr" warning names a few containers and counts the rest.
   bool found = false;
   for (const auto& w : r.warnings) {
     CHECK(w.size() < 1024);
-    if (w.rfind("added aliyun/erdma: 1 to ", 0) == 0) {
+    if (w.rfind("added aliyun/erdma-smcr: 1 to ", 0) == 0) {
       found = true;
       CHECK(w.find("and " + std::to_string(kMaxContainers - 8) + " more containers") != std::string::npos);
     }

@@ -207,7 +207,7 @@ TEST_CASE_FIXTURE(Fixture, "warnings reach the log record as text and the metric
   CHECK(warning_text(rec) ==
         "container \"side\" requests aliyun/erdma without a limit; the apiserver refuses extended resources whose "
         "requests do not equal their limits: set limits.aliyun/erdma to the requested quantity\n"
-        "added aliyun/erdma: 1 to container \"app\": SMC-R needs an eRDMA node, and erdma-agent mounts the preload "
+        "added aliyun/erdma-smcr: 1 to container \"app\": SMC-R needs an eRDMA node, and erdma-agent mounts the preload "
         "library into the containers holding it\n"
         "container \"app\" uses envFrom; injected LD_PRELOAD take precedence over the same names there");
   CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::RequestsWithoutLimits)] == 1);
