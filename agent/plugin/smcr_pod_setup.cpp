@@ -1,6 +1,8 @@
 // SMC-R pod setup from PreStartContainer and at resync (see smcr_pod_setup.hpp).
 #include "agent/plugin/smcr_pod_setup.hpp"
 
+#include <algorithm>
+
 #include "common/log.hpp"
 #include "common/text.hpp"
 
@@ -192,6 +194,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
                                                 PredictionTarget* later) {
   out.sandbox = sandbox_id;
   const auto t_status = Clock::now();
+  const uint64_t asked_at = boot_ticks_now();  // the sandbox process started before the runtime answered
   auto status = sandboxes_.status(sandbox_id, deadline);
   out.steps.runtime += since(t_status);
   if (!status) {
@@ -206,14 +209,29 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   if (out.pod.empty()) out.pod = st.summary.pod_namespace + "/" + st.summary.pod_name;
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
-  const auto choice = choose_pod_netns(sandbox_facts_of(st, cfg_.proc_root));
+  auto facts = sandbox_facts_of(st, cfg_.proc_root);
+  // A netns path outside the runtime's directories is never opened: the sandbox process's instead.
+  const bool path_refused = facts.netns.path && !is_runtime_netns_path(*facts.netns.path, netns_dirs_);
+  if (path_refused) facts.path_visible = false;
+  const auto choice = choose_pod_netns(facts);
   if (const auto* stop = std::get_if<PodSetupStop>(&choice)) {
     out = with(out, stop->result, stop->message);
+    if (path_refused && !facts.netns.pid && stop->result == PodSetupResult::SandboxGone) {
+      out = with(out, PodSetupResult::Failed,
+                 "the runtime names netns " + *facts.netns.path + " outside " + common::join(netns_dirs_, ", ") +
+                     " and no pid; the agent opens no other path (check the runtime's netns location)");
+    }
     if (stop->result == PodSetupResult::HostNetwork) predict_into(out, std::nullopt, deadline, later);
     return out;
   }
-  const NetnsRef ref = NetnsRef::of_path(std::get<std::string>(choice));
-  out.netns = ref.path;
+  // Opened once: the host comparison, the setup and the prediction all use this descriptor.
+  const std::string& chosen = std::get<std::string>(choice);
+  const bool by_pid = !(facts.netns.path && facts.path_visible && chosen == *facts.netns.path) && facts.netns.pid;
+  out.netns = chosen;
+  auto opened = by_pid ? open_process_netns(cfg_.proc_root, static_cast<pid_t>(*facts.netns.pid), asked_at)
+                       : open_netns_once(chosen);
+  if (!opened) return with(out, result_of(opened.error()), opened.error().message);
+  const NetnsRef ref = std::move(*opened);
 
   // Never change the host's namespace on a pod's behalf.
   const NetnsRef host = NetnsRef::of_path(cfg_.proc_root + "/1/ns/net");
@@ -233,7 +251,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   if (!done) return with(out, result_of(done.error()), done.error().message);
   {
     std::lock_guard lock(mu_);
-    tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, ref};
+    tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, ref.by_identity()};
     if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
   }
   out = with(out, PodSetupResult::Configured,
@@ -243,29 +261,52 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
 }
 
 Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
-  ERDMA_TRY_ASSIGN(auto list, sandboxes_.list_ready(deadline));
+  // Only pods kubelet says hold the resource, each with its own filtered list: an unfiltered list
+  // carries every pod's annotations and can outgrow kMaxAnswerBytes on a busy node.
+  ERDMA_TRY_ASSIGN(auto pods, pods_.list(deadline));
   ResyncSummary summary;
-  summary.sandboxes = list.size();
-  for (const auto& sb : list) {
-    if (sb.state != SandboxState::Ready || !wants_smcr(sb.annotations)) continue;
-    ++summary.smcr;
-    const auto t0 = Clock::now();
-    PodSetupOutcome out;
-    out.pod = sb.pod_namespace + "/" + sb.pod_name;
-    // Each sandbox gets its own bound, so one hung namespace does not starve the rest.
-    const auto own = std::min(deadline, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
-    out = configure_sandbox(sb.id, own, out, nullptr);
-    out.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
-    report("resync", out);
-    if (out.result == PodSetupResult::Configured) {
-      ++summary.configured;
-    } else if (out.result != PodSetupResult::HostNetwork && out.result != PodSetupResult::SandboxGone &&
-               out.result != PodSetupResult::NotRequested) {
+  for (const auto& pod : pods) {
+    const bool holds = std::any_of(pod.containers.begin(), pod.containers.end(), [&](const PodDevices::Container& c) {
+      auto it = c.devices.find(cfg_.resource_name);
+      return it != c.devices.end() && !it->second.empty();
+    });
+    if (!holds || pod.namespace_.empty() || pod.name.empty()) continue;
+    auto list = sandboxes_.list_ready_of(PodName{pod.namespace_, pod.name}, deadline);
+    if (!list) {
+      // The runtime not answering is retried as a whole; one pod's bad answer is that pod's failure.
+      if (list.error().code == ErrorCode::Unavailable || list.error().code == ErrorCode::DeadlineExceeded) {
+        return std::move(list).error();
+      }
+      PodSetupOutcome out;
+      out.pod = pod.namespace_ + "/" + pod.name;
+      report("resync", with(out, PodSetupResult::Failed, list.error().message));
       ++summary.failed;
+      continue;
+    }
+    summary.sandboxes += list->size();
+    for (const auto& sb : *list) {
+      if (sb.state != SandboxState::Ready || !wants_smcr(sb.annotations)) continue;
+      ++summary.smcr;
+      const auto t0 = Clock::now();
+      PodSetupOutcome out;
+      out.pod = sb.pod_namespace + "/" + sb.pod_name;
+      // Each sandbox gets its own bound, so one hung namespace does not starve the rest.
+      const auto own = std::min(deadline, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
+      out = configure_sandbox(sb.id, own, out, nullptr);
+      out.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0);
+      report("resync", out);
+      if (out.result == PodSetupResult::Configured) {
+        ++summary.configured;
+      } else if (out.result != PodSetupResult::HostNetwork && out.result != PodSetupResult::SandboxGone &&
+                 out.result != PodSetupResult::NotRequested) {
+        ++summary.failed;
+      }
     }
   }
   return summary;
 }
+
+void SmcrPodSetup::allow_netns_dir_for_test(std::string dir) { netns_dirs_.push_back(std::move(dir)); }
 
 std::vector<TrackedPod> SmcrPodSetup::tracked() const {
   std::lock_guard lock(mu_);

@@ -5,7 +5,9 @@
 // SMC-R (annotation exactly "true") and its netns is not the host's, adds `<podInterface> ->
 // PNETID` and the configured net.smc.* sysctls inside it. It never fails the container: SMC falls
 // back to TCP, so every failure is logged and counted and kubelet gets success, always within the
-// deadline. resync() applies the same to every ready SMC-R sandbox (after an agent restart).
+// deadline. resync() applies the same to every ready SMC-R sandbox of the pods holding the
+// resource (after an agent restart). The pod's netns is opened once and that descriptor is
+// compared with the host's and entered (netns.hpp: open_netns_once, open_process_netns).
 //
 // The SMC-R prediction (whether SMC-R can form for the pod: rtnetlink, sysfs and SMC netlink
 // reads in the node's and the pod's netns) changes nothing in the pod, so PreStartContainer does
@@ -61,11 +63,11 @@ struct PodSetupOutcome {
 struct TrackedPod {
   std::string sandbox;
   std::string pod;
-  NetnsRef netns;
+  NetnsRef netns;  // by path and identity (NetnsRef::by_identity): a namespace reused meanwhile reads as gone
 };
 
 struct ResyncSummary {
-  size_t sandboxes = 0;  // ready sandboxes the runtime listed
+  size_t sandboxes = 0;  // ready sandboxes the runtime listed for pods holding the resource
   size_t smcr = 0;       // of which ask for SMC-R
   size_t configured = 0;
   size_t failed = 0;     // any result other than Configured, HostNetwork or SandboxGone
@@ -109,9 +111,14 @@ class SmcrPodSetup final : public PreStartHook {
   void stop_predictions();
   [[nodiscard]] bool predictions_stopping() const;
 
-  // Configures every ready sandbox that asks for SMC-R. Errors only when the runtime cannot be
-  // listed; each sandbox's outcome is logged and counted like a PreStartContainer's.
+  // Configures every ready sandbox that asks for SMC-R of the pods kubelet lists as holding the
+  // resource (one filtered runtime list per pod, so no answer grows with the node's other pods).
+  // Errors when kubelet cannot be listed or the runtime does not answer (Unavailable,
+  // DeadlineExceeded); each sandbox's outcome is logged and counted like a PreStartContainer's.
   [[nodiscard]] Result<ResyncSummary> resync(Deadline deadline);
+
+  // Netns paths the runtime names are opened only under kRuntimeNetnsDirs; tests add theirs.
+  void allow_netns_dir_for_test(std::string dir);
 
   // Pod namespaces configured so far (thread-safe copy), and dropping one that is gone.
   [[nodiscard]] std::vector<TrackedPod> tracked() const;
@@ -170,6 +177,8 @@ class SmcrPodSetup final : public PreStartHook {
   PodNetnsConfigurator& configurator_;
   AgentMetrics* metrics_;
   PodNetworkInspector& inspector_;
+
+  std::vector<std::string> netns_dirs_ = kRuntimeNetnsDirs;
 
   mutable std::mutex mu_;
   std::map<std::string, TrackedPod> tracked_;  // by sandbox ID

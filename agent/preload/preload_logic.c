@@ -83,3 +83,14 @@ int smc_preload_errno_means_unsupported(int err) {
       return 1;
   }
 }
+
+enum smc_preload_init_action smc_preload_init_action(int state, int self_pid) {
+  if (state == SMC_INIT_DONE) return SMC_INIT_READY;
+  if (state == SMC_INIT_NONE) return SMC_INIT_RUN;
+  if (state == self_pid || state < 0) return SMC_INIT_WAIT;
+  return SMC_INIT_TAKE_OVER;
+}
+
+int smc_preload_env_trusted(unsigned uid, unsigned euid, unsigned gid, unsigned egid) {
+  return uid == euid && gid == egid;
+}

@@ -53,6 +53,24 @@ enum smc_preload_attempt smc_preload_next_attempt(enum smc_preload_mode mode, en
  * the process should stop trying; 0 for transient failures (descriptor or memory exhaustion). */
 int smc_preload_errno_means_unsupported(int err);
 
+/* One-time initialisation, without pthread_once. The state word holds SMC_INIT_NONE, SMC_INIT_DONE
+ * or, while a thread initialises, the pid of its process. */
+enum { SMC_INIT_NONE = 0, SMC_INIT_DONE = -1 };
+enum smc_preload_init_action {
+  SMC_INIT_READY = 0,     /* done: go on */
+  SMC_INIT_RUN = 1,       /* nobody started: claim it (NONE -> self) and initialise */
+  SMC_INIT_WAIT = 2,      /* a thread of this process is initialising: wait for it */
+  SMC_INIT_TAKE_OVER = 3  /* the initialising thread was in another process: this one was forked
+                             while it ran, and no thread here will ever finish it; claim it
+                             (that pid -> self) and initialise */
+};
+enum smc_preload_init_action smc_preload_init_action(int state, int self_pid);
+
+/* 1 when SMC_* environment variables may be believed: the real and effective user and group ids
+ * agree. A program running with privileges it did not get from its caller (setuid, setgid) ignores
+ * them, as glibc's secure_getenv would (which the GLIBC_2.2.5 baseline lacks). */
+int smc_preload_env_trusted(unsigned uid, unsigned euid, unsigned gid, unsigned egid);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,8 @@
  *
  * Environment: SMC_PRELOAD_MODE=auto|af_smc|ipproto_smc (default auto), SMC_DEBUG (one line per
  * decision on stderr), SMC_SNDBUF / SMC_RCVBUF (bytes, K or M suffix; applied to each TCP/SMC
- * socket created). Invalid values are reported once on stderr and ignored.
+ * socket created). Invalid values are reported once on stderr and ignored. All of them are
+ * ignored in a process whose real and effective user or group ids differ (setuid/setgid).
  *
  * Portability: the library is injected into images built on any libc, so it references only
  * functions every x86_64 glibc since 2.2.5 and musl have, each bound to the GLIBC_2.2.5 version:
@@ -37,10 +38,18 @@ __asm__(".symver dlsym,dlsym@GLIBC_2.2.5");
 
 typedef int (*socket_fn)(int, int, int);
 
-/* One-time initialisation without pthread_once: 0 = not started, 1 = running, 2 = done. */
-enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2 };
-static _Atomic int g_init = INIT_NONE;
-static socket_fn g_real_socket; /* written before g_init becomes INIT_DONE (release) */
+/* One-time initialisation without pthread_once: SMC_INIT_NONE, the pid of the process whose thread
+ * is initialising, or SMC_INIT_DONE (preload_logic.h). The pid lets a child forked while another
+ * thread initialised take the work over instead of waiting for a thread it does not have. */
+static _Atomic int g_init = SMC_INIT_NONE;
+static socket_fn g_real_socket; /* written before g_init becomes SMC_INIT_DONE (release) */
+
+#ifdef SMC_PRELOAD_TEST_HOOKS
+/* Test builds only (test/agent/preload/takeover_probe.c links this file into a program): called
+ * inside init_once, and counts take-overs. Never in libsmc-preload.so. */
+void smc_preload_during_init_for_test(void);
+int smc_preload_takeovers_for_test;
+#endif
 static enum smc_preload_mode g_mode = SMC_PRELOAD_MODE_AUTO;
 static int g_debug;
 static int g_sndbuf; /* 0 = leave alone */
@@ -88,8 +97,17 @@ static const char *errno_name(int err) {
   }
 }
 
+/* Whether SMC_* may be read: not in a process whose real and effective ids differ (setuid or setgid,
+ * reached only through /etc/ld.so.preload: ld.so ignores an LD_PRELOAD path with a '/' in AT_SECURE
+ * programs, so as injected the library never loads there and such programs stay on TCP). An
+ * unprivileged caller must not steer diagnostics onto a privileged program's fd 2 or size its
+ * buffers. secure_getenv would also cover file capabilities, but it needs GLIBC_2.17. */
+static int g_env_trusted;
+
+static const char *smc_env(const char *var) { return g_env_trusted ? getenv(var) : NULL; }
+
 static int size_from_env(const char *var) {
-  const char *text = getenv(var);
+  const char *text = smc_env(var);
   int value = 0;
   if (text == NULL || text[0] == '\0') return 0;
   if (smc_preload_parse_size(text, &value) != 0) {
@@ -112,13 +130,17 @@ static void init_once(void) {
   } next;
   next.object = dlsym(RTLD_NEXT, "socket");
   g_real_socket = next.object != NULL ? next.function : syscall_socket;
-  g_debug = smc_preload_debug_enabled(getenv("SMC_DEBUG"));
-  const char *mode = getenv("SMC_PRELOAD_MODE");
+  g_env_trusted = smc_preload_env_trusted(getuid(), geteuid(), getgid(), getegid());
+  g_debug = smc_preload_debug_enabled(smc_env("SMC_DEBUG"));
+  const char *mode = smc_env("SMC_PRELOAD_MODE");
   if (smc_preload_parse_mode(mode, &g_mode) != 0) {
     say("ignoring SMC_PRELOAD_MODE=\"%.64s\": expected auto, af_smc or ipproto_smc; using auto", mode);
   }
   g_sndbuf = size_from_env("SMC_SNDBUF");
   g_rcvbuf = size_from_env("SMC_RCVBUF");
+#ifdef SMC_PRELOAD_TEST_HOOKS
+  smc_preload_during_init_for_test();
+#endif
   if (g_debug) {
     say("loaded: mode=%s sndbuf=%d rcvbuf=%d",
         g_mode == SMC_PRELOAD_MODE_AF_SMC ? "af_smc" : g_mode == SMC_PRELOAD_MODE_IPPROTO_SMC ? "ipproto_smc" : "auto",
@@ -128,20 +150,31 @@ static void init_once(void) {
 
 /* Returns 1 once initialisation is complete. A second thread waits for the first; a call made
  * while this very thread initialises (nothing in init_once creates sockets, but a hooked libc
- * function might) gives up after a bounded wait and the caller makes the plain system call. */
+ * function might) gives up after a bounded wait and the caller makes the plain system call. A
+ * process forked while a thread of its parent initialised finds the parent's pid in g_init and
+ * initialises itself (the forking thread was not the initialising one, which does not exist in
+ * the child). */
 static int ensure_init(void) {
   int state = atomic_load_explicit(&g_init, memory_order_acquire);
-  if (state == INIT_DONE) return 1;
-  int expected = INIT_NONE;
-  if (atomic_compare_exchange_strong_explicit(&g_init, &expected, INIT_RUNNING, memory_order_acq_rel,
-                                              memory_order_acquire)) {
-    init_once();
-    atomic_store_explicit(&g_init, INIT_DONE, memory_order_release);
-    return 1;
-  }
+  if (state == SMC_INIT_DONE) return 1;
+  const int self = (int)getpid();
   for (int i = 0; i < 100000; ++i) {
-    if (atomic_load_explicit(&g_init, memory_order_acquire) == INIT_DONE) return 1;
+    const enum smc_preload_init_action action = smc_preload_init_action(state, self);
+    if (action == SMC_INIT_READY) return 1;
+    if (action == SMC_INIT_RUN || action == SMC_INIT_TAKE_OVER) {
+      /* On failure `state` gets the current value and the loop decides again. */
+      if (atomic_compare_exchange_strong_explicit(&g_init, &state, self, memory_order_acq_rel, memory_order_acquire)) {
+#ifdef SMC_PRELOAD_TEST_HOOKS
+        if (action == SMC_INIT_TAKE_OVER) ++smc_preload_takeovers_for_test;
+#endif
+        init_once();
+        atomic_store_explicit(&g_init, SMC_INIT_DONE, memory_order_release);
+        return 1;
+      }
+      continue;
+    }
     sched_yield();
+    state = atomic_load_explicit(&g_init, memory_order_acquire);
   }
   return 0;
 }

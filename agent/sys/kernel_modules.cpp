@@ -5,7 +5,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <fcntl.h>
@@ -17,6 +16,7 @@
 
 #include <chrono>
 
+#include "agent/sys/safe_dir.hpp"
 #include "agent/sys/sysfs_rdma.hpp"
 
 namespace erdma::agent {
@@ -76,41 +76,18 @@ DriverFacts read_driver_facts(const std::string& sys_root) {
 }
 
 Result<bool> write_file_atomically(const std::string& path, const std::string& content) {
-  if (auto old = read_small(path); old && *old == sysfs::trim(content)) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    if (ss.str() == content) return false;
-  }
   const fs::path target(path);
-  const fs::path tmp = target.parent_path() / ("." + target.filename().string() + ".tmp");
-  auto fail = [&](const std::string& what) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return make_error(err == EACCES || err == EPERM || err == EROFS ? ErrorCode::PermissionDenied
-                                                                     : ErrorCode::Unavailable,
-                      path + ": " + what + ": " + std::strerror(err) +
-                          " (the directory must exist and be writable by the agent; mount it from the host)");
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return fail("cannot create " + tmp.string());
-  size_t off = 0;
-  while (off < content.size()) {
-    const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return fail("write");
-    }
-    off += static_cast<size_t>(n);
+  const std::string name = target.filename().string();
+  if (name.empty()) return make_error(ErrorCode::InvalidArgument, path + ": names a directory, not a file");
+  auto dir = SafeDir::open(target.parent_path().string(), false);
+  if (!dir) {
+    return make_error(dir.error().code, path + ": " + dir.error().message +
+                                            " (the directory must exist, belong to the agent and be writable only by "
+                                            "it; mount it from the host)");
   }
-  if (::fsync(fd) != 0) {
-    ::close(fd);
-    return fail("fsync");
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), target.c_str()) != 0) return fail("rename");
-  return true;
+  auto w = dir->write_atomically(name, content, 0644);
+  if (!w) return make_error(w.error().code, path + ": " + w.error().message);
+  return *w;
 }
 
 Status run_modprobe(const std::string& modprobe, const std::string& module, int timeout_ms) {

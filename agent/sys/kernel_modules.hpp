@@ -20,9 +20,12 @@ namespace erdma::agent {
 // "1: CA\n" -> "CA", "4: RNIC\n" -> "RNIC"; "" for anything else.
 [[nodiscard]] std::string parse_node_type(std::string_view text);
 
-// Replaces `path` with `content` atomically (a dot-file beside it, fsync, rename: NFD ignores
-// dot-files, so it never reads a partial file). Returns false (Unchanged) when the file already
-// holds exactly `content`. Errors name the path: Unavailable / PermissionDenied for I/O.
+// Replaces `path` with `content` (mode 0644) atomically: SafeDir::write_atomically in the
+// file's directory, which must exist, belong to the agent and be writable by nobody else (a unique
+// dot-file created with O_EXCL|O_NOFOLLOW, fsync, renameat: NFD ignores dot-files, so it never reads
+// a partial file, and nothing planted in the directory is followed). Returns false (Unchanged) when
+// the file is already a regular file holding exactly `content`. Errors name the path: those of
+// SafeDir::open (NotFound, FailedPrecondition, InvalidArgument), Unavailable / PermissionDenied for I/O.
 [[nodiscard]] Result<bool> write_file_atomically(const std::string& path, const std::string& content);
 
 // Runs `modprobe -- MODULE` (no shell, stdin from /dev/null, at most `timeout_ms`; killed after

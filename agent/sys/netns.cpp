@@ -1,7 +1,10 @@
 // setns(2)-based namespace runner and per-thread sysctl access (see netns.hpp).
 #include "agent/sys/netns.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <ctime>
 #include <cstring>
 #include <fcntl.h>
 #include <future>
@@ -19,30 +22,147 @@
 namespace erdma::agent {
 namespace {
 
-Result<std::shared_ptr<common::UniqueFd>> open_netns(const NetnsRef& ns) {
-  int fd = ::open(ns.path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    if (e == ENOENT || e == ESRCH) {
-      return make_error(ErrorCode::NotFound, "network namespace " + ns.path + " is gone");
-    }
-    if (e == EACCES || e == EPERM) {
-      return make_error(ErrorCode::PermissionDenied, "opening network namespace " + ns.path + ": permission denied");
-    }
-    return make_error(ErrorCode::Unavailable, "opening network namespace " + ns.path + ": " + std::strerror(e));
+Error open_error(int e, const std::string& path) {
+  if (e == ENOENT || e == ESRCH) return make_error(ErrorCode::NotFound, "network namespace " + path + " is gone");
+  if (e == EACCES || e == EPERM) {
+    return make_error(ErrorCode::PermissionDenied, "opening network namespace " + path + ": permission denied");
   }
-  auto owned = std::make_shared<common::UniqueFd>(fd);
-  int type = ::ioctl(fd, NS_GET_NSTYPE);
+  return make_error(ErrorCode::Unavailable, "opening network namespace " + path + ": " + std::strerror(e));
+}
+
+Result<NetnsId> identity_of(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return make_error(ErrorCode::Unavailable, "stat " + path + ": " + std::strerror(errno));
+  return NetnsId{st.st_dev, st.st_ino};
+}
+
+// The descriptor to enter: the ref's own, or `path` opened now (and compared with the identity the
+// ref expects). Checked to be a network namespace.
+Result<std::shared_ptr<const common::UniqueFd>> netns_fd(const NetnsRef& ns) {
+  std::shared_ptr<const common::UniqueFd> fd = ns.fd;
+  if (!fd) {
+    int raw = ::open(ns.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (raw < 0) return open_error(errno, ns.path);
+    fd = std::make_shared<const common::UniqueFd>(raw);
+    if (ns.expect) {
+      ERDMA_TRY_ASSIGN(auto id, identity_of(fd->get(), ns.path));
+      if (!(id == *ns.expect)) {
+        return make_error(ErrorCode::NotFound, "network namespace " + ns.path +
+                                                   " is gone (the path names another namespace now)");
+      }
+    }
+  }
+  int type = ::ioctl(fd->get(), NS_GET_NSTYPE);
   if (type < 0 || type != CLONE_NEWNET) {
     return make_error(ErrorCode::InvalidArgument, ns.path + " is not a network namespace");
   }
-  return owned;
+  return fd;
 }
 
 }  // namespace
 
+NetnsRef NetnsRef::by_identity() const {
+  NetnsRef out = of_path(path);
+  out.expect = expect;
+  if (fd) {
+    if (auto id = identity_of(fd->get(), path)) out.expect = *id;
+  }
+  return out;
+}
+
+Result<NetnsRef> open_netns_once(const std::string& path) {
+  int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (raw < 0) return open_error(errno, path);
+  auto fd = std::make_shared<const common::UniqueFd>(raw);
+  ERDMA_TRY_ASSIGN(auto id, identity_of(fd->get(), path));
+  NetnsRef out = NetnsRef::of_path(path);
+  out.fd = std::move(fd);
+  out.expect = id;
+  return out;
+}
+
+std::optional<uint64_t> parse_proc_start_time(std::string_view stat) {
+  const auto close = stat.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  // After ") " come fields 3 (state) .. 22 (starttime).
+  size_t pos = close + 1;
+  for (int field = 3; field <= 22; ++field) {
+    while (pos < stat.size() && stat[pos] == ' ') ++pos;
+    const size_t end = std::min(stat.find(' ', pos), stat.size());
+    if (pos >= end) return std::nullopt;
+    if (field == 22) {
+      uint64_t v = 0;
+      for (size_t i = pos; i < end; ++i) {
+        const char c = stat[i];
+        if (c < '0' || c > '9' || v > (UINT64_MAX - 9) / 10) return std::nullopt;
+        v = v * 10 + static_cast<uint64_t>(c - '0');
+      }
+      return v;
+    }
+    pos = end;
+  }
+  return std::nullopt;
+}
+
+uint64_t boot_ticks_now() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  const uint64_t ticks_per_s = hz > 0 ? static_cast<uint64_t>(hz) : 100;
+  // Rounded up: a process that started in this very tick counts as started by now.
+  return static_cast<uint64_t>(ts.tv_sec) * ticks_per_s +
+         (static_cast<uint64_t>(ts.tv_nsec) * ticks_per_s + 999999999u) / 1000000000u;
+}
+
+Result<NetnsRef> open_process_netns(const std::string& proc_root, pid_t pid, uint64_t started_by) {
+  const std::string dir = proc_root + "/" + std::to_string(pid);
+  const std::string path = dir + "/ns/net";
+  if (pid <= 0) return make_error(ErrorCode::InvalidArgument, "pid " + std::to_string(pid) + " names no process");
+  common::UniqueFd proc(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!proc.valid()) return open_error(errno, path);
+  // Read through the directory descriptor: the process it stands for, not whoever has the pid now.
+  common::UniqueFd statfd(::openat(proc.get(), "stat", O_RDONLY | O_CLOEXEC));
+  if (!statfd.valid()) return open_error(errno, path);
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = ::read(statfd.get(), buf, sizeof buf - 1);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return open_error(errno, path);
+  const auto started = parse_proc_start_time(std::string_view(buf, static_cast<size_t>(n)));
+  if (!started) return make_error(ErrorCode::Unavailable, dir + "/stat: no start time in it (is procRoot a procfs?)");
+  if (*started > started_by) {
+    return make_error(ErrorCode::NotFound, "network namespace " + path + " is gone (pid " + std::to_string(pid) +
+                                               " belongs to a process started after the runtime named it)");
+  }
+  int raw = ::openat(proc.get(), "ns/net", O_RDONLY | O_CLOEXEC);
+  if (raw < 0) return open_error(errno, path);
+  auto fd = std::make_shared<const common::UniqueFd>(raw);
+  ERDMA_TRY_ASSIGN(auto id, identity_of(fd->get(), path));
+  NetnsRef out = NetnsRef::of_path(path);
+  out.fd = std::move(fd);
+  out.expect = id;
+  return out;
+}
+
+bool is_runtime_netns_path(const std::string& path, const std::vector<std::string>& dirs) {
+  if (path.empty() || path[0] != '/') return false;
+  for (size_t pos = 1; pos <= path.size();) {
+    size_t end = path.find('/', pos);
+    if (end == std::string::npos) end = path.size();
+    const std::string_view part(path.data() + pos, end - pos);
+    if (part == "." || part == "..") return false;
+    pos = end + 1;
+  }
+  for (const auto& d : dirs) {
+    if (!d.empty() && path.size() > d.size() && path.compare(0, d.size(), d) == 0) return true;
+  }
+  return false;
+}
+
 Status SetnsNetns::run(const NetnsRef& ns, std::function<Status()> fn, std::chrono::steady_clock::time_point deadline) {
-  auto fd = open_netns(ns);  // opened here: a vanished namespace is reported before any thread starts
+  // Opened (or taken from the ref) here: a vanished namespace is reported before any thread starts.
+  auto fd = netns_fd(ns);
   if (!fd) return fd.error();
   // Shared with the worker so that a late worker never touches freed state.
   auto promise = std::make_shared<std::promise<Status>>();
@@ -69,7 +189,8 @@ Status SetnsNetns::run(const NetnsRef& ns, std::function<Status()> fn, std::chro
 }
 
 Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b) {
-  auto id = [](const NetnsRef& r) -> Result<std::pair<dev_t, ino_t>> {
+  auto id = [](const NetnsRef& r) -> Result<NetnsId> {
+    if (r.fd) return identity_of(r.fd->get(), r.path);
     struct stat st {};
     if (::stat(r.path.c_str(), &st) != 0) {
       const int e = errno;
@@ -81,7 +202,7 @@ Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b) {
       }
       return make_error(ErrorCode::Unavailable, "network namespace " + r.path + ": " + std::strerror(e));
     }
-    return std::make_pair(st.st_dev, st.st_ino);
+    return NetnsId{st.st_dev, st.st_ino};
   };
   ERDMA_TRY_ASSIGN(auto ia, id(a));
   ERDMA_TRY_ASSIGN(auto ib, id(b));

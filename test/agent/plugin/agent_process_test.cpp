@@ -272,7 +272,7 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   ctx.set_deadline(std::chrono::system_clock::now() + 30s);  // kubelet's budget
   const auto status = stub->PreStartContainer(&ctx, pre, &pre_resp);
   CHECK_MESSAGE(status.ok(), status.error_message());  // the container starts; SMC falls back to TCP
-  CHECK(podres.calls() == 1);
+  CHECK(podres.calls() == 2);  // the resync at start (which pods hold the resource) and PreStartContainer
   CHECK(cri.status_calls() >= 1);
 
   // The pod setup failed (the "netns" is a plain file) and is counted twice: once for the

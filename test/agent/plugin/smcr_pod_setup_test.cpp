@@ -10,6 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include <sys/stat.h>
+
 #include <doctest/doctest.h>
 
 #include "agent/plugin/plugin_runtime.hpp"
@@ -220,6 +222,7 @@ struct PodHarness {
     podres_client = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, std::chrono::milliseconds(call_timeout_ms));
     cri_client = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, std::chrono::milliseconds(call_timeout_ms));
     hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics, inspector);
+    hook->allow_netns_dir_for_test(dir.path() + "/netns/");  // where netns_file() puts the stand-ins
     kubelet.start();
     RuntimeTiming t;
     t.register_backoff_min = 20ms;
@@ -383,6 +386,8 @@ TEST_CASE("the shell gathers the facts of each netns decision from the runtime a
   PodHarness h;
   const std::string pid_ns = h.proc.path() + "/4242/ns/net";
   write_text(pid_ns, "");
+  // Started (field 22, clock ticks since boot) long before the runtime named it.
+  write_text(h.proc.path() + "/4242/stat", "4242 (pause) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 1024 1");
   struct Row {
     const char* name;
     std::function<FakeSandbox(PodHarness&, const std::string&)> make;
@@ -405,9 +410,10 @@ TEST_CASE("the shell gathers the facts of each netns decision from the runtime a
        },
        PodSetupResult::HostNetwork, ""},
       {"a pod-network sandbox naming the host's netns",
-       [](PodHarness&, const std::string& n) {
+       [](PodHarness& hh, const std::string& n) {
          auto s = PodHarness::sandbox(n);
-         s.netns_path = "/proc/self/ns/net";
+         s.netns_path = hh.dir.path() + "/netns/" + n;
+         fs::create_symlink("/proc/self/ns/net", *s.netns_path);
          return s;
        },
        PodSetupResult::HostNetnsRefused, ""},
@@ -840,6 +846,7 @@ TEST_CASE("sysctls the kernel lacks are reported and the pnet entry stays") {
   auto cfg = h.cfg;
   cfg.smcr.sysctls = {{"net.smc.wmem", "131072"}, {"net.smc.no_such_knob", "1"}};
   SmcrPodSetup hook(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics, h.inspector);
+  hook.allow_netns_dir_for_test(h.dir.path() + "/netns/");
   const auto ns = h.add_pod("ns", "a", {"erdma_0-0"});
   const auto o = hook.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
   CHECK(o.result == PodSetupResult::Failed);
@@ -851,6 +858,7 @@ TEST_CASE("sysctls the kernel lacks are reported and the pnet entry stays") {
   // Without the unknown knob the same pod is configured, still without tcp2smc.
   cfg.smcr.sysctls = {{"net.smc.wmem", "131072"}};
   SmcrPodSetup good(cfg, *h.podres_client, *h.cri_client, h.configurator, &h.metrics, h.inspector);
+  good.allow_netns_dir_for_test(h.dir.path() + "/netns/");
   const auto o2 = good.set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
   CHECK(o2.result == PodSetupResult::Configured);
   CHECK(o2.message.find("already present") != std::string::npos);
@@ -872,6 +880,77 @@ TEST_CASE("a PreStartContainer whose deadline passed in the queue still lets the
   PodHarness h;
   CHECK(h.hook->missed_turn({"erdma_0-0"}, "the PreStartContainer deadline passed while earlier pod setups ran").ok());
   CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
+}
+
+TEST_CASE("a netns path outside the runtime's directories is never opened; a reused pid is refused (L2)") {
+  PodHarness h;
+  write_text(h.proc.path() + "/4242/ns/net", "");
+  write_text(h.proc.path() + "/4242/stat", "4242 (pause) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 1024 1");
+  // A process that took pid 4343 after the runtime named it: it started later than now.
+  write_text(h.proc.path() + "/4343/ns/net", "");
+  write_text(h.proc.path() + "/4343/stat",
+             "4343 (sh) S 1 4343 4343 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 " + std::to_string(boot_ticks_now() + 100000) +
+                 " 1024 1");
+  const std::string elsewhere = h.proc.path() + "/elsewhere";
+  write_text(elsewhere, "");
+
+  h.podres.add("ns", "a", "app", "aliyun/erdma", {"erdma_0-0"});
+  auto a = PodHarness::sandbox("a");
+  a.netns_path = elsewhere;  // visible, but not where a runtime puts namespaces
+  h.cri.add(a);
+  auto o = h.hook->set_up({"erdma_0-0"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(o.result == PodSetupResult::Failed);
+  CHECK(o.message.find("outside /var/run/netns/, /run/netns/, /run/containerd/") != std::string::npos);
+  CHECK(h.netns.entered_copy().empty());
+
+  h.podres.add("ns", "b", "app", "aliyun/erdma", {"erdma_0-1"});
+  auto b = PodHarness::sandbox("b");
+  b.netns_path = elsewhere;
+  b.pid = 4242;  // the sandbox process's namespace instead
+  h.cri.add(b);
+  o = h.hook->set_up({"erdma_0-1"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(o.result == PodSetupResult::Configured);
+  CHECK(h.netns.entered_copy() == std::vector<std::string>{h.proc.path() + "/4242/ns/net"});
+
+  h.podres.add("ns", "c", "app", "aliyun/erdma", {"erdma_0-2"});
+  auto c = PodHarness::sandbox("c");
+  c.netns_path = "/var/run/netns/../../etc/hostname";
+  c.pid = 4343;
+  h.cri.add(c);
+  o = h.hook->set_up({"erdma_0-2"}, std::chrono::steady_clock::now() + 5s);
+  CHECK(o.result == PodSetupResult::SandboxGone);
+  CHECK(o.message.find("started after the runtime named it") != std::string::npos);
+  CHECK(h.netns.entered_copy().size() == 1);
+
+  // What the statistics loop keeps: the path and the namespace's identity, no open descriptor.
+  const auto tracked = h.hook->tracked();
+  REQUIRE(tracked.size() == 1);
+  CHECK(tracked[0].netns.fd == nullptr);
+  REQUIRE(tracked[0].netns.expect.has_value());
+  struct stat st {};
+  REQUIRE(::stat((h.proc.path() + "/4242/ns/net").c_str(), &st) == 0);
+  CHECK(tracked[0].netns.expect->ino == st.st_ino);
+}
+
+TEST_CASE("resync survives an unfiltered sandbox list larger than the agent accepts (L3)") {
+  PodHarness h;
+  const auto a = h.add_pod("ns", "a", {"erdma_0-0"});
+  // Pods without eRDMA devices whose annotations together outgrow kMaxAnswerBytes: the
+  // unfiltered ListPodSandbox answer is refused, the per-pod ones stay small.
+  for (int i = 0; i < 5; ++i) {
+    auto big = PodHarness::sandbox("big-" + std::to_string(i), "other");
+    big.annotations["example.com/blob"] = std::string(4u << 20, 'x');
+    h.cri.add(big);
+  }
+  REQUIRE_FALSE(h.cri_client->list_ready(std::chrono::steady_clock::now() + 10s).ok());
+  auto r = h.hook->resync(std::chrono::steady_clock::now() + 10s);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->sandboxes == 1);
+  CHECK(r->configured == 1);
+  CHECK(h.tables.entries(a) == std::vector<PnetEntry>{kEth0});
+  // Kubelet unreachable: nothing to resync from, retried later.
+  h.podres.set_behaviour(Behaviour{false, grpc::StatusCode::UNAVAILABLE});
+  CHECK_FALSE(h.hook->resync(std::chrono::steady_clock::now() + 1s).ok());
 }
 
 TEST_CASE("resync configures every ready SMC-R sandbox") {

@@ -134,3 +134,19 @@ TEST_CASE("errno classes: unsupported is remembered, exhaustion is not") {
     CHECK(smc_preload_errno_means_unsupported(e) == 0);
   }
 }
+
+TEST_CASE("initialisation: run once, wait for a thread of this process, take over from another process") {
+  CHECK(smc_preload_init_action(SMC_INIT_DONE, 100) == SMC_INIT_READY);
+  CHECK(smc_preload_init_action(SMC_INIT_NONE, 100) == SMC_INIT_RUN);
+  CHECK(smc_preload_init_action(100, 100) == SMC_INIT_WAIT);  // another thread here is initialising
+  // Forked while a thread of pid 100 initialised: nobody in pid 101 will finish it.
+  CHECK(smc_preload_init_action(100, 101) == SMC_INIT_TAKE_OVER);
+  CHECK(smc_preload_init_action(-7, 101) == SMC_INIT_WAIT);  // no such state: never claimed
+}
+
+TEST_CASE("SMC_* is believed only when real and effective ids agree") {
+  CHECK(smc_preload_env_trusted(1000, 1000, 1000, 1000) == 1);
+  CHECK(smc_preload_env_trusted(0, 0, 0, 0) == 1);
+  CHECK(smc_preload_env_trusted(1000, 0, 1000, 1000) == 0);  // setuid root
+  CHECK(smc_preload_env_trusted(1000, 1000, 1000, 0) == 0);  // setgid
+}

@@ -2,8 +2,13 @@
  * got, so the preload tests can see exactly what libsmc-preload.so did to each call.
  *   preload_probe kinds        one line per socket kind: domain, type, protocol, flags, buffers
  *   preload_probe threads N    N threads creating TCP sockets at once
- *   preload_probe errno        errno after a successful socket() */
+ *   preload_probe errno        errno after a successful socket()
+ *   preload_probe dlopen LIB   loads LIB now (its constructor runs with this environment)
+ *   preload_probe secure uid|gid LIB
+ *                              as dlopen, after making the real uid (or gid) 65534 with the effective
+ *                              one unchanged, as in a setuid (setgid) program; needs root */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -72,6 +77,23 @@ int main(int argc, char **argv) {
     printf("fd_ok=%d errno_after=%d\n", fd >= 0, errno);
     return 0;
   }
-  fprintf(stderr, "usage: preload_probe kinds | threads N | errno\n");
+  if (argc >= 3 && strcmp(argv[1], "dlopen") == 0) {
+    void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+    printf("dlopen=%s\n", h != NULL ? "ok" : "failed");
+    return h != NULL ? 0 : 1;
+  }
+  if (argc >= 4 && strcmp(argv[1], "secure") == 0) {
+    /* Real id 65534, effective and saved ids still 0: what a setuid-root (setgid) program has. */
+    int rc = strcmp(argv[2], "gid") == 0 ? setresgid(65534, 0, 0) : setresuid(65534, 0, 0);
+    if (rc != 0) {
+      printf("setres%sid failed: errno %d\n", argv[2], errno);
+      return 3;
+    }
+    void *h = dlopen(argv[3], RTLD_NOW | RTLD_LOCAL);
+    printf("uid=%d euid=%d gid=%d egid=%d dlopen=%s\n", (int)getuid(), (int)geteuid(), (int)getgid(), (int)getegid(),
+           h != NULL ? "ok" : "failed");
+    return h != NULL ? 0 : 1;
+  }
+  fprintf(stderr, "usage: preload_probe kinds | threads N | errno | dlopen LIB | secure uid|gid LIB\n");
   return 2;
 }

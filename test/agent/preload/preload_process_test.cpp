@@ -22,6 +22,7 @@ namespace {
 
 const std::string kLib = SMC_PRELOAD_SO;
 const std::string kProbe = PRELOAD_PROBE;
+const std::string kTakeoverProbe = TAKEOVER_PROBE;
 const std::string kEcho = std::string(ERDMA_SOURCE_DIR) + "/test/vm/smc_echo.py";
 const std::string kPython = "/usr/bin/python3";  // Debian's, never a pyenv one first on PATH
 
@@ -240,7 +241,8 @@ TEST_CASE("the library needs nothing but libc (and libdl for old glibc) and expo
 TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2.2.5") {
   const std::set<std::string> portable = {"getenv",  "__errno_location", "vsnprintf", "snprintf", "setsockopt",
                                           "write",   "getpid",           "strcmp",    "syscall",  "sched_yield",
-                                          "dlsym",   "__cxa_finalize"};
+                                          "dlsym",   "__cxa_finalize",   "getuid",    "geteuid",  "getgid",
+                                          "getegid"};
   // Weak references the toolchain adds to every shared object; nothing needs them to resolve.
   const std::set<std::string> weak_ok = {"__gmon_start__", "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable",
                                          "__cxa_finalize"};
@@ -290,4 +292,32 @@ TEST_CASE("a musl program starts and works with the library preloaded") {
   CHECK(pre.err.find("Error relocating") == std::string::npos);
   CHECK(count(pre.err, "smc-preload[") >= 1);  // loaded and interposing under musl's loader
   if (!kernel_has_smc()) CHECK(pre.out == plain.out);  // nothing the program sees changes
+}
+
+// Review L7: an unprivileged caller of a setuid or setgid program (reached only when the library is
+// in /etc/ld.so.preload: ld.so ignores LD_PRELOAD paths there) must not steer its diagnostics.
+TEST_CASE("SMC_DEBUG is ignored when the real and effective ids differ") {
+  if (::geteuid() != 0) skip_test("needs root to give the probe a real uid or gid other than its effective one");
+  ScratchDir scratch;
+  const std::string dir = scratch.path();
+  auto env = base_env();
+  env["SMC_DEBUG"] = "1";
+  auto plain = run({kProbe, "dlopen", kLib}, env, dir, "dlopen");
+  REQUIRE(plain.exit_code == 0);
+  CHECK(plain.err.find("smc-preload[") != std::string::npos);  // believed: the library says it loaded
+  for (const char* which : {"uid", "gid"}) {
+    CAPTURE(which);
+    auto secure = run({kProbe, "secure", which, kLib}, env, dir, std::string("secure-") + which);
+    REQUIRE_MESSAGE(secure.exit_code == 0, secure.out);
+    CHECK(secure.out.find("dlopen=ok") != std::string::npos);
+    CHECK(secure.err.find("smc-preload[") == std::string::npos);
+  }
+}
+
+TEST_CASE("a child forked while another thread initialises takes the initialisation over") {
+  ScratchDir scratch;
+  auto r = run({kTakeoverProbe}, base_env(), scratch.path(), "takeover");
+  REQUIRE(r.exit_code == 0);
+  // child_exit=0: the child saw its parent's pid in the init word, claimed it and made its socket.
+  CHECK(r.out.find("child_exit=0 parent_takeovers=0 parent_socket=1") != std::string::npos);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -210,4 +211,64 @@ TEST_CASE("same_netns tells namespaces apart") {
   CHECK(same_netns(NetnsRef::self(), NetnsRef::self()).value());
   CHECK_FALSE(same_netns(NetnsRef::self(), ns.ref()).value());
   CHECK(same_netns(NetnsRef::self(), NetnsRef::of_path("/nonexistent")).error().code == ErrorCode::NotFound);
+}
+
+// Review L2: what is checked is what is entered.
+TEST_CASE("a namespace opened once is the one entered, even after its name names another") {
+  require_root();
+  TestNetns ns;
+  auto opened = open_netns_once(ns.ref().path);
+  REQUIRE_MESSAGE(opened.ok(), opened.error().message);
+  const NetnsRef pinned = *opened;
+  const NetnsRef kept = pinned.by_identity();
+  CHECK(kept.fd == nullptr);
+  CHECK_FALSE(same_netns(pinned, NetnsRef::self()).value());
+  // The name now names a fresh namespace (without the veth end).
+  REQUIRE(std::system(("ip netns del " + ns.name + " && ip netns add " + ns.name).c_str()) == 0);
+  SetnsNetns runner;
+  std::set<std::string> inside;
+  auto st = runner.run(pinned, [&] {
+    inside = interfaces();
+    return Status{};
+  }, soon());
+  REQUIRE_MESSAGE(st.ok(), st.error().message);
+  CHECK(inside.count(ns.inner) == 1);  // the namespace that was opened, kept alive by its descriptor
+  auto again = runner.run(kept, [] { return Status{}; }, soon());
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().code == ErrorCode::NotFound);  // by path and identity: another namespace now
+}
+
+TEST_CASE("a process's namespace is opened through its /proc directory, never a later holder of its pid") {
+  require_root();
+  int gate[2];
+  REQUIRE(::pipe(gate) == 0);
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    char c;
+    ::close(gate[1]);
+    while (::read(gate[0], &c, 1) < 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(gate[0]);
+  auto opened = open_process_netns("/proc", child, boot_ticks_now());
+  REQUIRE_MESSAGE(opened.ok(), opened.error().message);
+  CHECK(opened->path == "/proc/" + std::to_string(child) + "/ns/net");
+  CHECK(same_netns(*opened, NetnsRef::self()).value());
+  // A process started after the runtime named the pid is not the sandbox's.
+  auto late = open_process_netns("/proc", child, 0);
+  REQUIRE_FALSE(late.ok());
+  CHECK(late.error().code == ErrorCode::NotFound);
+  // The kernel behaviour this relies on: a /proc/<pid> directory opened before the process exits
+  // opens nothing afterwards, whoever gets the pid.
+  const int dir = ::open(("/proc/" + std::to_string(child)).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(dir >= 0);
+  ::close(gate[1]);
+  ::waitpid(child, nullptr, 0);
+  const int stale = ::openat(dir, "ns/net", O_RDONLY | O_CLOEXEC);
+  CHECK(stale < 0);
+  if (stale >= 0) ::close(stale);
+  ::close(dir);
+  CHECK(open_process_netns("/proc", child, boot_ticks_now()).error().code == ErrorCode::NotFound);
 }
