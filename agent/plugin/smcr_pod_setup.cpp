@@ -266,9 +266,13 @@ Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
   ERDMA_TRY_ASSIGN(auto pods, pods_.list(deadline));
   ResyncSummary summary;
   for (const auto& pod : pods) {
-    const bool holds = std::any_of(pod.containers.begin(), pod.containers.end(), [&](const PodDevices::Container& c) {
-      auto it = c.devices.find(cfg_.resource_name);
+    // Either resource: the eRDMA devices, or the SMC-R library resource the webhook gives.
+    auto holds_resource = [&](const PodDevices::Container& c, const std::string& resource) {
+      auto it = resource.empty() ? c.devices.end() : c.devices.find(resource);
       return it != c.devices.end() && !it->second.empty();
+    };
+    const bool holds = std::any_of(pod.containers.begin(), pod.containers.end(), [&](const PodDevices::Container& c) {
+      return holds_resource(c, cfg_.resource_name) || holds_resource(c, cfg_.smcr.resource_name);
     });
     if (!holds || pod.namespace_.empty() || pod.name.empty()) continue;
     auto list = sandboxes_.list_ready_of(PodName{pod.namespace_, pod.name}, deadline);

@@ -986,4 +986,15 @@ TEST_CASE("resync configures every ready SMC-R sandbox") {
   CHECK_FALSE(h.hook->resync(std::chrono::steady_clock::now() + 10s).ok());
 }
 
+TEST_CASE("resync configures the pods that hold the SMC-R resource too") {
+  PodHarness h;
+  const auto web = h.add_pod("ns", "web", {"erdma_0-0"}, kTrue, false, "aliyun/erdma-smcr");
+  const auto other = h.add_pod("ns", "other", {"erdma_0-1"}, kTrue, false, "example.com/unrelated");
+  auto r = h.hook->resync(std::chrono::steady_clock::now() + 10s);
+  REQUIRE(r.ok());
+  CHECK(r->configured == 1);
+  CHECK(h.tables.entries(web) == std::vector<PnetEntry>{kEth0});
+  CHECK(h.tables.entries(other).empty());  // holds neither resource: not ours to set up
+}
+
 }  // namespace erdma::agent
