@@ -3,7 +3,7 @@
 
 namespace erdma::common {
 
-ConnectionSlots::Admission ConnectionSlots::admit(std::string_view peer) {
+ConnectionSlots::Admission ConnectionSlots::admit(std::string_view peer, bool start_idle) {
   Admission out;
   auto pit = peers_.find(std::string(peer));
   if (pit != peers_.end() && pit->second.open >= limits_.max_per_peer) {
@@ -26,6 +26,7 @@ ConnectionSlots::Admission ConnectionSlots::admit(std::string_view peer) {
   e.peer = std::string(peer);
   entries_.emplace(out.id, std::move(e));
   ++peers_[std::string(peer)].open;
+  if (start_idle) set_idle(out.id);
   return out;
 }
 
@@ -40,7 +41,7 @@ void ConnectionSlots::set_idle(Id id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   Entry& e = it->second;
-  unindex(id, e);
+  if (e.idle) return;  // already waiting: keeps its place
   e.idle = true;
   e.since = next_since_++;
   idle_.insert(e.key(id));

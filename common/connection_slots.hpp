@@ -37,16 +37,18 @@ class ConnectionSlots {
 
   explicit ConnectionSlots(Limits limits) : limits_(limits) {}
 
-  // A new connection from `peer` (an address, as text). It starts busy. At the peer's cap the
+  // A new connection from `peer` (an address, as text). It starts busy (a TLS handshake), or idle
+  // with `start_idle` (a plain-HTTP connection, reading its first request). At the peer's cap the
   // peer's own idle connection that has waited longest is evicted; at the total cap, the idle
   // connection that has waited longest of all. Connections that never carried a request the
   // server exists for (see set_proven) go before those that did. With nothing idle to evict, the
   // new connection is refused and nothing changes. An evicted id is forgotten at once: the
   // caller closes that connection, and its later calls with the id are ignored.
-  [[nodiscard]] Admission admit(std::string_view peer);
+  [[nodiscard]] Admission admit(std::string_view peer, bool start_idle = false);
 
   // The connection waits for (or is reading) its next request: it may be evicted. Its place in
-  // the eviction order is the order of these calls: the earliest waits longest.
+  // the eviction order is the order of these calls: the earliest waits longest. A call while
+  // already idle changes nothing.
   void set_idle(Id id);
   // The connection is handling a request: it is never evicted until set_idle again.
   void set_busy(Id id);

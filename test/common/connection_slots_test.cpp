@@ -103,6 +103,15 @@ TEST_CASE("at its own cap a peer evicts its own idle connection, or is refused; 
   CHECK(s.admit("10.0.0.3").verdict == Verdict::Admitted);
 }
 
+TEST_CASE("a connection admitted idle can be evicted before its first request") {
+  ConnectionSlots s({2, 100});
+  const auto a = s.admit("a", true).id;
+  admit_ok(s, "b");
+  const auto r = s.admit("c", true);
+  CHECK(r.evicted == a);
+  CHECK(s.admit("d").evicted == r.id);  // b is busy
+}
+
 TEST_CASE("a hoarder holding every slot idle cannot lock a newcomer out") {
   ConnectionSlots s({32, 64});
   std::vector<ConnectionSlots::Id> held;
