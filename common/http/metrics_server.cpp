@@ -3,13 +3,17 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+
+#include "common/connection_slots.hpp"
 
 namespace erdma::common::http {
 namespace {
@@ -19,11 +23,14 @@ namespace bhttp = boost::beast::http;
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
 
+class PlainSession;
+
 }  // namespace
 
 struct MetricsServer::State : std::enable_shared_from_this<MetricsServer::State> {
   State(net::io_context& io, PlainHandler h, PlainServerLimits l)
-      : ioc(io), acceptor(net::make_strand(io)), handler(std::move(h)), limits(l) {}
+      : ioc(io), acceptor(net::make_strand(io)), handler(std::move(h)), limits(l),
+        slots({l.max_connections, l.max_connections_per_peer}) {}
 
   net::io_context& ioc;
   tcp::acceptor acceptor;
@@ -31,26 +38,59 @@ struct MetricsServer::State : std::enable_shared_from_this<MetricsServer::State>
   PlainServerLimits limits;
   std::atomic<size_t> open{0};
   std::atomic<bool> stopped{false};
+  std::atomic<uint64_t> evicted{0};
+  std::atomic<uint64_t> refused{0};
   uint16_t port = 0;
+  std::mutex mu;  // guards slots and sessions
+  ConnectionSlots slots;
+  std::unordered_map<uint64_t, std::weak_ptr<PlainSession>> sessions;  // by slot id
 
   void accept();
+  void admit(tcp::socket socket);
+  void set_idle(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    slots.set_idle(id);
+  }
+  void set_busy(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu);
+    slots.set_busy(id);
+  }
 };
 
 namespace {
 
 class PlainSession : public std::enable_shared_from_this<PlainSession> {
  public:
-  PlainSession(tcp::socket&& socket, std::shared_ptr<MetricsServer::State> state)
-      : stream_(std::move(socket)), state_(std::move(state)) {}
-  ~PlainSession() { state_->open.fetch_sub(1); }
+  PlainSession(tcp::socket&& socket, std::shared_ptr<MetricsServer::State> state, uint64_t id)
+      : stream_(std::move(socket)), state_(std::move(state)), id_(id) {}
+  ~PlainSession() {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      state_->sessions.erase(id_);
+      state_->slots.release(id_);
+    }
+    state_->open.fetch_sub(1);
+  }
 
   void run() {
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&PlainSession::do_read, shared_from_this()));
   }
 
+  // From any thread: its slot went to a new connection. Closed now if it is reading a request
+  // (all this port serves arrive whole, so one still arriving is a client holding the slot);
+  // an answer being written is finished first.
+  void evict() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->evicted_ = true;
+      if (self->reading_) self->stream_.cancel();
+    });
+  }
+
  private:
   void do_read() {
-    if (state_->stopped.load()) return close();
+    if (state_->stopped.load() || evicted_) return close();
+    reading_ = true;
+    state_->set_idle(id_);
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(state_->limits.max_header_bytes));
     parser_->body_limit(0);  // GET only; any body is refused
@@ -59,6 +99,8 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
   }
 
   void on_read(beast::error_code ec, std::size_t) {
+    reading_ = false;
+    state_->set_busy(id_);
     if (ec) {
       // Timeouts, resets and clients that just close: nothing to answer.
       if (ec == bhttp::error::header_limit) return reply_error(bhttp::status::request_header_fields_too_large);
@@ -104,7 +146,7 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
     bhttp::async_write(stream_, *res,
                        [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
                          if (ec) return self->close();
-                         if (!res->keep_alive()) return self->linger_close();
+                         if (!res->keep_alive() || self->evicted_) return self->linger_close();
                          self->do_read();
                        });
   }
@@ -137,6 +179,9 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   char drain_buf_[4096];
   std::shared_ptr<MetricsServer::State> state_;
+  uint64_t id_;
+  bool reading_ = false;  // strand only
+  bool evicted_ = false;  // strand only
 };
 
 }  // namespace
@@ -144,18 +189,43 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
 void MetricsServer::State::accept() {
   acceptor.async_accept(net::make_strand(ioc), [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
     if (self->stopped.load() || !self->acceptor.is_open()) return;
-    if (!ec) {
-      if (self->open.load() >= self->limits.max_connections) {
-        // Over the cap: close at once rather than queue; a scraper retries.
-        beast::error_code ignored;
-        socket.close(ignored);
-      } else {
-        self->open.fetch_add(1);
-        std::make_shared<PlainSession>(std::move(socket), self)->run();
-      }
-    }
+    if (!ec) self->admit(std::move(socket));
     self->accept();
   });
+}
+
+// A new connection takes a slot, or closes at once; at a cap the connection the slots pick is
+// closed to make room.
+void MetricsServer::State::admit(tcp::socket socket) {
+  beast::error_code ec;
+  auto address = socket.remote_endpoint(ec).address();
+  if (ec) return;
+  // An IPv4 client of a dual-stack listener appears as ::ffff:a.b.c.d; one peer either way.
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
+  }
+  std::shared_ptr<PlainSession> victim;
+  std::shared_ptr<PlainSession> session;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    const auto a = slots.admit(address.to_string(), true);  // reading its first request
+    if (a.verdict != ConnectionSlots::Verdict::Admitted) {
+      // Every connection concerned is writing an answer: close at once rather than queue.
+      refused.fetch_add(1);
+      beast::error_code ignored;
+      socket.close(ignored);
+      return;
+    }
+    if (a.evicted) {
+      evicted.fetch_add(1);
+      if (auto it = sessions.find(*a.evicted); it != sessions.end()) victim = it->second.lock();
+    }
+    open.fetch_add(1);
+    session = std::make_shared<PlainSession>(std::move(socket), shared_from_this(), a.id);
+    sessions.emplace(a.id, session);
+  }
+  if (victim) victim->evict();
+  session->run();
 }
 
 MetricsServer::MetricsServer(net::io_context& ioc, PlainHandler handler, PlainServerLimits limits)
@@ -204,6 +274,10 @@ PlainHandler probe_handler(const metrics::Registry& registry, NotReadyReason not
 }
 
 uint16_t MetricsServer::port() const noexcept { return state_->port; }
+
+uint64_t MetricsServer::evicted() const noexcept { return state_->evicted.load(); }
+
+uint64_t MetricsServer::refused() const noexcept { return state_->refused.load(); }
 
 void MetricsServer::stop() {
   if (state_->stopped.exchange(true)) return;

@@ -1,7 +1,7 @@
 // A small plain-HTTP/1.1 server for Prometheus scraping and probes (GET /metrics, /healthz, ...),
 // on a port separate from anything that serves real traffic. Runs on the caller's io_context;
-// bounded: header size, idle timeout, connection cap. Handlers run on the io_context's threads
-// and must not block.
+// bounded: header size, idle timeout, connection caps in all and per peer address. Handlers run
+// on the io_context's threads and must not block.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +39,15 @@ using NotReadyReason = std::function<std::optional<std::string>()>;
 // `registry` must outlive the handler.
 [[nodiscard]] PlainHandler probe_handler(const metrics::Registry& registry, NotReadyReason not_ready);
 
+// At either cap a new connection closes the connection that has waited longest while reading a
+// request (the peer's own at the peer's cap); it is refused only when every connection concerned
+// is writing an answer. A probe (a new connection that sends its request at once) is therefore
+// answered however many connections a client holds open, idle or dribbling a request: every
+// request this port serves is one short GET that arrives whole. 16 per peer: kubelet probes come
+// from the node's address, one connection each, and Prometheus keeps one per target.
 struct PlainServerLimits {
   size_t max_connections = 64;
+  size_t max_connections_per_peer = 16;
   unsigned timeout_seconds = 10;   // per read/write and keep-alive idle time
   size_t max_header_bytes = 8192;
 };
@@ -58,6 +65,9 @@ class MetricsServer {
   [[nodiscard]] uint16_t port() const noexcept;
   // Stops accepting and closes open connections. Safe to call from any thread, more than once.
   void stop();
+  // Connections closed to make room, and new ones closed at once (at a cap, nothing to evict).
+  [[nodiscard]] uint64_t evicted() const noexcept;
+  [[nodiscard]] uint64_t refused() const noexcept;
 
   struct State;  // implementation detail, shared with the connections
 

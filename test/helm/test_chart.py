@@ -2,10 +2,11 @@
 """charts/erdma-controller, checked by a real helm (test/helm/build-helm.sh builds it once per machine).
 
 1. Same objects as kustomize. `helm template` with values equivalent to an overlay must render the
-   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the five
-   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring}, the four other combinations of
-   certificate source, failure policy and NFD (as kustomize overlays composed here the way
-   manifests/nfd's comment tells), and test/cluster/lib.sh's site overlay with a static device.
+   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the six
+   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring,network-policy}, the four
+   other combinations of certificate source, failure policy and NFD (as kustomize overlays
+   composed here the way manifests/nfd's comment tells), and test/cluster/lib.sh's site overlay
+   with a static device.
    What legitimately differs is normalised first, and only that (see normalise_helm and
    normalise_kustomize):
      - helm's labels helm.sh/chart, app.kubernetes.io/managed-by and app.kubernetes.io/instance on
@@ -489,7 +490,8 @@ def main():
     overlays = [("default", {}), ("fail-open", {"webhook": {"failurePolicy": "Ignore"}}),
                 ("nfd", {"agent": {"nfd": {"enabled": True}}}),
                 ("cert-manager", {"certificates": {"mode": "certManager"}}),
-                ("monitoring", MONITORING_VALUES)]
+                ("monitoring", MONITORING_VALUES),
+                ("network-policy", {"networkPolicy": {"enabled": True, "apiserverCIDRs": [tm.APISERVER_PLACEHOLDER]}})]
     for kubectl in kubectls:
         label = " (%s)" % kubectl if len(kubectls) > 1 else ""
         for overlay, values in overlays:
@@ -744,6 +746,9 @@ def main():
             ({"monitoring": {"serviceMonitor": {"enabled": True}}}, (), "monitoring.serviceMonitor.enabled needs agent.metricsOnNodeIP"),
             ({"monitoring": {"serviceMonitor": {"interval": "often"}}}, (), "/monitoring/serviceMonitor/interval"),
             ({"agent": {"metricsOnNodeIP": "yes"}}, (), "/agent/metricsOnNodeIP"),
+            ({"networkPolicy": {"enabled": True}}, (), "networkPolicy.apiserverCIDRs: list the addresses"),
+            ({"networkPolicy": {"apiserverCIDRs": ["10.0.0.1"]}}, (), "/networkPolicy/apiserverCIDRs/0"),
+            ({"networkPolicy": {"metricsNamespaceSelector": {"matchLabel": {}}}}, (), "'matchLabel' not allowed"),
         ]
         missed = []
         for values, args, want in cases:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The kustomize manifests: every overlay renders, and what one object says about another holds.
 
-Renders manifests/{base,default,cert-manager,fail-open,nfd} with `kubectl kustomize` (the kubectl on
+Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy} with `kubectl kustomize` (the kubectl on
 PATH, or each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the
 same objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
 Secret and ConfigMap references, images, the webhook configuration (namespaceSelector evaluated
@@ -42,13 +42,16 @@ from harness import Suite, expect  # noqa: E402  (the shared runner of the Pytho
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy"]
 NS = "erdma-system"
 # configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
 AGENT_CONFIG = "erdma-agent-config"
 AGENT_CONFIG_NAME = re.compile(re.escape(AGENT_CONFIG) + r"-[a-z0-9]{10}")
 AGENT_CONFIG_LABELS = {"app.kubernetes.io/name": "erdma-agent", "app.kubernetes.io/component": "agent-config",
                        "app.kubernetes.io/part-of": "erdma-controller"}
+# manifests/network-policy's stand-in for the apiservers' addresses: a documentation range (RFC 5737)
+# that the admin replaces (docs/hardening.md says so, and names this range).
+APISERVER_PLACEHOLDER = "192.0.2.0/24"
 # node-feature-discovery's local source reads this host directory (manifests/nfd mounts it).
 NFD_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
@@ -233,6 +236,8 @@ def check_inventory(name, objs):
             ("Deployment", NS, "erdma-webhook"), ("Service", NS, "erdma-webhook"),
             ("PodDisruptionBudget", NS, "erdma-webhook"), ("MutatingWebhookConfiguration", "", "erdma-webhook"),
             ("DaemonSet", NS, "erdma-agent")}
+    if name == "network-policy":
+        want |= {("NetworkPolicy", NS, "erdma-webhook")}
     if name == "cert-manager":
         want |= {("Issuer", NS, "erdma-selfsigned"), ("Issuer", NS, "erdma-ca"),
                  ("Certificate", NS, "erdma-webhook-ca"), ("Certificate", NS, "erdma-webhook")}
@@ -756,6 +761,62 @@ def check_nfd(name, objs):
     return []
 
 
+def check_network_policy(objs):
+    """A NetworkPolicy on the webhook pods, when there is one: it selects them, restricts ingress
+    only, admits to the admission port (the Service's target) ipBlocks alone (the apiservers), to
+    the metrics port a namespace selector (Prometheus) and no ipBlock, and to no other port."""
+    pols = of_kind(objs, "NetworkPolicy")
+    if not pols:
+        return []
+    p = []
+    dep = one(objs, "Deployment", "erdma-webhook")
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    ports = {cp["name"]: cp["containerPort"] for cp in container.get("ports") or []}
+    svc_target = one(objs, "Service", "erdma-webhook")["spec"]["ports"][0]["targetPort"]
+    for pol in pols:
+        n = pol["metadata"]["name"]
+        spec = pol["spec"]
+        if not selector_matches(spec.get("podSelector"), pod_labels):
+            p.append("NetworkPolicy %s: podSelector %s does not select the webhook pods" % (n, spec.get("podSelector")))
+        if spec.get("policyTypes") != ["Ingress"]:
+            p.append("NetworkPolicy %s: policyTypes %s, want [Ingress] (egress is not restricted)" %
+                     (n, spec.get("policyTypes")))
+        by_port = {}
+        for i, rule in enumerate(spec.get("ingress") or []):
+            if not rule.get("from") or not rule.get("ports"):
+                p.append("NetworkPolicy %s: ingress[%d] without from or ports admits everyone or every port" % (n, i))
+                continue
+            for port in rule["ports"]:
+                name = port.get("port")
+                if name not in ports and name not in ports.values():
+                    p.append("NetworkPolicy %s: ingress[%d] port %r is not a port of the webhook container %s" %
+                             (n, i, name, ports))
+                    continue
+                by_port.setdefault(name if name in ports else
+                                   [k for k, v in ports.items() if v == name][0], []).extend(rule["from"])
+        https = by_port.get(svc_target, [])
+        if not https:
+            p.append("NetworkPolicy %s: nothing may reach port %s, the Service's targetPort: kube-apiserver cannot "
+                     "call the webhook" % (n, svc_target))
+        for peer in https:
+            if set(peer) != {"ipBlock"}:
+                p.append("NetworkPolicy %s: port %s admits %s; only the apiservers' ipBlocks may reach it" %
+                         (n, svc_target, peer))
+            elif (peer["ipBlock"].get("cidr") or "").endswith("/0"):
+                p.append("NetworkPolicy %s: port %s admits %s, i.e. everyone" % (n, svc_target, peer["ipBlock"]))
+        metrics = by_port.get("metrics", [])
+        if not any("namespaceSelector" in peer for peer in metrics):
+            p.append("NetworkPolicy %s: no namespace (Prometheus) may reach port metrics" % n)
+        for peer in metrics:
+            if "ipBlock" in peer:
+                p.append("NetworkPolicy %s: port metrics admits %s; kubelet's probes come from the pod's own node, "
+                         "which NetworkPolicy always admits" % (n, peer["ipBlock"]))
+        for name in sorted(set(by_port) - {svc_target, "metrics"}):
+            p.append("NetworkPolicy %s: admits port %s, which the webhook does not serve to others" % (n, name))
+    return p
+
+
 def all_problems(name, objs, version, certs_patch, certs_secret):
     secret_name = "erdma-webhook-tls"
     if name == "cert-manager":
@@ -764,7 +825,7 @@ def all_problems(name, objs, version, certs_patch, certs_secret):
         secret_name = certs_secret["metadata"]["name"]
     return (check_inventory(name, objs) + check_images(objs, version) + check_webhook_workload(objs, secret_name) +
             check_webhook_configuration(objs, "Ignore" if name == "fail-open" else "Fail") +
-            check_match_conditions(objs) + check_agent(objs) + check_nfd(name, objs) +
+            check_match_conditions(objs) + check_agent(objs) + check_nfd(name, objs) + check_network_policy(objs) +
             check_certificate_source(name, objs, certs_patch, certs_secret))
 
 
@@ -854,6 +915,27 @@ def breakages():
          set_(lambda o: webhook_config_edit(o, {"smcr": {"library": "libsmc-preload-v2.so"}}))),
         ("preload source the image does not ship", "smcr.preloadSource",
          set_(lambda o: agent_config_edit(o, {"procRoot": "/host/proc", "smcr": {"preloadSource": "/lib/x.so"}}))),
+    ]
+
+
+def network_policy_breakages():
+    """Broken copies of manifests/network-policy."""
+    def pol(o):
+        return o[("NetworkPolicy", NS, "erdma-webhook")]["spec"]
+
+    return [
+        ("policy selects other pods", "does not select the webhook pods",
+         lambda o: pol(o)["podSelector"]["matchLabels"].update({"app.kubernetes.io/name": "x"})),
+        ("tenant pods admitted to the admission port", "only the apiservers' ipBlocks",
+         lambda o: pol(o)["ingress"][0]["from"].append({"namespaceSelector": {}})),
+        ("admission port open to the world", "i.e. everyone",
+         lambda o: pol(o)["ingress"][0]["from"][0]["ipBlock"].update(cidr="0.0.0.0/0")),
+        ("admission rule on a port the pod does not have", "not a port of the webhook container",
+         lambda o: pol(o)["ingress"][0]["ports"][0].update(port="webhook")),
+        ("admission rule on the metrics port", "the Service's targetPort",
+         lambda o: pol(o)["ingress"][0]["ports"][0].update(port="metrics")),
+        ("a rule without from", "without from or ports", lambda o: pol(o)["ingress"][1].pop("from")),
+        ("egress restricted too", "policyTypes", lambda o: pol(o).update(policyTypes=["Ingress", "Egress"])),
     ]
 
 
@@ -1073,6 +1155,22 @@ def main():
                "manifests/nfd changes the DaemonSet beyond the features.d volume and the config name")
     suite.check("nfd = default + features.d mount + nfdFeatureFile", nfd_is_default_plus_features_dir)
 
+    def network_policy_is_default_plus_policy():
+        d, n = renders["default"], renders["network-policy"]
+        extra = sorted(set(n) - set(d))
+        expect(extra == [("NetworkPolicy", NS, "erdma-webhook")], "manifests/network-policy adds %s" % extra)
+        expect(all(n[k] == d[k] for k in d) and set(d) <= set(n), "manifests/network-policy changes default's objects")
+        expect(not of_kind(d, "NetworkPolicy"), "manifests/default has a NetworkPolicy")
+        cidrs = [peer["ipBlock"]["cidr"] for peer in n[extra[0]]["spec"]["ingress"][0]["from"]]
+        expect(cidrs == [APISERVER_PLACEHOLDER], "the apiserver placeholder is %s, not the documented %s" %
+               (cidrs, APISERVER_PLACEHOLDER))
+        with open(os.path.join(SOURCE_DIR, "docs/hardening.md")) as f:
+            doc = f.read()
+        expect(APISERVER_PLACEHOLDER in doc and "manifests/network-policy" in doc,
+               "docs/hardening.md does not tell to replace %s in manifests/network-policy" % APISERVER_PLACEHOLDER)
+    suite.check("network-policy = default + a NetworkPolicy with the documented placeholder",
+                network_policy_is_default_plus_policy)
+
     def reload_by_rollout(kubectl):
         """An edit of the agent config, rendered: a new ConfigMap name, mounted by the DaemonSet, whose
         pod template changes in that name alone; so `kubectl apply -k` rolls the DaemonSet."""
@@ -1118,7 +1216,8 @@ def main():
     def broken_copies_are_caught():
         missed = []
         for overlay, label, want, breaker in ([("default",) + b for b in breakages()] +
-                                              [("nfd",) + b for b in nfd_breakages()]):
+                                              [("nfd",) + b for b in nfd_breakages()] +
+                                              [("network-policy",) + b for b in network_policy_breakages()]):
             objs = copy.deepcopy(renders[overlay])
             breaker(objs)
             problems = all_problems(overlay, objs, version, certs_patch, certs_secret)

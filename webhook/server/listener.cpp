@@ -22,6 +22,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "common/connection_slots.hpp"
 #include "common/text.hpp"
 #include "common/log.hpp"
 #include "webhook/server/handler.hpp"
@@ -196,7 +197,7 @@ void log_client_certificate_refused(const std::string& problem, const tcp::endpo
 struct Listener::State : std::enable_shared_from_this<Listener::State> {
   State(net::io_context& io, Current<SslContext>& t, Current<const Config>& c, ServerMetrics& m, ListenerLimits l)
       : ioc(io), acceptor(net::make_strand(io)), retry(acceptor.get_executor()), tls(t), config(c), metrics(m),
-        limits(l) {}
+        limits(l), slots({l.max_connections, l.max_connections_per_peer}) {}
 
   net::io_context& ioc;
   tcp::acceptor acceptor;
@@ -207,12 +208,26 @@ struct Listener::State : std::enable_shared_from_this<Listener::State> {
   ListenerLimits limits;
   std::atomic<size_t> open{0};
   std::atomic<bool> draining{false};
-  uint64_t next_id = 1;  // touched on the acceptor's strand only
   uint16_t port = 0;
-  std::mutex sessions_mu;
-  std::unordered_map<const void*, std::weak_ptr<Session>> sessions;
+  std::mutex sessions_mu;  // guards sessions and slots
+  std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;  // by slot id
+  common::ConnectionSlots slots;
 
   void accept();
+  void admit(tcp::socket socket);
+  // The sessions tell the slots when they wait for a request (evictable) and when they work.
+  void set_idle(uint64_t id) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    slots.set_idle(id);
+  }
+  void set_busy(uint64_t id) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    slots.set_busy(id);
+  }
+  void set_proven(uint64_t id) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    slots.set_proven(id);
+  }
 };
 
 namespace {
@@ -225,23 +240,31 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() {
     {
       std::lock_guard<std::mutex> lock(state_->sessions_mu);
-      state_->sessions.erase(this);
+      state_->sessions.erase(id_);
+      state_->slots.release(id_);
     }
     state_->open.fetch_sub(1);
     state_->metrics.connection_closed();
   }
 
+  // Registered by the acceptor under the sessions lock, with its slot.
   void start() {
-    {
-      std::lock_guard<std::mutex> lock(state_->sessions_mu);
-      state_->sessions.emplace(this, weak_from_this());
-    }
     net::dispatch(stream_.get_executor(), beast::bind_front_handler(&Session::do_handshake, shared_from_this()));
   }
 
   // From any thread: close if waiting for a request; a request in progress finishes first.
   void drain() {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (self->phase_ == Phase::Idle) self->lowest().cancel();
+    });
+  }
+
+  // From any thread: the slots gave this connection's place to a new one. Closed now if it is
+  // waiting for a request; a request that has started meanwhile is answered with
+  // "Connection: close".
+  void evict() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->evicted_ = true;
       if (self->phase_ == Phase::Idle) self->lowest().cancel();
     });
   }
@@ -281,10 +304,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // Waits for the first byte of the next request (idle time), then reads its header (header
   // time). Pipelined requests already in the buffer skip the wait.
   void read_request(bool first) {
-    if (state_->draining.load()) return do_close(false);
+    if (state_->draining.load() || evicted_) return do_close(false);
     if (buffer_.size() == 0) {
       phase_ = Phase::Idle;
-      lowest().expires_after(first ? limits().header_timeout : limits().idle_timeout);
+      state_->set_idle(id_);
+      lowest().expires_after(first        ? limits().header_timeout
+                             : reviewed_ ? limits().idle_timeout
+                                         : std::min(limits().idle_timeout, limits().idle_timeout_before_review));
       stream_.async_read_some(buffer_.prepare(kReadChunk),
                               beast::bind_front_handler(&Session::on_first_bytes, shared_from_this()));
       return;
@@ -295,7 +321,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_first_bytes(beast::error_code ec, std::size_t n) {
     buffer_.commit(n);
     if (ec) {
-      if (ec == net::error::operation_aborted) return do_close(false);  // draining
+      if (ec == net::error::operation_aborted) return do_close(false);  // draining or evicted
       if (ec == beast::error::timeout) return;  // idle too long; the stream closed the socket
       fail(ec, "read", id_);
       return close_socket();
@@ -304,6 +330,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_header() {
+    if (phase_ == Phase::Idle) state_->set_busy(id_);
     phase_ = Phase::Request;
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(limits().max_header_bytes));
@@ -375,12 +402,18 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto t0 = std::chrono::steady_clock::now();
     HttpResponse out = handle(in, *cfg, thread_reviewer(), !draining);
     const auto elapsed = std::chrono::steady_clock::now() - t0;
-    if (out.admission) record(*out.admission, elapsed);
+    if (out.admission) {
+      record(*out.admission, elapsed);
+      if (out.admission->outcome != Outcome::Invalid && !reviewed_) {
+        reviewed_ = true;  // the apiserver's: the long idle timeout, evicted after strangers
+        state_->set_proven(id_);
+      }
+    }
 
     res_.emplace(static_cast<http::status>(out.status), req.version());
     res_->set(http::field::content_type, out.content_type);
     if (!out.allow.empty()) res_->set(http::field::allow, out.allow);
-    res_->keep_alive(req.keep_alive() && !draining);
+    res_->keep_alive(req.keep_alive() && !draining && !evicted_);
     if (req.method() == http::verb::head) {
       res_->content_length(out.body.size());
     } else {
@@ -480,6 +513,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<Listener::State> state_;
   uint64_t id_;
   Phase phase_ = Phase::Handshake;
+  bool evicted_ = false;   // its slot went to a newer connection: close after the current request
+  bool reviewed_ = false;  // has carried an AdmissionReview
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<PaddedBody>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
@@ -500,20 +535,59 @@ void Listener::State::accept() {
       self->retry.async_wait([self](beast::error_code) { self->accept(); });
       return;
     }
-    if (self->open.load() >= self->limits.max_connections) {
-      // Over the cap: close at once; queuing would let a flood hold memory and descriptors.
-      self->metrics.connection_refused();
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);  // responses are single writes; do not wait for ACKs
-      self->open.fetch_add(1);
-      self->metrics.connection_opened();
-      std::make_shared<Session>(std::move(socket), self->tls.get(), self, self->next_id++)->start();
-    }
+    self->admit(std::move(socket));
     self->accept();
   });
+}
+
+// A new connection takes a slot, or closes at once; at a cap the idle connection the slots pick
+// is closed to make room, so idle connections (however many, from whoever) never lock anyone out.
+void Listener::State::admit(tcp::socket socket) {
+  beast::error_code ec;
+  const auto peer = socket.remote_endpoint(ec);
+  if (ec) return;  // already gone; the socket closes with this scope
+  // An IPv4 client of a dual-stack listener appears as ::ffff:a.b.c.d; one peer either way.
+  auto address = peer.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
+  }
+  std::shared_ptr<Session> victim;
+  std::shared_ptr<Session> session;
+  uint64_t id = 0;
+  uint64_t victim_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    const auto a = slots.admit(address.to_string());
+    if (a.verdict != common::ConnectionSlots::Verdict::Admitted) {
+      // Closed at once: queuing would let a flood hold memory and descriptors.
+      if (a.verdict == common::ConnectionSlots::Verdict::RefusedPeer) {
+        metrics.connection_refused_peer();
+      } else {
+        metrics.connection_refused();
+      }
+      beast::error_code ignored;
+      socket.close(ignored);
+      return;
+    }
+    id = a.id;
+    if (a.evicted) {
+      victim_id = *a.evicted;
+      metrics.connection_evicted();
+      if (auto it = sessions.find(*a.evicted); it != sessions.end()) victim = it->second.lock();
+    }
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);  // responses are single writes; do not wait for ACKs
+    open.fetch_add(1);
+    metrics.connection_opened();
+    session = std::make_shared<Session>(std::move(socket), tls.get(), shared_from_this(), a.id);
+    sessions.emplace(a.id, session);
+  }
+  if (victim) {
+    log::debug("idle connection closed to make room").kv("conn", victim_id).kv("new_conn", id)
+        .kv("new_peer", address.to_string());
+    victim->evict();
+  }
+  session->start();
 }
 
 Listener::Listener(net::io_context& ioc, Current<SslContext>& tls, Current<const Config>& config,

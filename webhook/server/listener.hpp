@@ -1,7 +1,9 @@
 // The HTTPS/1.1 admission listener: accepts TLS connections and runs one session per connection
 // (Boost.Beast over Asio and OpenSSL), each on its own strand, calling handle() for every request.
-// Bounded everywhere: handshake, header, body and idle timeouts, header and body size caps, a cap
-// on open connections. Nothing blocks an I/O thread and no exception crosses an Asio callback.
+// Bounded everywhere: handshake, header, body and idle timeouts, header and body size caps, caps
+// on open connections in all and per peer address that evict idle connections before refusing
+// new ones (common/connection_slots.hpp). Nothing blocks an I/O thread and no exception crosses
+// an Asio callback.
 #pragma once
 
 #include <chrono>
@@ -23,7 +25,11 @@ namespace erdma::webhook::server {
 struct ListenerLimits {
   size_t max_body_bytes = 8u << 20;    // larger bodies get 413, decided from the headers when they say
   size_t max_header_bytes = 16u << 10; // larger request headers get 431
-  size_t max_connections = 1024;       // more are closed at once (and counted)
+  // At either cap a new connection closes the connection that has waited longest for a request
+  // (one that never carried an AdmissionReview first, the peer's own at the peer's cap); only
+  // when every connection concerned is mid-request is the new one closed at once. Counted.
+  size_t max_connections = 1024;
+  size_t max_connections_per_peer = 64;
   // Each phase of a request is bounded well below the apiserver's default timeoutSeconds (10 s).
   std::chrono::milliseconds handshake_timeout{5000};
   std::chrono::milliseconds header_timeout{5000};  // from the first byte of a request to its last header
@@ -32,6 +38,9 @@ struct ListenerLimits {
   // Longer than the 90 s idle timeout of Go's HTTP transport (what kube-apiserver uses), so the
   // client, not the server, retires an idle connection and no request races a server-side close.
   std::chrono::milliseconds idle_timeout{120000};
+  // The idle timeout of a connection that has not yet carried an AdmissionReview (a probe, a
+  // scanner, a client holding slots): the apiserver's connections earn the long one at once.
+  std::chrono::milliseconds idle_timeout_before_review{15000};
   // Closing: how long to wait for the peer's close_notify after sending ours, and how long to
   // keep discarding a request body still arriving after an early error answer (413, 431, 400).
   std::chrono::milliseconds shutdown_timeout{500};

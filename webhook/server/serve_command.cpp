@@ -135,6 +135,8 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   limits.max_body_bytes = o.max_body_bytes;
   limits.max_connections = o.max_connections;
   limits.idle_timeout = o.idle_timeout;
+  limits.max_connections_per_peer = o.max_connections_per_peer;
+  limits.idle_timeout_before_review = o.idle_timeout_before_review;
   Listener listener(ioc, tls, config, metrics, limits);
   if (auto s = listener.listen(*https_addr); !s) {
     log::error("cannot start").kv("error", s.error().message);

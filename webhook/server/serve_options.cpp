@@ -53,13 +53,26 @@ Flags:
   --config FILE            webhook configuration, YAML or JSON (default: built-in defaults)
   --threads N              I/O threads (default: the cores this process may run on)
   --max-body-bytes SIZE    larger request bodies get 413 (default 8Mi; e.g. 3Mi, 1048576)
-  --max-connections N      open TLS connections above this are closed at once (default 1024)
+  --max-connections N      open TLS connections at most (default 1024). A new connection
+                           beyond it closes the connection that has waited longest for a
+                           request (first those that never carried an AdmissionReview); it is
+                           closed itself only when every connection is mid-request
+  --max-connections-per-peer N
+                           open TLS connections from one IP address at most (default 64);
+                           beyond it the peer's own longest-waiting connection is closed, or
+                           the new one when all of the peer's are mid-request. The apiserver
+                           needs one connection per review in flight: raise it when several
+                           apiservers reach the webhook from one address (a NAT, konnectivity)
   --shutdown-grace DUR     how long a drain waits for requests in progress (default 10s)
   --reload-interval DUR    periodic re-check of the watched files (default 10s); changes are
                            normally picked up within a fraction of a second through inotify
   --idle-timeout DUR       close a keep-alive connection after this long without a request
                            (default 120s: longer than the 90 s after which the apiserver's Go
                            client retires idle connections, so the client closes first)
+  --idle-timeout-before-review DUR
+                           the idle timeout of a connection that has not yet carried an
+                           AdmissionReview (probes, scanners, clients holding slots)
+                           (default 15s; never longer than --idle-timeout)
   --log-level LEVEL        debug, info, warn or error (default info); logs are JSON lines on stderr
   --port-file FILE         once serving (listening, signals handled), write {"https":PORT,"metrics":PORT} to FILE
   -h, --help               this text
@@ -68,7 +81,8 @@ ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with 
 (a bare number is seconds). Every flag except --config and --port-file can also be set in the
 config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
 tlsMinVersion, tlsCipherSuites (a list or a comma-separated string), clientCA, threads,
-maxBodyBytes, maxConnections, shutdownGrace, reloadInterval, idleTimeout, logLevel); flags win.
+maxBodyBytes, maxConnections, maxConnectionsPerPeer, shutdownGrace, reloadInterval, idleTimeout,
+idleTimeoutBeforeReview, logLevel); flags win.
 The server section is read at start-up only.
 
 Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
@@ -79,6 +93,7 @@ constexpr common::FlagSpec kFlags[] = {
     {"--config"},          {"--threads"},         {"--max-body-bytes"},  {"--max-connections"},
     {"--shutdown-grace"},  {"--reload-interval"}, {"--log-level"},       {"--port-file"},
     {"--idle-timeout"},    {"--tls-min-version"}, {"--tls-cipher-suites"}, {"--client-ca"},
+    {"--max-connections-per-peer"}, {"--idle-timeout-before-review"},
 };
 
 Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
@@ -124,6 +139,14 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
   } else if (name == "--max-connections") {
     ERDMA_TRY_ASSIGN(auto v, parse_count(value, name, 1, 1'000'000));
     o.max_connections = static_cast<size_t>(v);
+  } else if (name == "--max-connections-per-peer") {
+    ERDMA_TRY_ASSIGN(auto v, parse_count(value, name, 1, 1'000'000));
+    o.max_connections_per_peer = static_cast<size_t>(v);
+  } else if (name == "--idle-timeout-before-review") {
+    auto v = parse_duration(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
+    if (v->count() < 100) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
+    o.idle_timeout_before_review = *v;
   } else if (name == "--shutdown-grace" || name == "--reload-interval" || name == "--idle-timeout") {
     auto v = parse_duration(value);
     if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
@@ -209,8 +232,9 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
   if (auto s = cfg::expect_map(section, "server"); !s) return s;
   if (auto s = cfg::check_keys(section, "server",
                                {"listen", "metricsListen", "tlsCert", "tlsKey", "tlsMinVersion", "tlsCipherSuites",
-                                "clientCA", "threads", "maxBodyBytes", "maxConnections", "shutdownGrace",
-                                "reloadInterval", "idleTimeout", "logLevel"});
+                                "clientCA", "threads", "maxBodyBytes", "maxConnections", "maxConnectionsPerPeer",
+                                "shutdownGrace", "reloadInterval", "idleTimeout", "idleTimeoutBeforeReview",
+                                "logLevel"});
       !s) {
     return s;
   }
@@ -222,6 +246,8 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
       {"idleTimeout", "--idle-timeout"},       {"tlsMinVersion", "--tls-min-version"},
       {"tlsCipherSuites", "--tls-cipher-suites"}, {"clientCA", "--client-ca"},
+      {"maxConnectionsPerPeer", "--max-connections-per-peer"},
+      {"idleTimeoutBeforeReview", "--idle-timeout-before-review"},
   };
   for (const auto& [key, flag] : kSectionKeys) {
     const nlohmann::json* value = cfg::get(section, key);

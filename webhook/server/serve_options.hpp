@@ -24,9 +24,11 @@ struct ServeOptions {
   unsigned threads = 0;                    // 0 = one per core
   size_t max_body_bytes = 8u << 20;
   size_t max_connections = 1024;
+  size_t max_connections_per_peer = 64;
   std::chrono::milliseconds shutdown_grace{10000};
   std::chrono::milliseconds reload_interval{10000};
   std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no request
+  std::chrono::milliseconds idle_timeout_before_review{15000};  // the same before its first AdmissionReview
   std::string log_level = "info";
   std::string port_file;                   // where to write the bound ports (for tests and scripts)
 };
@@ -38,8 +40,9 @@ struct ServeOptions {
 [[nodiscard]] Result<size_t> parse_bytes(std::string_view text);
 
 // Applies a config file's `server` section (keys listen, metricsListen, tlsCert, tlsKey,
-// tlsMinVersion, tlsCipherSuites, clientCA, threads, maxBodyBytes, maxConnections, shutdownGrace,
-// reloadInterval, idleTimeout, logLevel) onto `opts`. tlsCipherSuites is a list of names or one
+// tlsMinVersion, tlsCipherSuites, clientCA, threads, maxBodyBytes, maxConnections,
+// maxConnectionsPerPeer, shutdownGrace, reloadInterval, idleTimeout, idleTimeoutBeforeReview,
+// logLevel) onto `opts`. tlsCipherSuites is a list of names or one
 // comma-separated string. Unknown keys and wrong types are errors naming the key.
 [[nodiscard]] Status apply_server_section(const nlohmann::json& section, ServeOptions& opts);
 

@@ -15,7 +15,14 @@ ServerMetrics::ServerMetrics(m::Registry& r)
                               "Expiry (Unix time) of the serving certificate in use.")),
       open_(r.gauge("erdma_webhook_connections_open", "Open TLS connections on the admission port.")),
       refused_(r.counter("erdma_webhook_connections_refused_total",
-                         "Connections closed at once because the connection cap was reached.")) {
+                         "New connections closed at once: --max-connections reached and every open connection "
+                         "mid-request.")),
+      refused_peer_(r.counter("erdma_webhook_connections_peer_refused_total",
+                              "New connections closed at once: their peer address held --max-connections-per-peer "
+                              "connections, every one mid-request.")),
+      evicted_(r.counter("erdma_webhook_connections_evicted_total",
+                         "Idle connections closed to make room for a new one (--max-connections or "
+                         "--max-connections-per-peer reached).")) {
   const char* help = "Admission requests by outcome (invalid: the body was not a usable AdmissionReview).";
   const char* names[] = {"mutated", "unchanged", "skipped", "rejected", "invalid"};
   const Outcome order[] = {Outcome::Mutated, Outcome::Unchanged, Outcome::Skipped, Outcome::Rejected, Outcome::Invalid};

@@ -25,6 +25,8 @@ class ServerMetrics {
   void connection_opened() noexcept { open_.add(1); }
   void connection_closed() noexcept { open_.add(-1); }
   void connection_refused() noexcept { refused_.inc(); }
+  void connection_refused_peer() noexcept { refused_peer_.inc(); }
+  void connection_evicted() noexcept { evicted_.inc(); }
 
   // Why a TLS handshake failed. untrusted_certificate: the client refused our certificate (an
   // apiserver whose caBundle does not match it); client_certificate: with --client-ca, the client
@@ -44,6 +46,8 @@ class ServerMetrics {
   std::array<common::metrics::Counter*, 4> reloads_{};  // cert ok, cert error, config ok, config error
   common::metrics::Gauge& open_;
   common::metrics::Counter& refused_;
+  common::metrics::Counter& refused_peer_;
+  common::metrics::Counter& evicted_;
   std::array<common::metrics::Counter*, 6> handshake_failures_{};  // indexed by HandshakeFailure
 };
 

@@ -39,6 +39,9 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(d->options.shutdown_grace.count() == 10000);
   CHECK(d->options.threads == 0);
   CHECK(d->options.idle_timeout.count() == 120000);
+  CHECK(d->options.max_connections == 1024);
+  CHECK(d->options.max_connections_per_peer == 64);
+  CHECK(d->options.idle_timeout_before_review.count() == 15000);
 
   auto p = parse_serve_args({"--listen", "127.0.0.1:0", "--tls-cert=/c", "--tls-key", "/k", "--threads", "3",
                              "--max-body-bytes", "3Mi", "--shutdown-grace", "2s", "--log-level", "debug",
@@ -52,11 +55,16 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(p->options.shutdown_grace.count() == 2000);
   CHECK(p->options.log_level == "debug");
   CHECK(p->options.idle_timeout.count() == 90000);
+  auto q = parse_serve_args({"--max-connections-per-peer", "8", "--idle-timeout-before-review=2s"});
+  REQUIRE(q.ok());
+  CHECK(q->options.max_connections_per_peer == 8);
+  CHECK(q->options.idle_timeout_before_review.count() == 2000);
   CHECK(parse_serve_args({"--help"}).value().help);
 
   for (const auto& bad : std::vector<std::vector<std::string>>{
            {"--nope"}, {"--listen"}, {"--threads", "0"}, {"--threads", "x"}, {"--log-level", "loud"},
-           {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}, {"--idle-timeout", "0"}}) {
+           {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}, {"--idle-timeout", "0"},
+           {"--max-connections-per-peer", "0"}, {"--idle-timeout-before-review", "50ms"}}) {
     CAPTURE(bad.front());
     CHECK_FALSE(parse_serve_args(bad).ok());
   }
@@ -73,6 +81,12 @@ TEST_CASE("config file server section") {
   CHECK(o.threads == 2);
   CHECK(o.shutdown_grace.count() == 3000);
   CHECK(o.tls_cert == "/etc/tls/tls.crt");
+  REQUIRE(apply_server_section({{"maxConnectionsPerPeer", 16}, {"idleTimeoutBeforeReview", "5s"}}, o).ok());
+  CHECK(o.max_connections_per_peer == 16);
+  CHECK(o.idle_timeout_before_review.count() == 5000);
+  auto bad_peer = apply_server_section({{"maxConnectionsPerPeer", 0}}, o);
+  REQUIRE_FALSE(bad_peer.ok());
+  CHECK(bad_peer.error().message.find("server.maxConnectionsPerPeer") != std::string::npos);
 
   auto unknown = apply_server_section({{"lisen", "x"}}, o);
   REQUIRE_FALSE(unknown.ok());

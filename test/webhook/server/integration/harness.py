@@ -56,14 +56,16 @@ def client_context(ca_file, minimum=None, maximum=None):
 
 class ApiserverConnection(http.client.HTTPConnection):
     """An HTTPS/1.1 keep-alive connection to 127.0.0.1:port that sends SNI and verifies the
-    certificate against the service name, as kube-apiserver does for service webhooks."""
+    certificate against the service name, as kube-apiserver does for service webhooks. `source`
+    is the local address to connect from (any 127.0.0.0/8 address is a distinct peer on loopback)."""
 
-    def __init__(self, port, ca_file, timeout=10, context=None):
+    def __init__(self, port, ca_file, timeout=10, context=None, source=None):
         super().__init__("127.0.0.1", port, timeout=timeout)
         self._ctx = context or client_context(ca_file)
+        self._source = (source, 0) if source else None
 
     def connect(self):
-        raw = socket.create_connection((self.host, self.port), self.timeout)
+        raw = socket.create_connection((self.host, self.port), self.timeout, source_address=self._source)
         raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = self._ctx.wrap_socket(raw, server_hostname=SERVICE_NAME)
 
@@ -152,8 +154,8 @@ class Server:
         self.port = ports["https"]
         self.metrics_port = ports["metrics"]
 
-    def connect(self, timeout=10, context=None):
-        return ApiserverConnection(self.port, self.ca, timeout=timeout, context=context)
+    def connect(self, timeout=10, context=None, source=None):
+        return ApiserverConnection(self.port, self.ca, timeout=timeout, context=context, source=source)
 
     def metrics_text(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port, timeout=10) as r:

@@ -88,7 +88,10 @@ def main():
         slowloris(int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5]))
         return
     suite = Suite("hostile")
-    server = Server(suite.workdir)
+    # Every client here connects from 127.0.0.1, standing in for many peers (300 concurrent clients,
+    # 200 slow ones): the per-peer cap, which would hold them to 64, has its own test
+    # (test_connections.py).
+    server = Server(suite.workdir, extra_args=["--max-connections-per-peer", "1024"])
     body = review(pod(containers=3), uid="hostile")
 
     def broken_json_over_the_wire():
