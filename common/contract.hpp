@@ -11,6 +11,11 @@ namespace erdma::contract {
 // The extended resource the agent advertises and pods request.
 inline constexpr std::string_view kResourceName = "aliyun/erdma";
 
+// The DRA driver name (issue #26): ResourceSlices' spec.driver, the DeviceClass selector in
+// manifests/dra, the CDI vendor of the agent's claim specs. A DNS subdomain of at most 63
+// characters (resource.k8s.io/v1 DriverNameMaxLength).
+inline constexpr std::string_view kDraDriverName = "erdma.aliyun.com";
+
 // Pod annotation asking for SMC-R; only the exact value kSmcrEnabled enables it.
 inline constexpr std::string_view kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";
 inline constexpr std::string_view kSmcrEnabled = "true";
