@@ -15,6 +15,11 @@ inline constexpr std::string_view kResourceName = "aliyun/erdma";
 // PreStartContainer sets up the pod's network namespace like kResourceName's.
 inline constexpr std::string_view kSmcrResourceName = "aliyun/erdma-smcr";
 
+// The DRA driver name (issue #26): ResourceSlices' spec.driver, the DeviceClass selector in
+// manifests/dra, the CDI vendor of the agent's claim specs. A DNS subdomain of at most 63
+// characters (resource.k8s.io/v1 DriverNameMaxLength).
+inline constexpr std::string_view kDraDriverName = "erdma.aliyun.com";
+
 // Pod annotation asking for SMC-R; only the exact value kSmcrEnabled enables it.
 inline constexpr std::string_view kSmcrAnnotation = "network.alibabacloud.com/erdma-smcr";
 inline constexpr std::string_view kSmcrEnabled = "true";

@@ -8,6 +8,8 @@ Secret and ConfigMap references, images, the webhook configuration (namespaceSel
 on sample namespaces, matchConditions evaluated on sample pods by a small CEL evaluator and
 compared with what the real webhook does to the same pods), the agent's host paths and
 privileges, and the certificate sources (erdma-certs' defaults, cert-manager's Certificate).
+manifests/dra (the DeviceClass, applied beside an overlay) renders on its own, and its CEL
+selector, evaluated on sample devices, picks exactly the agent's DRA driver (common/contract.hpp).
 The agent's ConfigMap is generated (erdma-agent-config-<content hash>): a copy of manifests/ with
 an edited agent config must render a new name that the DaemonSet mounts, so applying it rolls the
 DaemonSet. The ConfigMaps are fed to the real binaries (`erdma-webhook config`, `erdma-agent config`), and
@@ -60,7 +62,8 @@ def contract_names():
     """The names webhook and agent share, read from common/contract.hpp, where they are defined."""
     with open(os.path.join(SOURCE_DIR, "common/contract.hpp")) as f:
         names = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "([^"]*)";', f.read()))
-    for want in ("kSmcrAnnotation", "kInjectAnnotation", "kResourceName", "kPreloadHostDir", "kPreloadLibrary"):
+    for want in ("kSmcrAnnotation", "kInjectAnnotation", "kResourceName", "kPreloadHostDir", "kPreloadLibrary",
+                 "kDraDriverName"):
         if want not in names:
             raise SystemExit("common/contract.hpp no longer defines %s; update test/manifests" % want)
     return names
@@ -70,6 +73,7 @@ CONTRACT = contract_names()
 SMCR_ANNOTATION = CONTRACT["kSmcrAnnotation"]
 OPT_OUT_ANNOTATION = CONTRACT["kInjectAnnotation"]
 RESOURCE = CONTRACT["kResourceName"]
+DRA_DRIVER = CONTRACT["kDraDriverName"]
 
 # The agent's host paths: exactly these, each with its container path and access.
 AGENT_HOST_PATHS = {
@@ -829,6 +833,47 @@ def all_problems(name, objs, version, certs_patch, certs_secret):
             check_certificate_source(name, objs, certs_patch, certs_secret))
 
 
+def check_dra(objs):
+    """manifests/dra: one DeviceClass (resource.k8s.io/v1, the API of Kubernetes >= 1.34) whose CEL
+    selectors accept a device of the agent's DRA driver and nothing else."""
+    p = []
+    if set(objs) != {("DeviceClass", "", DRA_DRIVER)}:
+        return ["manifests/dra renders %s, want exactly DeviceClass %s" % (sorted(objs), DRA_DRIVER)]
+    dc = objs[("DeviceClass", "", DRA_DRIVER)]
+    if dc.get("apiVersion") != "resource.k8s.io/v1":
+        p.append("DeviceClass apiVersion %r, want resource.k8s.io/v1" % dc.get("apiVersion"))
+    selectors = (dc.get("spec") or {}).get("selectors") or []
+    exprs = [(sel.get("cel") or {}).get("expression") for sel in selectors]
+    if not exprs or not all(isinstance(e, str) for e in exprs):
+        return p + ["DeviceClass has no CEL selectors: it would match every driver's devices"]
+    # A device as DRA's CEL environment sees it: driver and attributes by domain.
+    def device(driver):
+        return {"device": {"driver": driver, "attributes": {driver: {}}, "capacity": {driver: {}}}}
+    for driver, want in ((DRA_DRIVER, True), ("gpu.nvidia.com", False), ("dra.net", False),
+                         (DRA_DRIVER + ".example.com", False)):
+        got = all(cel.evaluate(cel.parse(e), device(driver)) is True for e in exprs)
+        if got != want:
+            p.append("DeviceClass selectors %s %s a device of driver %s" % (exprs, "accept" if got else "refuse",
+                                                                               driver))
+    return p
+
+
+def dra_breakages():
+    def dc(o):
+        return o[("DeviceClass", "", DRA_DRIVER)]
+
+    def set_expr(e):
+        return lambda o: dc(o)["spec"]["selectors"][0]["cel"].__setitem__("expression", e)
+    return [
+        ("another driver", "refuse a device of driver " + DRA_DRIVER,
+         set_expr('device.driver == "erdma.example.com"')),
+        ("no selectors", "no CEL selectors", lambda o: dc(o)["spec"].pop("selectors")),
+        ("v1beta1", "apiVersion", lambda o: dc(o).__setitem__("apiVersion", "resource.k8s.io/v1beta1")),
+        ("renamed", "want exactly DeviceClass",
+         lambda o: o.__setitem__(("DeviceClass", "", "other"), o.pop(("DeviceClass", "", DRA_DRIVER)))),
+    ]
+
+
 # --- deliberately broken copies: each must be caught ------------------------------------------
 
 def breakages():
@@ -1225,6 +1270,21 @@ def main():
                 missed.append("%s (%s): no problem mentioning %r (got %s)" % (label, overlay, want, problems))
         expect(not missed, missed)
     suite.check("each deliberately broken copy is reported", broken_copies_are_caught)
+
+    def dra_class():
+        per = [render(k, "dra") for k in found]
+        for k, other in zip(found[1:], per[1:]):
+            expect(other == per[0], "manifests/dra renders differently with %s and %s" % (found[0], k))
+        problems = check_dra(per[0])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in dra_breakages():
+            objs = copy.deepcopy(per[0])
+            breaker(objs)
+            if not any(want in p for p in check_dra(objs)):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, check_dra(objs)))
+        expect(not missed, missed)
+    suite.check("manifests/dra: a DeviceClass selecting the agent's DRA driver (and broken copies caught)", dra_class)
 
     def cel_rejects_outside_subset():
         for bad in ("object.metadata.annotations.size() > 0", "has(object)", "a ||", "'x' in", "x == 'y"):

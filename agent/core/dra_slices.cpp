@@ -1,0 +1,508 @@
+// ResourceSlice building and the slice plan (see dra_slices.hpp).
+#include "agent/core/dra_slices.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "agent/core/plugin_model.hpp"
+#include "common/config_reader.hpp"
+#include "common/text.hpp"
+
+namespace erdma::agent {
+namespace {
+
+using common::json_quote;
+using nlohmann::json;
+
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_hex(char c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+uint64_t fnv1a64(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+std::string hex16(uint64_t v) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (size_t i = 16; i-- > 0; v >>= 4) out[i] = kDigits[v & 0xf];
+  return out;
+}
+
+// "0000:0000:0000:0000:0000:ffff:0a00:0005" -> "10.0.0.5" (the caller checked is_ipv4_mapped_gid).
+std::string ipv4_of_mapped_gid(std::string_view gid) {
+  auto byte_at = [&](size_t pos) {
+    unsigned v = 0;
+    for (size_t i = pos; i < pos + 2; ++i) {
+      const char c = gid[i];
+      v = v * 16 + static_cast<unsigned>(is_digit(c) ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return std::to_string(v);
+  };
+  return byte_at(30) + "." + byte_at(32) + "." + byte_at(35) + "." + byte_at(37);
+}
+
+std::optional<std::string> gid_ipv4(const RdmaDevice& card, unsigned index) {
+  for (const auto& p : card.ports) {
+    for (const auto& g : p.gids) {
+      if (g.index == index && g.type == GidType::RoceV2 && is_ipv4_mapped_gid(g.address)) {
+        return ipv4_of_mapped_gid(g.address);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+json string_attr(std::string_view v) { return json{{"string", v}}; }
+
+std::string unhealthy_reason(const RdmaDevice& card) {
+  if (card.uverbs.empty()) return "NoUverbsDevice";
+  return "PortNotActive";
+}
+
+Status check_facts(const SliceFacts& f) {
+  auto bad = [](const std::string& what) { return make_error(ErrorCode::InvalidArgument, what); };
+  if (!is_object_name(f.node_name)) {
+    return bad("node name " + json_quote(f.node_name) +
+               " is not a Kubernetes node name (a DNS subdomain of at most 253 characters); pass the Node's "
+               "metadata.name (the downward API's spec.nodeName)");
+  }
+  if (f.driver.size() > kMaxDriverNameLen || !common::config::is_dns_subdomain(f.driver)) {
+    return bad("DRA driver name " + json_quote(f.driver) + " must be a lowercase DNS subdomain of at most " +
+               std::to_string(kMaxDriverNameLen) + " characters, e.g. " + json_quote(contract::kDraDriverName));
+  }
+  if (!f.pool_name.empty() && !is_pool_name(f.pool_name)) {
+    return bad("pool name " + json_quote(f.pool_name) +
+               " must be DNS subdomains separated by '/', at most 253 characters; leave it empty for the node name");
+  }
+  if (f.generation < 0) return bad("pool generation " + std::to_string(f.generation) + " is negative");
+  if (!f.driver_mode.empty() && f.driver_mode != "default" && f.driver_mode != "compat" && f.driver_mode != "ofed") {
+    return bad("driver mode " + json_quote(f.driver_mode) + " is not one of default, compat, ofed (or empty: unknown)");
+  }
+  for (const auto& [card, pci] : f.pci_addresses) {
+    if (!is_pci_address(pci)) {
+      return bad("PCI address " + json_quote(pci) + " of " + json_quote(card) +
+                 " is not an extended BDF address such as \"0000:00:05.0\"");
+    }
+  }
+  for (const auto& [netdev, ip] : f.ipv4_addresses) {
+    if (!is_ipv4_address(ip)) {
+      return bad("IPv4 address " + json_quote(ip) + " of netdev " + json_quote(netdev) +
+                 " is not a dotted quad such as \"10.0.0.5\"");
+    }
+  }
+  return {};
+}
+
+json device_of(const RdmaDevice& card, const std::string& name, const SliceFacts& f, std::vector<std::string>& notes) {
+  json attrs = json::object();
+  attrs["ibDevice"] = string_attr(card.name);
+  if (!f.driver_mode.empty()) attrs["driverMode"] = string_attr(f.driver_mode);
+  attrs["smcrCapable"] = json{{"bool", f.smcr_capable}};
+  if (!card.netdev.empty() && card.netdev.size() <= kMaxAttributeValueLen) attrs["netdev"] = string_attr(card.netdev);
+  const auto gid_index = ipv4_roce_v2_gid_index(card);
+  if (gid_index) attrs["gidIndex"] = json{{"int", static_cast<int64_t>(*gid_index)}};
+  std::optional<std::string> ipv4;
+  if (auto it = f.ipv4_addresses.find(card.netdev); !card.netdev.empty() && it != f.ipv4_addresses.end()) {
+    ipv4 = it->second;
+  } else if (gid_index) {
+    ipv4 = gid_ipv4(card, *gid_index);
+  }
+  if (ipv4) attrs["ipv4"] = string_attr(*ipv4);
+  if (!f.driver_version.empty()) {
+    // types.go VersionValue: "a semantic version according to semver.org spec 2.0.0", at most 64.
+    if (is_semver(f.driver_version) && f.driver_version.size() <= kMaxAttributeValueLen) {
+      attrs["driverVersion"] = json{{"version", f.driver_version}};
+    }
+  }
+  if (card.numa_node >= 0) attrs[std::string(kStandardNumaNodeAttr)] = json{{"int", card.numa_node}};
+  if (auto it = f.pci_addresses.find(card.name); it != f.pci_addresses.end()) {
+    attrs[std::string(kStandardPciBusIdAttr)] = string_attr(it->second);
+  }
+  json dev = {{"name", name}, {"attributes", std::move(attrs)}};
+  if (!is_healthy(card)) {
+    // types.go DeviceTaint: key a label name, value a label value, effect None/NoSchedule/NoExecute.
+    // NoSchedule, not NoExecute: a card that flaps must not evict the pods that hold it.
+    dev["taints"] = json::array({json{{"key", f.driver + "/unhealthy"},
+                                      {"value", unhealthy_reason(card)},
+                                      {"effect", "NoSchedule"}}});
+    notes.push_back("card " + card.name + " is unhealthy (" + unhealthy_reason(card) + "): published as " + name +
+                    " with a NoSchedule taint");
+  }
+  return dev;
+}
+
+}  // namespace
+
+bool is_object_name(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 253) return false;
+  for (size_t start = 0;;) {
+    const size_t dot = s.find('.', start);
+    const auto part = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (part.empty() || !is_lower_alnum(part.front()) || !is_lower_alnum(part.back())) return false;
+    if (!std::all_of(part.begin(), part.end(), [](char c) { return is_lower_alnum(c) || c == '-'; })) return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+bool is_pool_name(std::string_view s) noexcept {
+  if (s.empty() || s.size() > 253) return false;
+  for (size_t start = 0;;) {
+    const size_t slash = s.find('/', start);
+    if (!is_object_name(s.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start))) {
+      return false;
+    }
+    if (slash == std::string_view::npos) return true;
+    start = slash + 1;
+  }
+}
+
+bool is_semver(std::string_view s) noexcept {
+  auto numeric = [](std::string_view p) {
+    return !p.empty() && std::all_of(p.begin(), p.end(), is_digit) && (p.size() == 1 || p.front() != '0');
+  };
+  auto ident_chars = [](std::string_view p) {
+    return !p.empty() && std::all_of(p.begin(), p.end(), [](char c) {
+      return is_lower_alnum(c) || (c >= 'A' && c <= 'Z') || c == '-';
+    });
+  };
+  // dot-separated identifiers; numeric ones without leading zeros when `strict_numbers`
+  auto idents = [&](std::string_view p, bool strict_numbers) {
+    for (size_t start = 0;;) {
+      const size_t dot = p.find('.', start);
+      const auto id = p.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+      if (!ident_chars(id)) return false;
+      if (strict_numbers && std::all_of(id.begin(), id.end(), is_digit) && !numeric(id)) return false;
+      if (dot == std::string_view::npos) return true;
+      start = dot + 1;
+    }
+  };
+  std::string_view core = s, pre, build;
+  if (const auto plus = core.find('+'); plus != std::string_view::npos) {
+    build = core.substr(plus + 1);
+    core = core.substr(0, plus);
+    if (!idents(build, false)) return false;
+  }
+  if (const auto dash = core.find('-'); dash != std::string_view::npos) {
+    pre = core.substr(dash + 1);
+    core = core.substr(0, dash);
+    if (!idents(pre, true)) return false;
+  }
+  size_t parts = 0;
+  for (size_t start = 0;; ++parts) {
+    const size_t dot = core.find('.', start);
+    if (!numeric(core.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start))) return false;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts == 2;
+}
+
+bool is_pci_address(std::string_view s) noexcept {
+  if (s.size() != 12 || s[4] != ':' || s[7] != ':' || s[10] != '.') return false;
+  for (size_t i : {0u, 1u, 2u, 3u, 5u, 6u, 8u, 9u}) {
+    if (!is_hex(s[i])) return false;
+  }
+  return s[11] >= '0' && s[11] <= '7';
+}
+
+bool is_ipv4_address(std::string_view s) noexcept {
+  size_t parts = 0;
+  for (size_t start = 0;; ++parts) {
+    const size_t dot = s.find('.', start);
+    const auto p = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (p.empty() || p.size() > 3 || !std::all_of(p.begin(), p.end(), is_digit) || (p.size() > 1 && p[0] == '0')) {
+      return false;
+    }
+    unsigned v = 0;
+    for (char c : p) v = v * 10 + static_cast<unsigned>(c - '0');
+    if (v > 255) return false;
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  return parts == 3;
+}
+
+Result<std::string> dra_device_name(std::string_view card) {
+  if (!is_device_name(card)) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "card " + json_quote(card) + " is not an RDMA device name ([A-Za-z0-9_.-], 1-63)");
+  }
+  std::string out;
+  for (char c : card) {
+    if (c >= 'A' && c <= 'Z') {
+      out += static_cast<char>(c - 'A' + 'a');
+    } else if (c == '_' || c == '.') {
+      out += '-';
+    } else {
+      out += c;
+    }
+  }
+  if (!common::config::is_dns_label(out)) {
+    return make_error(ErrorCode::InvalidArgument, "card " + json_quote(card) + " gives " + json_quote(out) +
+                                                      ", not a DNS label (it must start and end with a letter or "
+                                                      "digit); rename the card or leave it out of the agent's drivers");
+  }
+  return out;
+}
+
+std::string slice_name(std::string_view node_name, std::string_view driver, size_t index) {
+  std::string full = std::string(node_name) + "-" + std::string(driver) + "-" + std::to_string(index);
+  if (full.size() <= 253) return full;
+  std::string cut = full.substr(0, 253 - 17);
+  while (!cut.empty() && !is_lower_alnum(cut.back())) cut.pop_back();
+  return cut + "-" + hex16(fnv1a64(full));
+}
+
+Result<SliceSet> build_slices(const std::vector<RdmaDevice>& cards, const SliceFacts& facts) {
+  ERDMA_TRY(check_facts(facts));
+  SliceSet out;
+  std::map<std::string, const RdmaDevice*> by_name;  // DRA device name -> card, sorted
+  std::vector<const RdmaDevice*> sorted;
+  for (const auto& c : cards) sorted.push_back(&c);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const RdmaDevice* a, const RdmaDevice* b) { return a->name < b->name; });
+  for (const RdmaDevice* c : sorted) {
+    auto name = dra_device_name(c->name);
+    if (!name) {
+      out.notes.push_back(name.error().message + "; left out");
+      continue;
+    }
+    if (auto [it, fresh] = by_name.emplace(*name, c); !fresh) {
+      out.notes.push_back("card " + json_quote(c->name) + " would be published as " + *name + ", the name of card " +
+                          json_quote(it->second->name) + "; left out");
+      continue;
+    }
+    if (facts.health == HealthPolicy::Omit && !is_healthy(*c)) {
+      out.notes.push_back("card " + c->name + " is unhealthy (" + unhealthy_reason(*c) + "); left out of the slice");
+      by_name.erase(*name);
+    }
+  }
+  for (const auto& [card, pci] : facts.pci_addresses) {
+    (void)pci;
+    if (std::none_of(cards.begin(), cards.end(), [&](const RdmaDevice& d) { return d.name == card; })) {
+      out.notes.push_back("PCI address given for " + json_quote(card) + ", which the scan did not find");
+    }
+  }
+
+  const size_t per_slice = facts.health == HealthPolicy::Taint ? kMaxDevicesPerSliceWithTaints : kMaxDevicesPerSlice;
+  std::vector<json> devices;
+  for (const auto& [name, card] : by_name) devices.push_back(device_of(*card, name, facts, out.notes));
+  const size_t count = devices.empty() ? 1 : (devices.size() + per_slice - 1) / per_slice;
+  const std::string pool = facts.pool_name.empty() ? facts.node_name : facts.pool_name;
+  for (size_t i = 0; i < count; ++i) {
+    json meta = {{"name", slice_name(facts.node_name, facts.driver, i)}};
+    if (!facts.node_uid.empty()) {
+      meta["ownerReferences"] = json::array({json{{"apiVersion", "v1"},
+                                                  {"kind", "Node"},
+                                                  {"name", facts.node_name},
+                                                  {"uid", facts.node_uid},
+                                                  {"controller", true}}});
+    }
+    json spec = {{"driver", facts.driver},
+                 {"nodeName", facts.node_name},
+                 {"pool", json{{"name", pool},
+                               {"generation", facts.generation},
+                               {"resourceSliceCount", static_cast<int64_t>(count)}}}};
+    // `devices` is omitempty in the API: an empty list would come back absent.
+    const size_t first = i * per_slice, last = std::min(devices.size(), first + per_slice);
+    if (first < last) {
+      spec["devices"] = json(std::vector<json>(devices.begin() + static_cast<std::ptrdiff_t>(first),
+                                               devices.begin() + static_cast<std::ptrdiff_t>(last)));
+    }
+    out.slices.push_back(json{{"apiVersion", kResourceApiVersion},
+                              {"kind", "ResourceSlice"},
+                              {"metadata", std::move(meta)},
+                              {"spec", std::move(spec)}});
+  }
+  return out;
+}
+
+std::string_view to_string(SliceOp op) noexcept {
+  switch (op) {
+    case SliceOp::Create: return "create";
+    case SliceOp::Update: return "update";
+    case SliceOp::Delete: return "delete";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The parts of an existing item plan_slices reads, checked.
+struct Existing {
+  std::string name;
+  std::string resource_version;
+  std::string driver;
+  std::string node;
+  int64_t generation = 0;
+  const json* object = nullptr;
+};
+
+Result<Existing> read_item(const json& item, size_t index) {
+  const std::string where = "ResourceSlice list item " + std::to_string(index);
+  auto bad = [&](const std::string& why) { return make_error(ErrorCode::InvalidArgument, where + ": " + why); };
+  if (!item.is_object()) return bad("not an object");
+  const auto meta = item.find("metadata");
+  if (meta == item.end() || !meta->is_object()) return bad("no metadata object");
+  const auto name = meta->find("name");
+  if (name == meta->end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
+    return bad("no metadata.name");
+  }
+  Existing e;
+  e.name = name->get<std::string>();
+  const auto rv = meta->find("resourceVersion");
+  if (rv == meta->end() || !rv->is_string() || rv->get_ref<const std::string&>().empty()) {
+    return bad("(" + e.name + ") no metadata.resourceVersion");
+  }
+  e.resource_version = rv->get<std::string>();
+  const auto spec = item.find("spec");
+  if (spec == item.end() || !spec->is_object()) return bad("(" + e.name + ") no spec object");
+  const auto driver = spec->find("driver");
+  if (driver == spec->end() || !driver->is_string()) return bad("(" + e.name + ") no spec.driver");
+  e.driver = driver->get<std::string>();
+  if (const auto node = spec->find("nodeName"); node != spec->end() && !node->is_null()) {
+    if (!node->is_string()) return bad("(" + e.name + ") spec.nodeName is not a string");
+    e.node = node->get<std::string>();
+  }
+  const auto pool = spec->find("pool");
+  if (pool == spec->end() || !pool->is_object()) return bad("(" + e.name + ") no spec.pool object");
+  const auto gen = pool->find("generation");
+  if (gen == pool->end() || !gen->is_number_integer()) return bad("(" + e.name + ") no integer spec.pool.generation");
+  e.generation = gen->get<int64_t>();
+  e.object = &item;
+  return e;
+}
+
+// The spec as compared: no pool generation, no server-set taint times, devices always present.
+json comparable_spec(const json& spec) {
+  json s = spec;
+  if (s.contains("pool") && s["pool"].is_object()) s["pool"].erase("generation");
+  if (!s.contains("devices") || s["devices"].is_null()) s["devices"] = json::array();
+  for (auto& d : s["devices"]) {
+    if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
+    for (auto& t : d["taints"]) {
+      if (t.is_object()) t.erase("timeAdded");
+    }
+  }
+  return s;
+}
+
+json owner_refs(const json& object) {
+  const auto& meta = object.at("metadata");
+  return meta.contains("ownerReferences") ? meta["ownerReferences"] : json();
+}
+
+bool same_content(const json& wanted, const json& existing) {
+  if (comparable_spec(wanted.at("spec")) != comparable_spec(existing.at("spec"))) return false;
+  const json want_refs = owner_refs(wanted);
+  return want_refs.is_null() || want_refs == owner_refs(existing);
+}
+
+// Keeps the timeAdded the server gave a taint that stays (same device, key and effect).
+void carry_taint_times(json& spec, const json& old_spec) {
+  if (!spec.contains("devices") || !old_spec.contains("devices") || !old_spec["devices"].is_array()) return;
+  for (auto& d : spec["devices"]) {
+    if (!d.contains("taints")) continue;
+    for (const auto& od : old_spec["devices"]) {
+      if (!od.is_object() || od.value("name", "") != d["name"] || !od.contains("taints") || !od["taints"].is_array()) {
+        continue;
+      }
+      for (auto& t : d["taints"]) {
+        for (const auto& ot : od["taints"]) {
+          if (ot.is_object() && ot.value("key", "") == t["key"] && ot.value("effect", "") == t["effect"] &&
+              ot.contains("timeAdded")) {
+            t["timeAdded"] = ot["timeAdded"];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& existing) {
+  if (wanted.empty()) return make_error(ErrorCode::InvalidArgument, "no ResourceSlices wanted (build_slices gives one at least)");
+  const json& first_spec = wanted.front().at("spec");
+  const std::string driver = first_spec.at("driver").get<std::string>();
+  const std::string node = first_spec.at("nodeName").get<std::string>();
+  if (!existing.is_object()) {
+    return make_error(ErrorCode::InvalidArgument, "ResourceSlice list answer is not an object");
+  }
+  const auto items = existing.find("items");
+  if (items == existing.end() || !(items->is_array() || items->is_null())) {
+    return make_error(ErrorCode::InvalidArgument, "ResourceSlice list answer has no items array");
+  }
+  SlicePlan plan;
+  std::map<std::string, Existing> ours, others;
+  int64_t max_gen = -1;
+  std::set<int64_t> gens;
+  if (items->is_array()) {
+    for (size_t i = 0; i < items->size(); ++i) {
+      ERDMA_TRY_ASSIGN(auto e, read_item((*items)[i], i));
+      if (e.driver != driver || e.node != node) {
+        plan.notes.push_back("ResourceSlice " + e.name + " belongs to driver " + json_quote(e.driver) + " on node " +
+                             json_quote(e.node) + ", not to this agent; left alone");
+        others.emplace(e.name, std::move(e));
+        continue;
+      }
+      max_gen = std::max(max_gen, e.generation);
+      gens.insert(e.generation);
+      if (!ours.emplace(e.name, e).second) {
+        return make_error(ErrorCode::InvalidArgument, "ResourceSlice list answer names " + e.name + " twice");
+      }
+    }
+  }
+
+  bool same = ours.size() == wanted.size() && gens.size() == 1;
+  for (const auto& w : wanted) {
+    if (!same) break;
+    const auto it = ours.find(w.at("metadata").at("name").get<std::string>());
+    same = it != ours.end() && same_content(w, *it->second.object);
+  }
+  if (same) {
+    plan.generation = *gens.begin();
+    return plan;
+  }
+
+  plan.generation = std::max(max_gen + 1, first_spec.at("pool").at("generation").get<int64_t>());
+  std::set<std::string> wanted_names;
+  for (const auto& w : wanted) {
+    const std::string name = w.at("metadata").at("name").get<std::string>();
+    wanted_names.insert(name);
+    if (others.count(name) != 0) {
+      return make_error(ErrorCode::FailedPrecondition,
+                        "ResourceSlice " + name + " exists but belongs to driver " + json_quote(others.at(name).driver) +
+                            " on node " + json_quote(others.at(name).node) + "; delete it, or give this agent "
+                            "another driver name");
+    }
+    json spec = w.at("spec");
+    spec["pool"]["generation"] = plan.generation;
+    const auto it = ours.find(name);
+    if (it == ours.end()) {
+      json obj = w;
+      obj["spec"] = std::move(spec);
+      plan.actions.push_back(SliceAction{SliceOp::Create, name, "", std::move(obj)});
+      continue;
+    }
+    json obj = *it->second.object;
+    carry_taint_times(spec, obj.at("spec"));
+    obj["apiVersion"] = w.at("apiVersion");
+    obj["kind"] = w.at("kind");
+    obj["spec"] = std::move(spec);
+    if (const json refs = owner_refs(w); !refs.is_null()) obj["metadata"]["ownerReferences"] = refs;
+    plan.actions.push_back(SliceAction{SliceOp::Update, name, it->second.resource_version, std::move(obj)});
+  }
+  for (const auto& [name, e] : ours) {
+    if (wanted_names.count(name) == 0) plan.actions.push_back(SliceAction{SliceOp::Delete, name, e.resource_version, json()});
+  }
+  return plan;
+}
+
+}  // namespace erdma::agent
