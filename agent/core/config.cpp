@@ -126,7 +126,7 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   if (!smcr->is_object()) return cfg::type_error(*smcr, "smcr", "a map");
   if (auto s = cfg::check_keys(*smcr, "smcr",
                           {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource", "preloadHostDir",
-                           "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice"});
+                           "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice", "allowedNamespaces"});
       !s) {
     return s;
   }
@@ -195,6 +195,18 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(*smcr, "slotsPerDevice", "smcr.slotsPerDevice", out.slots_per_device, 1,
                                             kMaxSlotsPerDevice));
   out.slots_per_device = static_cast<unsigned>(slots);
+  if (const json* allowed = cfg::get(*smcr, "allowedNamespaces")) {
+    if (!allowed->is_array()) return cfg::type_error(*allowed, "smcr.allowedNamespaces", "a list of namespace names");
+    out.allowed_namespaces.clear();
+    for (size_t i = 0; i < allowed->size(); ++i) {
+      const std::string p = "smcr.allowedNamespaces[" + std::to_string(i) + "]";
+      const json& item = (*allowed)[i];
+      if (!item.is_string()) return cfg::type_error(item, p, "a namespace name");
+      const auto ns = item.get<std::string>();
+      if (!cfg::is_dns_label(ns)) return cfg::error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
+      out.allowed_namespaces.push_back(ns);
+    }
+  }
   return {};
 }
 
@@ -366,7 +378,8 @@ json AgentConfig::to_json() const {
                 {"callTimeoutMs", smcr.call_timeout_ms},
                 {"statsSeconds", smcr.stats_seconds},
                 {"resourceName", smcr.resource_name},
-                {"slotsPerDevice", smcr.slots_per_device}}},
+                {"slotsPerDevice", smcr.slots_per_device},
+                {"allowedNamespaces", smcr.allowed_namespaces}}},
               {"allocateAllDevices", allocate_all_devices},
               {"ncclEnv", nccl_env},
               {"ncclSocketIfname", nccl_socket_ifname},
@@ -380,6 +393,11 @@ json AgentConfig::to_json() const {
 
 std::string AgentConfig::plugin_socket_path() const {
   return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kPluginSocketName;
+}
+
+bool SmcrConfig::allows(std::string_view namespace_) const {
+  return allowed_namespaces.empty() ||
+         std::find(allowed_namespaces.begin(), allowed_namespaces.end(), namespace_) != allowed_namespaces.end();
 }
 
 std::string AgentConfig::smcr_plugin_socket_path() const {

@@ -49,6 +49,12 @@ struct SmcrConfig {
   std::string resource_name{contract::kSmcrResourceName};
   // Its slots per device: one per SMC-R container, so enough for every container a node runs.
   unsigned slots_per_device = 256;
+  // The namespaces whose pods may use SMC-R (the admin's decision: SMC-R traffic bypasses CNI
+  // encryption and packet-level NetworkPolicy); empty = every namespace. A pod elsewhere that
+  // asks for it is not set up (result not_allowed) and stays on TCP.
+  std::vector<std::string> allowed_namespaces;
+
+  [[nodiscard]] bool allows(std::string_view namespace_) const;
 };
 
 // driver.*: which erdma driver mode this node should run (see docs/node-preparation.md).

@@ -125,6 +125,7 @@ std::string_view to_string(PodSetupResult r) noexcept {
   switch (r) {
     case PodSetupResult::Configured: return "configured";
     case PodSetupResult::NotRequested: return "not_requested";
+    case PodSetupResult::NotAllowed: return "not_allowed";
     case PodSetupResult::HostNetwork: return "host_network";
     case PodSetupResult::HostNetnsRefused: return "host_netns_refused";
     case PodSetupResult::PodNotFound: return "pod_not_found";

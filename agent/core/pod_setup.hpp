@@ -95,6 +95,7 @@ struct SandboxNetns {
 enum class PodSetupResult {
   Configured,     // pnet entry (and sysctls) in place
   NotRequested,   // the pod does not ask for SMC-R
+  NotAllowed,     // the pod asks for SMC-R in a namespace smcr.allowedNamespaces leaves out
   HostNetwork,    // the pod uses the node's netns: nothing to do, the host setup covers it
   HostNetnsRefused,  // the runtime names the host's netns for a pod-network sandbox: never touched
   PodNotFound,    // PodResources does not know the devices (yet, or any more)
@@ -103,7 +104,8 @@ enum class PodSetupResult {
   Failed,         // anything else; logged with the reason
 };
 inline constexpr PodSetupResult kAllPodSetupResults[] = {
-    PodSetupResult::Configured,       PodSetupResult::NotRequested, PodSetupResult::HostNetwork,
+    PodSetupResult::Configured,       PodSetupResult::NotRequested, PodSetupResult::NotAllowed,
+    PodSetupResult::HostNetwork,
     PodSetupResult::HostNetnsRefused, PodSetupResult::PodNotFound,  PodSetupResult::SandboxGone,
     PodSetupResult::Timeout,          PodSetupResult::Failed};
 [[nodiscard]] std::string_view to_string(PodSetupResult r) noexcept;

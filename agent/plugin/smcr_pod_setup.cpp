@@ -175,6 +175,7 @@ PodSetupOutcome SmcrPodSetup::run_setup(const std::string& resource, const std::
     return finish(with(out, PodSetupResult::NotRequested,
                        "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""));
   }
+  if (!cfg_.smcr.allows(pod->namespace_)) return finish(not_allowed(out, pod->namespace_));
   return finish(configure_sandbox(sandbox->id, deadline, out, later));
 }
 
@@ -260,6 +261,12 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   return out;
 }
 
+PodSetupOutcome SmcrPodSetup::not_allowed(PodSetupOutcome out, const std::string& namespace_) const {
+  return with(std::move(out), PodSetupResult::NotAllowed,
+              "namespace " + namespace_ + " is not in smcr.allowedNamespaces of the agent's config: SMC-R is not set " +
+                  "up for its pods (their TCP stays TCP); the cluster admin decides who may use SMC-R");
+}
+
 Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
   // Only pods kubelet says hold the resource, each with its own filtered list: an unfiltered list
   // carries every pod's annotations and can outgrow kMaxAnswerBytes on a busy node.
@@ -291,6 +298,12 @@ Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
     for (const auto& sb : *list) {
       if (sb.state != SandboxState::Ready || !wants_smcr(sb.annotations)) continue;
       ++summary.smcr;
+      if (!cfg_.smcr.allows(sb.pod_namespace)) {
+        PodSetupOutcome refused;
+        refused.pod = sb.pod_namespace + "/" + sb.pod_name;
+        report("resync", not_allowed(refused, sb.pod_namespace));
+        continue;
+      }
       const auto t0 = Clock::now();
       PodSetupOutcome out;
       out.pod = sb.pod_namespace + "/" + sb.pod_name;

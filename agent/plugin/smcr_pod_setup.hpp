@@ -151,6 +151,8 @@ class SmcrPodSetup final : public PreStartHook {
   [[nodiscard]] Status pre_start_of(const std::string& resource, const std::vector<std::string>& device_ids,
                                     const std::vector<std::string>& devices,
                                     std::chrono::steady_clock::time_point deadline);
+  // The outcome for a pod of a namespace smcr.allowedNamespaces leaves out.
+  [[nodiscard]] PodSetupOutcome not_allowed(PodSetupOutcome out, const std::string& namespace_) const;
   // `resource`: the resource whose slot IDs kubelet passed.
   PodSetupOutcome run_setup(const std::string& resource, const std::vector<std::string>& device_ids,
                             Deadline deadline, PredictionTarget* later);

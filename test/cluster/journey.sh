@@ -179,6 +179,12 @@ check "the NCCL pod has the NCCL environment of the agent's Allocate answer" bas
 check "the SMC-R pod has LD_PRELOAD and reads the library through the Allocate mount" bash -c "
   kubectl -n $NS exec $smcr_pod -- sh -c 'echo LD_PRELOAD=\$LD_PRELOAD; test -r /usr/lib/smc/libsmc-preload.so &&
     wc -c < /usr/lib/smc/libsmc-preload.so' | tee /dev/stderr | grep -q '^LD_PRELOAD=.*/usr/lib/smc/libsmc-preload.so'"
+check "the SMC-R pod holds aliyun/erdma-smcr and has no RDMA device (SMC-R is the kernel's)" bash -c "
+  kubectl -n $NS get pod $smcr_pod -o jsonpath='{.spec.containers[0].resources.limits}' | tee /dev/stderr |
+    grep -q 'aliyun/erdma-smcr' &&
+  ! kubectl -n $NS exec $smcr_pod -- sh -c 'ls /dev/infiniband/ 2>/dev/null' | tee /dev/stderr | grep -q ."
+check "the node offers the SMC-R resource: 256 slots per device" bash -c "
+  c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma-smcr}'); echo \"capacity \$c\"; [ \"\$c\" = 256 ]"
 check "the SMC-R pod's annotations say what was injected and why" bash -c "
   kubectl -n $NS get pod $smcr_pod -o jsonpath='{.metadata.annotations}' | tee /dev/stderr |
     grep -q 'network.alibabacloud.com/erdma-injected'"
@@ -215,7 +221,7 @@ check "a matched pod is sent to it (the counter moves)" bash -c "
   smcr_pod_yaml $NS matched | dry >/dev/null && n=\$(requests) && echo \"counter \$n\" && [ \"\$n\" -gt $after ]"
 check "kubectl apply prints the webhook's warnings for a bare pod" bash -c "
   $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
-  smcr_pod_yaml $NS bare | kubectl apply -f - 2>&1 | tee /dev/stderr | grep -q '^Warning: added aliyun/erdma: 1'"
+  smcr_pod_yaml $NS bare | kubectl apply -f - 2>&1 | tee /dev/stderr | grep -q '^Warning: added aliyun/erdma-smcr: 1'"
 check "kubectl describe shows the warnings of a controller-made pod" bash -c "
   kubectl -n $NS describe pod $smcr_pod | tee /dev/stderr | grep -q 'erdma-warnings'"
 

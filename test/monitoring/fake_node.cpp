@@ -45,6 +45,13 @@ std::string run(const std::string& line, FakeKubelet& kubelet, FakePodResourcesS
     in >> n;
     auto req = kubelet.wait_for_registrations(n, 15s);
     if (!req) return "error no registration number " + std::to_string(n) + " within 15 s";
+    // The agent registers two resources, in either order: the eRDMA devices (which this node
+    // plays pods with) and the SMC-R library resource. Take the eRDMA one.
+    if (req->resource_name() != kResource) {
+      req = kubelet.wait_for_registrations(n + 1, 15s);
+      if (!req) return "error no registration number " + std::to_string(n + 1) + " within 15 s";
+    }
+    if (req->resource_name() != kResource) return "error no registration of " + std::string(kResource);
     endpoint = req->endpoint();
     return "ok " + req->resource_name() + " " + endpoint;
   }

@@ -196,7 +196,7 @@ Result<Config> Config::load(const json& doc) {
     const json& s = *v;
     ERDMA_TRY(cfg::expect_map(s, "smcr"));
     ERDMA_TRY(cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource",
-                                          "resourceName"}));
+                                          "resourceName", "allowedNamespaces"}));
     ERDMA_TRY_ASSIGN(auto from, cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from))));
     if (from == to_string(LibraryFrom::DevicePlugin)) {
       c.smcr_.library_from = LibraryFrom::DevicePlugin;
@@ -227,6 +227,17 @@ Result<Config> Config::load(const json& doc) {
                                                  json_quote(smcr_resource));
     }
     c.smcr_.resource_name = smcr_resource;
+    if (const json* allowed = cfg::get(s, "allowedNamespaces"); allowed != nullptr) {
+      ERDMA_TRY(cfg::expect_list(*allowed, "smcr.allowedNamespaces", "a list of namespace names"));
+      for (size_t i = 0; i < allowed->size(); ++i) {
+        const std::string p = "smcr.allowedNamespaces[" + std::to_string(i) + "]";
+        const json& item = (*allowed)[i];
+        if (!item.is_string()) return cfg::type_error(item, p, "a namespace name");
+        const auto ns = item.get<std::string>();
+        if (!cfg::is_dns_label(ns)) return cfg::error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
+        c.smcr_.allowed_namespaces.push_back(ns);
+      }
+    }
   }
   if (c.smcr_.resource_name == c.resource_name_) {
     return cfg::error("smcr.resourceName", "must differ from resourceName (" + c.resource_name_ +
@@ -286,6 +297,11 @@ void Config::render() {
   rendered_ = std::move(r);
 }
 
+bool SmcrSettings::allows(std::string_view namespace_) const {
+  return allowed_namespaces.empty() ||
+         std::find(allowed_namespaces.begin(), allowed_namespaces.end(), namespace_) != allowed_namespaces.end();
+}
+
 bool Config::is_excluded_namespace(std::string_view ns) const noexcept {
   return std::find(excluded_namespaces_.begin(), excluded_namespaces_.end(), ns) != excluded_namespaces_.end();
 }
@@ -313,7 +329,8 @@ json Config::to_json() const {
                 {"library", smcr_.library},
                 {"env", env_list(smcr_.env)},
                 {"addResource", smcr_.add_resource},
-                {"resourceName", smcr_.resource_name}}}};
+                {"resourceName", smcr_.resource_name},
+                {"allowedNamespaces", smcr_.allowed_namespaces}}}};
 }
 
 }  // namespace erdma::webhook

@@ -52,6 +52,10 @@ struct SmcrSettings {
   // library-only resource (no RDMA device in the container). "" = resourceName, as before the
   // agent served it (nodes with an older agent).
   std::string resource_name{contract::kSmcrResourceName};
+  // The namespaces whose pods may use SMC-R (the cluster admin's decision: SMC-R traffic bypasses
+  // CNI encryption and packet-level NetworkPolicy); empty = every namespace the webhook sees.
+  std::vector<std::string> allowed_namespaces;
+  [[nodiscard]] bool allows(std::string_view namespace_) const;
 };
 
 // JSON text fragments derived from the settings at load time, so the request path only copies.

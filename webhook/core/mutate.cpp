@@ -541,6 +541,13 @@ void decide_scope(const PodView& pod, std::string_view ns_name, const Config& cf
                                                   quoted_value(*pod.smcr_annotation) +
                                                   " does not enable SMC-R; only the exact value \"true\" does");
     }
+    if (plan.smcr && !cfg.smcr().allows(ns_name)) {
+      plan.smcr = false;
+      w.add(WarningKind::SmcrNotAllowed,
+            "SMC-R is not allowed in namespace " + common::cut_for_message(ns_name, 253) +
+                " (smcr.allowedNamespaces of the webhook's config); nothing is injected for it and the pod's TCP "
+                "stays TCP: ask the cluster admin");
+    }
   }
 
   // Containers that ask for eRDMA themselves. The containers the webhook gave the resource to for
@@ -555,6 +562,7 @@ void decide_scope(const PodView& pod, std::string_view ns_name, const Config& cf
     plan.any_erdma = plan.any_erdma || plan.containers[i].erdma;
   }
   if (!plan.smcr && !plan.any_erdma) {
+    if (pod.smcr_annotation == "true") return skip("SMC-R is not allowed in namespace " + std::string(ns_name));
     return skip("requests no " + cfg.resource_name() + " and is not annotated " + std::string(kSmcrAnnotation) +
                 ": \"true\"");
   }

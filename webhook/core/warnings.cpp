@@ -35,6 +35,7 @@ std::string_view to_string(WarningKind k) noexcept {
     case WarningKind::AddResourceOff: return "add_resource_off";
     case WarningKind::WindowsPod: return "windows_pod";
     case WarningKind::RequestsWithoutLimits: return "requests_without_limits";
+    case WarningKind::SmcrNotAllowed: return "smcr_not_allowed";
     case WarningKind::Count: break;
   }
   return "unknown";

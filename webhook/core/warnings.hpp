@@ -25,6 +25,7 @@ enum class WarningKind : uint8_t {
   AddResourceOff,         // add_resource_off: SMC-R pod without the resource, adding it is off
   WindowsPod,             // windows_pod: skipped, eRDMA and SMC-R are Linux-only
   RequestsWithoutLimits,  // requests_without_limits: the apiserver will refuse the pod
+  SmcrNotAllowed,         // smcr_not_allowed: SMC-R asked for in a namespace smcr.allowedNamespaces leaves out
   Count                   // not a kind: the number of kinds
 };
 inline constexpr size_t kWarningKindCount = static_cast<size_t>(WarningKind::Count);

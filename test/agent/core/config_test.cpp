@@ -296,6 +296,12 @@ TEST_CASE("the SMC-R resource: name and slots read, \"\" turns it off") {
   REQUIRE(defaults.ok());
   CHECK(defaults->smcr.resource_name == "aliyun/erdma-smcr");
   CHECK(defaults->smcr.slots_per_device == 256);
+  CHECK(defaults->smcr.allowed_namespaces.empty());
+  auto allowed = AgentConfig::load(json::parse(R"({"smcr": {"allowedNamespaces": ["ml", "web"]}})"));
+  REQUIRE(allowed.ok());
+  CHECK(allowed->smcr.allows("web"));
+  CHECK_FALSE(allowed->smcr.allows("tenant"));
+  CHECK(allowed->to_json()["smcr"]["allowedNamespaces"] == json::array({"ml", "web"}));
 }
 
 }  // namespace erdma::agent

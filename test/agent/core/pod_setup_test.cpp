@@ -166,7 +166,7 @@ TEST_CASE("the netns is read from containerd's verbose sandbox info") {
 TEST_CASE("pod setup results have stable metric label values") {
   std::vector<std::string> names;
   for (auto r : kAllPodSetupResults) names.emplace_back(to_string(r));
-  CHECK(names == std::vector<std::string>{"configured", "not_requested", "host_network", "host_netns_refused",
+  CHECK(names == std::vector<std::string>{"configured", "not_requested", "not_allowed", "host_network", "host_netns_refused",
                                           "pod_not_found", "sandbox_gone", "timeout", "failed"});
   CHECK(result_of(make_error(ErrorCode::NotFound, "")) == PodSetupResult::SandboxGone);
   CHECK(result_of(make_error(ErrorCode::DeadlineExceeded, "")) == PodSetupResult::Timeout);

@@ -986,6 +986,27 @@ TEST_CASE("resync configures every ready SMC-R sandbox") {
   CHECK_FALSE(h.hook->resync(std::chrono::steady_clock::now() + 10s).ok());
 }
 
+TEST_CASE("smcr.allowedNamespaces: pods elsewhere are not set up, at PreStart and at resync") {
+  PodHarness h;
+  h.cfg.smcr.allowed_namespaces = {"ml"};
+  const auto in = h.add_pod("ml", "web", {"erdma_0-0"});
+  const auto out = h.add_pod("tenant", "other", {"erdma_0-1"});
+  REQUIRE(h.prestart({"erdma_0-1"}).ok());  // the container starts; its TCP stays TCP
+  CHECK(h.tables.entries(out).empty());
+  CHECK(setups(h.metrics, PodSetupResult::NotAllowed) == 1);
+  REQUIRE(h.prestart({"erdma_0-0"}).ok());
+  REQUIRE(h.hook->wait_for_predictions(20s));
+  CHECK(h.tables.entries(in) == std::vector<PnetEntry>{kEth0});
+  auto r = h.hook->resync(std::chrono::steady_clock::now() + 10s);
+  REQUIRE(r.ok());
+  CHECK(r->configured == 1);  // only ml/web
+  CHECK(h.tables.entries(out).empty());
+  CHECK(setups(h.metrics, PodSetupResult::NotAllowed) == 2);
+  CHECK_FALSE(h.cfg.smcr.allows("tenant"));
+  h.cfg.smcr.allowed_namespaces.clear();  // empty: every namespace
+  CHECK(h.cfg.smcr.allows("tenant"));
+}
+
 TEST_CASE("resync configures the pods that hold the SMC-R resource too") {
   PodHarness h;
   const auto web = h.add_pod("ns", "web", {"erdma_0-0"}, kTrue, false, "aliyun/erdma-smcr");

@@ -31,6 +31,7 @@ import yaml
 WORKLOAD = "localhost/erdma-controller/workload:1"
 SMCR_ANNOTATION = "network.alibabacloud.com/erdma-smcr"
 RESOURCE = "aliyun/erdma"
+SMCR_RESOURCE = "aliyun/erdma-smcr"  # what the webhook gives SMC-R containers: the library, no device
 
 
 def die(msg):
@@ -60,16 +61,19 @@ def mutate(webhook, pod, out):
 
 def check_library_delivery(name, pod):
     """The library comes in the agent's Allocate answer: no hostPath in the spec (Pod Security
-    baseline forbids it), and LD_PRELOAD exactly where the container holds aliyun/erdma."""
+    baseline forbids it), and LD_PRELOAD exactly where the container holds aliyun/erdma or
+    aliyun/erdma-smcr."""
     spec = pod["spec"]
     for v in spec.get("volumes") or []:
         if "hostPath" in v:
             die("%s: the mutated pod has hostPath volume %s" % (name, v.get("name")))
     for c in (spec.get("initContainers") or []) + spec["containers"]:
         preload = any(e.get("name") == "LD_PRELOAD" for e in c.get("env") or [])
-        holds = str((c.get("resources") or {}).get("limits", {}).get(RESOURCE, "0")) not in ("0", "")
+        limits = (c.get("resources") or {}).get("limits", {})
+        holds = any(str(limits.get(r, "0")) not in ("0", "") for r in (RESOURCE, SMCR_RESOURCE))
         if preload and not holds:
-            die("%s: container %s gets LD_PRELOAD without %s (no library mount)" % (name, c["name"], RESOURCE))
+            die("%s: container %s gets LD_PRELOAD without %s or %s (no library mount)"
+                % (name, c["name"], RESOURCE, SMCR_RESOURCE))
         if any(m.get("mountPath") == "/usr/lib/smc" for m in c.get("volumeMounts") or []):
             die("%s: container %s mounts a volume at /usr/lib/smc" % (name, c["name"]))
 
