@@ -111,6 +111,24 @@ Result<std::vector<std::string>> get_string_list(const json& obj, std::string_vi
   return out;
 }
 
+Result<std::vector<std::string>> get_namespace_list(const json& obj, std::string_view key, std::string_view path,
+                                                    std::vector<std::string> fallback) {
+  const json* v = get(obj, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_array()) return type_error(*v, path, "a list of namespace names");
+  std::vector<std::string> out;
+  out.reserve(v->size());
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& item = (*v)[i];
+    const std::string p = item_path(path, i);
+    if (!item.is_string()) return type_error(item, p, "a string");
+    auto ns = item.get<std::string>();
+    if (!is_dns_label(ns)) return error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
+    out.push_back(std::move(ns));
+  }
+  return out;
+}
+
 bool is_dns_label(std::string_view s) noexcept {
   if (s.empty() || s.size() > 63) return false;
   for (char c : s) {

@@ -50,6 +50,11 @@ using nlohmann::json;
 [[nodiscard]] Result<std::vector<std::string>> get_string_list(const json& obj, std::string_view key,
                                                                std::string_view path, std::vector<std::string> fallback);
 
+// A list of namespace names (each a DNS-1123 label).
+[[nodiscard]] Result<std::vector<std::string>> get_namespace_list(const json& obj, std::string_view key,
+                                                                  std::string_view path,
+                                                                  std::vector<std::string> fallback);
+
 // Kubernetes' name rules (RFC 1123 label, DNS subdomain, extended resource <domain>/<name>).
 [[nodiscard]] bool is_dns_label(std::string_view s) noexcept;
 [[nodiscard]] bool is_dns_subdomain(std::string_view s) noexcept;

@@ -195,18 +195,8 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(*smcr, "slotsPerDevice", "smcr.slotsPerDevice", out.slots_per_device, 1,
                                             kMaxSlotsPerDevice));
   out.slots_per_device = static_cast<unsigned>(slots);
-  if (const json* allowed = cfg::get(*smcr, "allowedNamespaces")) {
-    if (!allowed->is_array()) return cfg::type_error(*allowed, "smcr.allowedNamespaces", "a list of namespace names");
-    out.allowed_namespaces.clear();
-    for (size_t i = 0; i < allowed->size(); ++i) {
-      const std::string p = "smcr.allowedNamespaces[" + std::to_string(i) + "]";
-      const json& item = (*allowed)[i];
-      if (!item.is_string()) return cfg::type_error(item, p, "a namespace name");
-      const auto ns = item.get<std::string>();
-      if (!cfg::is_dns_label(ns)) return cfg::error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
-      out.allowed_namespaces.push_back(ns);
-    }
-  }
+  ERDMA_TRY_ASSIGN(out.allowed_namespaces, cfg::get_namespace_list(*smcr, "allowedNamespaces", "smcr.allowedNamespaces",
+                                                                   out.allowed_namespaces));
   return {};
 }
 

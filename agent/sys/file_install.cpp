@@ -13,13 +13,6 @@
 namespace erdma::agent {
 namespace {
 
-Error io_error(int e, const std::string& what) {
-  const ErrorCode code = (e == EACCES || e == EPERM || e == EROFS) ? ErrorCode::PermissionDenied
-                         : e == ENOENT                           ? ErrorCode::NotFound
-                                                                 : ErrorCode::Unavailable;
-  return make_error(code, what + ": " + std::strerror(e));
-}
-
 Result<std::string> read_all(const std::string& path, size_t max_bytes, bool missing_is_error) {
   common::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd.get() < 0) {

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 namespace erdma::agent {
-namespace {
 
 Error io_error(int e, const std::string& what) {
   const ErrorCode code = (e == EACCES || e == EPERM || e == EROFS) ? ErrorCode::PermissionDenied
@@ -19,6 +18,7 @@ Error io_error(int e, const std::string& what) {
                                                                  : ErrorCode::Unavailable;
   return make_error(code, what + ": " + std::strerror(e));
 }
+namespace {
 
 std::string octal(mode_t m) {
   char buf[8];

@@ -12,6 +12,10 @@
 
 namespace erdma::agent {
 
+// An errno `e` from a file operation as an Error: PermissionDenied for EACCES/EPERM/EROFS,
+// NotFound for ENOENT, Unavailable otherwise; the message is `what: strerror(e)`.
+[[nodiscard]] Error io_error(int e, const std::string& what);
+
 class SafeDir {
  public:
   // Opens the absolute `path` component by component (openat with O_DIRECTORY|O_NOFOLLOW from "/"),

@@ -171,20 +171,8 @@ Result<Config> Config::load(const json& doc) {
   }
   c.resource_name_ = rn;
 
-  if (const json* v = cfg::get(doc, "excludedNamespaces"); v != nullptr) {
-    ERDMA_TRY(cfg::expect_list(*v, "excludedNamespaces", "a list of namespace names"));
-    c.excluded_namespaces_.clear();
-    for (size_t i = 0; i < v->size(); ++i) {
-      const std::string p = "excludedNamespaces[" + std::to_string(i) + "]";
-      const json& item = (*v)[i];
-      if (!item.is_string()) return cfg::type_error(item, p, "a string");
-      const auto ns = item.get<std::string>();
-      if (!cfg::is_dns_label(ns)) {
-        return cfg::error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
-      }
-      c.excluded_namespaces_.push_back(ns);
-    }
-  }
+  ERDMA_TRY_ASSIGN(c.excluded_namespaces_, cfg::get_namespace_list(doc, "excludedNamespaces", "excludedNamespaces",
+                                                                    c.excluded_namespaces_));
 
   ERDMA_TRY_ASSIGN(auto env, load_env_list(doc, "erdmaEnv", "erdmaEnv", c.erdma_env_));
   c.erdma_env_ = std::move(env);
@@ -227,17 +215,8 @@ Result<Config> Config::load(const json& doc) {
                                                  json_quote(smcr_resource));
     }
     c.smcr_.resource_name = smcr_resource;
-    if (const json* allowed = cfg::get(s, "allowedNamespaces"); allowed != nullptr) {
-      ERDMA_TRY(cfg::expect_list(*allowed, "smcr.allowedNamespaces", "a list of namespace names"));
-      for (size_t i = 0; i < allowed->size(); ++i) {
-        const std::string p = "smcr.allowedNamespaces[" + std::to_string(i) + "]";
-        const json& item = (*allowed)[i];
-        if (!item.is_string()) return cfg::type_error(item, p, "a namespace name");
-        const auto ns = item.get<std::string>();
-        if (!cfg::is_dns_label(ns)) return cfg::error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
-        c.smcr_.allowed_namespaces.push_back(ns);
-      }
-    }
+    ERDMA_TRY_ASSIGN(c.smcr_.allowed_namespaces,
+                     cfg::get_namespace_list(s, "allowedNamespaces", "smcr.allowedNamespaces", {}));
   }
   if (c.smcr_.resource_name == c.resource_name_) {
     return cfg::error("smcr.resourceName", "must differ from resourceName (" + c.resource_name_ +
