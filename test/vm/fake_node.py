@@ -4,8 +4,8 @@
 # files; every gRPC method path spelled out here, as kubelet and containerd use them).
 #
 #   fake_node.py serve --dp DIR --podres SOCK --cri SOCK --state FILE --seconds N
-#       kubelet's Registration on DIR/kubelet.sock (each registration is written to
-#       DIR/registered.json), kubelet's PodResources v1 List on SOCK, and the CRI RuntimeService
+#       kubelet's Registration on DIR/kubelet.sock (the eRDMA devices' registration is written to
+#       DIR/registered.json, others to DIR/registered-<resource>.json), kubelet's PodResources v1 List on SOCK, and the CRI RuntimeService
 #       (ListPodSandbox, PodSandboxStatus verbose, containerd-style info JSON) on SOCK. Pods come
 #       from the JSON state FILE, re-read on every call so the test can "create" pods:
 #         {"pods": [{"namespace": "team", "name": "web-0", "ids": ["rxe1-1"],
@@ -74,11 +74,16 @@ def cmd_serve(args):
         k, pr, cri = pb["kubelet"], pb["podres"], pb["cri"]
 
         def register(request, context):
-            with open(os.path.join(args.dp, "registered.json.tmp"), "w") as f:
+            # The agent registers the eRDMA devices (registered.json: what allocate and prestart
+            # talk to) and the SMC-R library resource (registered-aliyun_erdma-smcr.json), in
+            # either order.
+            name = "registered.json" if request.resource_name == "aliyun/erdma" else \
+                "registered-%s.json" % request.resource_name.replace("/", "_")
+            with open(os.path.join(args.dp, name + ".tmp"), "w") as f:
                 json.dump({"version": request.version, "endpoint": request.endpoint,
                            "resource": request.resource_name,
                            "pre_start_required": request.options.pre_start_required}, f)
-            os.rename(os.path.join(args.dp, "registered.json.tmp"), os.path.join(args.dp, "registered.json"))
+            os.rename(os.path.join(args.dp, name + ".tmp"), os.path.join(args.dp, name))
             return k.Empty()
 
         def list_pods(request, context):

@@ -260,6 +260,9 @@ check "erdma-agent run added the UEID (read back with ueid list)" grep -qx "ERDM
 check "erdma-agent run installed the preload library into smcr.preloadHostDir" \
   cmp -s "$PRELOAD" "$BUILD/agent/preload/libsmc-preload.so"
 
+# The SMC-R library resource registers beside the devices, on its own socket.
+check "erdma-agent registered aliyun/erdma-smcr on erdma-smcr.sock (the SMC-R containers' resource)" \
+  wait_until 30 grep -q '"endpoint": "erdma-smcr.sock"' "$DP/registered-aliyun_erdma-smcr.json"
 # Allocate, as kubelet calls it: the device nodes in the answer exist in this VM.
 if run allocate 90 "$PY" "$NODE" allocate --dp "$DP" --ids rxe0-0,rxe0-1; then
   pass "Allocate answers with device nodes that exist here: $(jq_py "$W/allocate.out" '" ".join(x["host_path"] for x in d["devices"])')"
