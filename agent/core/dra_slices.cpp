@@ -283,8 +283,8 @@ Result<SliceSet> build_slices(const std::vector<RdmaDevice>& cards, const SliceF
       by_name.erase(*name);
     }
   }
-  for (const auto& [card, pci] : facts.pci_addresses) {
-    (void)pci;
+  for (const auto& given : facts.pci_addresses) {
+    const std::string& card = given.first;  // a plain name: clang 14 cannot capture a structured binding
     if (std::none_of(cards.begin(), cards.end(), [&](const RdmaDevice& d) { return d.name == card; })) {
       out.notes.push_back("PCI address given for " + json_quote(card) + ", which the scan did not find");
     }

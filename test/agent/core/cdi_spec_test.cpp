@@ -46,10 +46,10 @@ void check_cdi_rules(const json& spec) {
   CHECK(kind.substr(kind.find('/') + 1).find('.') == std::string::npos);  // '.' in the class needs 0.6.0
   CHECK_FALSE(spec.contains("annotations"));
   auto check_edits = [](const json& e) {
-    for (const auto& [k, v] : e.items()) {
+    for (const auto& item : e.items()) {
+      const std::string k = item.key();  // a plain name: CAPTURE's lambda cannot take a structured binding in clang 14
       CAPTURE(k);
       CHECK((k == "env" || k == "deviceNodes" || k == "mounts"));
-      (void)v;
     }
     for (const auto& env : e.value("env", json::array())) CHECK(env.get<std::string>().find('=') > 0);
     for (const auto& dn : e.value("deviceNodes", json::array())) CHECK(dn["path"].get<std::string>().starts_with("/dev/"));
