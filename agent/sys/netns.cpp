@@ -70,8 +70,11 @@ NetnsRef NetnsRef::by_identity() const {
   return out;
 }
 
-Result<NetnsRef> open_netns_once(const std::string& path) {
-  int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+// A NetnsRef holding the namespace file just opened as `raw` (or the open's errno when it is
+// negative), with the identity every later use is checked against.
+Result<NetnsRef> pinned(int raw, const std::string& path) {
   if (raw < 0) return open_error(errno, path);
   auto fd = std::make_shared<const common::UniqueFd>(raw);
   ERDMA_TRY_ASSIGN(auto id, identity_of(fd->get(), path));
@@ -79,6 +82,12 @@ Result<NetnsRef> open_netns_once(const std::string& path) {
   out.fd = std::move(fd);
   out.expect = id;
   return out;
+}
+
+}  // namespace
+
+Result<NetnsRef> open_netns_once(const std::string& path) {
+  return pinned(::open(path.c_str(), O_RDONLY | O_CLOEXEC), path);
 }
 
 std::optional<uint64_t> parse_proc_start_time(std::string_view stat) {
@@ -135,14 +144,7 @@ Result<NetnsRef> open_process_netns(const std::string& proc_root, pid_t pid, uin
     return make_error(ErrorCode::NotFound, "network namespace " + path + " is gone (pid " + std::to_string(pid) +
                                                " belongs to a process started after the runtime named it)");
   }
-  int raw = ::openat(proc.get(), "ns/net", O_RDONLY | O_CLOEXEC);
-  if (raw < 0) return open_error(errno, path);
-  auto fd = std::make_shared<const common::UniqueFd>(raw);
-  ERDMA_TRY_ASSIGN(auto id, identity_of(fd->get(), path));
-  NetnsRef out = NetnsRef::of_path(path);
-  out.fd = std::move(fd);
-  out.expect = id;
-  return out;
+  return pinned(::openat(proc.get(), "ns/net", O_RDONLY | O_CLOEXEC), path);
 }
 
 bool is_runtime_netns_path(const std::string& path, const std::vector<std::string>& dirs) {

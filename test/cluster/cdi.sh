@@ -156,10 +156,4 @@ kubectl delete pod cdi --wait=true --timeout=60s > /dev/null
 kill -TERM "$plugin_pid"
 wait "$plugin_pid" || fail "cdi_plugin.py ended with $?: $(cat "$work/plugin.err")"
 plugin_pid=
-t2=$SECONDS
-"$CLUSTER" down
-downed=1
-step "down in $((SECONDS - t2)) s"
-left=$(leftovers_after)
-[ -z "$left" ] || fail "left behind: $left"
-step "nothing left behind; all checks passed in $((SECONDS - t0)) s"
+down_and_check "$t0"

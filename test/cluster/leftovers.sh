@@ -39,3 +39,16 @@ leftovers_after() {
   [ "$(_leftover_iptables)" = "$leftover_before_iptables" ] || echo "this machine's iptables rules changed"
   return 0
 }
+
+# down_and_check T0: brings the cluster down ("$CLUSTER" down; sets downed=1 for the caller's
+# trap), then fails (the caller's `fail`) on anything left behind; `step` reports each part, the
+# last with the whole test's time since T0.
+down_and_check() {
+  local t=$SECONDS left
+  "$CLUSTER" down
+  downed=1
+  step "down in $((SECONDS - t)) s"
+  left=$(leftovers_after)
+  [ -z "$left" ] || fail "left behind: $left"
+  step "nothing left behind; all checks passed in $((SECONDS - $1)) s"
+}

@@ -62,11 +62,4 @@ svc=$(kubectl exec smoke -- sh -c 'busybox nc -w 5 "$KUBERNETES_SERVICE_HOST" "$
 step "pod -> kubernetes Service: $svc"
 
 # The pod stays: `down` must take its containers, shims and cgroups with the sandbox.
-t2=$SECONDS
-"$CLUSTER" down
-downed=1
-step "down in $((SECONDS - t2)) s"
-
-left=$(leftovers_after)
-[ -z "$left" ] || fail "left behind: $left"
-step "nothing left behind; all checks passed in $((SECONDS - t0)) s"
+down_and_check "$t0"
