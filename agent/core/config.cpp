@@ -230,6 +230,58 @@ Status load_driver(const json& doc, DriverConfig& out) {
   return {};
 }
 
+Status load_dra(const json& doc, DraConfig& out) {
+  const json* dra = cfg::get(doc, "dra");
+  if (dra == nullptr) return {};
+  if (!dra->is_object()) return cfg::type_error(*dra, "dra", "a map with enabled");
+  ERDMA_TRY(cfg::check_keys(*dra, "dra", {"enabled", "extendedResource", "driverName", "registryDir", "pluginDir",
+                                          "cdiDir", "healthPolicy", "nodeName"}));
+  ERDMA_TRY_ASSIGN(out.enabled, cfg::get_bool(*dra, "enabled", "dra.enabled", out.enabled));
+  ERDMA_TRY_ASSIGN(out.extended_resource,
+                   cfg::get_bool(*dra, "extendedResource", "dra.extendedResource", out.extended_resource));
+  if (out.extended_resource && !out.enabled) {
+    return cfg::error("dra.extendedResource", "needs dra.enabled: true (without the DRA driver nothing would serve the "
+                                              "resource on this node)");
+  }
+  ERDMA_TRY_ASSIGN(out.driver_name, cfg::get_string(*dra, "driverName", "dra.driverName", out.driver_name));
+  // A DNS subdomain of at most 63 characters (resource/v1 DriverNameMaxLength), as the API checks.
+  if (out.driver_name.empty() || out.driver_name.size() > 63 || !cfg::is_dns_subdomain(out.driver_name) ||
+      out.driver_name.find('.') == std::string::npos) {
+    return cfg::error("dra.driverName", "must be a DNS subdomain of at most 63 characters with a dot, like the "
+                                        "DeviceClass selects (e.g. erdma.aliyun.com), got " + json_quote(out.driver_name));
+  }
+  for (auto [key, field] : {std::pair<const char*, std::string*>{"registryDir", &out.registry_dir},
+                            {"pluginDir", &out.plugin_dir},
+                            {"cdiDir", &out.cdi_dir}}) {
+    const std::string path = std::string("dra.") + key;
+    ERDMA_TRY_ASSIGN(auto dir, cfg::get_string(*dra, key, path, *field));
+    ERDMA_TRY(check_dir(dir, path));
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    *field = dir;
+  }
+  if (out.registration_socket_path().size() > kMaxUnixPathLen || out.plugin_socket_path().size() > kMaxUnixPathLen) {
+    return cfg::error("dra.pluginDir", "too long with dra.registryDir and dra.driverName: unix socket paths must stay "
+                                       "within " + std::to_string(kMaxUnixPathLen) + " bytes");
+  }
+  ERDMA_TRY_ASSIGN(auto health, cfg::get_string(*dra, "healthPolicy", "dra.healthPolicy",
+                                                out.health == DraHealthPolicy::Taint ? "taint" : "omit"));
+  if (health == "taint") {
+    out.health = DraHealthPolicy::Taint;
+  } else if (health == "omit") {
+    out.health = DraHealthPolicy::Omit;
+  } else {
+    return cfg::error("dra.healthPolicy", "must be taint (a down card stays published with a NoSchedule taint) or "
+                                          "omit (it leaves the slice; for clusters without device taints), got " +
+                                              json_quote(health));
+  }
+  ERDMA_TRY_ASSIGN(out.node_name, cfg::get_string(*dra, "nodeName", "dra.nodeName", out.node_name));
+  if (!out.node_name.empty() && !cfg::is_dns_subdomain(out.node_name)) {
+    return cfg::error("dra.nodeName", "must be a node name (a DNS subdomain), got " + json_quote(out.node_name) +
+                                          "; leave it empty to take NODE_NAME from the environment");
+  }
+  return {};
+}
+
 }  // namespace
 
 std::string_view to_string(DriverMode mode) noexcept {
@@ -251,7 +303,7 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   AgentConfig cfg;
   if (doc.is_null()) return cfg;
   if (!doc.is_object()) return cfg::type_error(doc, "config", "a map at the top level");
-  ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr", "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv", "ncclSocketIfname", "driver", "nfdFeatureFile"}));
+  ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr", "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv", "ncclSocketIfname", "driver", "nfdFeatureFile", "dra"}));
 
   ERDMA_TRY_ASSIGN(auto resource, cfg::get_string(doc, "resourceName", "resourceName", cfg.resource_name));
   if (!cfg::is_extended_resource_name(resource)) {
@@ -336,6 +388,7 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   ERDMA_TRY(check_dir(proc, "procRoot"));
   while (proc.size() > 1 && proc.back() == '/') proc.pop_back();
   cfg.proc_root = proc;
+  ERDMA_TRY(load_dra(doc, cfg.dra));
   return cfg;
 }
 
@@ -378,7 +431,16 @@ json AgentConfig::to_json() const {
               {"nfdFeatureFile", nfd_feature_file},
               {"podResourcesSocket", pod_resources_socket},
               {"criSocket", cri_socket},
-              {"procRoot", proc_root}};
+              {"procRoot", proc_root},
+              {"dra",
+               {{"enabled", dra.enabled},
+                {"extendedResource", dra.extended_resource},
+                {"driverName", dra.driver_name},
+                {"registryDir", dra.registry_dir},
+                {"pluginDir", dra.plugin_dir},
+                {"cdiDir", dra.cdi_dir},
+                {"healthPolicy", dra.health == DraHealthPolicy::Taint ? "taint" : "omit"},
+                {"nodeName", dra.node_name}}}};
 }
 
 std::string AgentConfig::plugin_socket_path() const {
@@ -393,6 +455,18 @@ bool SmcrConfig::allows(std::string_view namespace_) const {
 std::string AgentConfig::smcr_plugin_socket_path() const {
   return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kSmcrPluginSocketName;
 }
+
+std::string DraConfig::registration_socket_path() const {
+  return registry_dir + (registry_dir == "/" ? "" : "/") + driver_name + "-reg.sock";
+}
+
+std::string DraConfig::plugin_socket_dir() const {
+  return plugin_dir + (plugin_dir == "/" ? "" : "/") + driver_name;
+}
+
+std::string DraConfig::plugin_socket_path() const { return plugin_socket_dir() + "/dra.sock"; }
+
+std::string DraConfig::checkpoint_path() const { return plugin_socket_dir() + "/checkpoint.json"; }
 
 std::string AgentConfig::kubelet_socket_path() const {
   return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kKubeletSocketName;

@@ -70,6 +70,28 @@ struct DriverConfig {
   std::string modprobe = "/sbin/modprobe";  // driver.modprobe: the modprobe the agent runs
 };
 
+// dra.*: the DRA (Dynamic Resource Allocation) driver beside the device plugin (docs/dra.md).
+enum class DraHealthPolicy { Taint, Omit };  // agent/core/dra_slices.hpp HealthPolicy
+struct DraConfig {
+  bool enabled = false;  // publish ResourceSlices and serve the kubelet's DRA plugin API
+  // true: resourceName (aliyun/erdma) is served by DRA through the DeviceClass's
+  // extendedResourceName, so the device plugin does not register it on this node (a node that
+  // advertises the resource through a device plugin keeps it there: the scheduler prefers that).
+  bool extended_resource = false;
+  std::string driver_name{contract::kDraDriverName};
+  std::string registry_dir = "/var/lib/kubelet/plugins_registry";  // <driver>-reg.sock
+  std::string plugin_dir = "/var/lib/kubelet/plugins";             // <driver>/dra.sock, checkpoint.json
+  std::string cdi_dir = "/var/run/cdi";                            // the runtime's dynamic CDI specs
+  DraHealthPolicy health = DraHealthPolicy::Taint;
+  // "" = the environment variable NODE_NAME (the DaemonSet sets it from spec.nodeName).
+  std::string node_name;
+
+  [[nodiscard]] std::string registration_socket_path() const;  // registryDir/<driver>-reg.sock
+  [[nodiscard]] std::string plugin_socket_dir() const;         // pluginDir/<driver>
+  [[nodiscard]] std::string plugin_socket_path() const;        // pluginDir/<driver>/dra.sock
+  [[nodiscard]] std::string checkpoint_path() const;           // pluginDir/<driver>/checkpoint.json
+};
+
 struct AgentConfig {
   std::string resource_name{contract::kResourceName};
   std::string device_plugin_dir = "/var/lib/kubelet/device-plugins";
@@ -90,6 +112,7 @@ struct AgentConfig {
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string cri_socket = "/run/containerd/containerd.sock";  // containerd's CRI endpoint
   std::string proc_root = "/proc";  // the host's procfs (a DaemonSet mounts it at e.g. /host/proc)
+  DraConfig dra;
 
   // Builds a config from a parsed YAML/JSON document; every key is optional (missing or null keys
   // take the defaults above). Unknown keys, wrong types and invalid values are InvalidArgument

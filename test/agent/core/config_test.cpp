@@ -305,3 +305,59 @@ TEST_CASE("the SMC-R resource: name and slots read, \"\" turns it off") {
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+using nlohmann::json;
+
+TEST_CASE("the DRA keys: off by default, read, derived paths, round-trip") {
+  auto defaults = AgentConfig::load(json::object());
+  REQUIRE(defaults.ok());
+  CHECK_FALSE(defaults->dra.enabled);
+  CHECK_FALSE(defaults->dra.extended_resource);
+  CHECK(defaults->dra.driver_name == "erdma.aliyun.com");
+  CHECK(defaults->dra.registration_socket_path() == "/var/lib/kubelet/plugins_registry/erdma.aliyun.com-reg.sock");
+  CHECK(defaults->dra.plugin_socket_path() == "/var/lib/kubelet/plugins/erdma.aliyun.com/dra.sock");
+  CHECK(defaults->dra.checkpoint_path() == "/var/lib/kubelet/plugins/erdma.aliyun.com/checkpoint.json");
+  CHECK(defaults->dra.cdi_dir == "/var/run/cdi");
+  CHECK(defaults->dra.health == DraHealthPolicy::Taint);
+  CHECK(defaults->dra.node_name.empty());
+
+  auto cfg = AgentConfig::load(json::parse(R"({"dra": {"enabled": true, "extendedResource": true,
+      "driverName": "rdma.example.com", "registryDir": "/r/", "pluginDir": "/p", "cdiDir": "/c",
+      "healthPolicy": "omit", "nodeName": "node-1"}})"));
+  REQUIRE(cfg.ok());
+  CHECK(cfg->dra.enabled);
+  CHECK(cfg->dra.extended_resource);
+  CHECK(cfg->dra.registration_socket_path() == "/r/rdma.example.com-reg.sock");
+  CHECK(cfg->dra.plugin_socket_path() == "/p/rdma.example.com/dra.sock");
+  CHECK(cfg->dra.cdi_dir == "/c");
+  CHECK(cfg->dra.health == DraHealthPolicy::Omit);
+  CHECK(cfg->dra.node_name == "node-1");
+  auto again = AgentConfig::load(cfg->to_json());
+  REQUIRE(again.ok());
+  CHECK(again->to_json() == cfg->to_json());
+}
+
+TEST_CASE("invalid DRA keys are refused with the key named") {
+  const std::vector<std::pair<const char*, const char*>> cases = {
+      {R"({"dra": true})", "dra:"},
+      {R"({"dra": {"enable": true}})", "dra.enable: unknown key"},
+      {R"({"dra": {"extendedResource": true}})", "dra.extendedResource:"},
+      {R"({"dra": {"driverName": "erdma"}})", "dra.driverName:"},
+      {R"({"dra": {"driverName": "Erdma.Aliyun.com"}})", "dra.driverName:"},
+      {R"({"dra": {"registryDir": "plugins"}})", "dra.registryDir:"},
+      {R"({"dra": {"cdiDir": "/a/../b"}})", "dra.cdiDir:"},
+      {R"({"dra": {"healthPolicy": "drop"}})", "dra.healthPolicy:"},
+      {R"({"dra": {"nodeName": "Node_1"}})", "dra.nodeName:"},
+      {R"({"dra": {"pluginDir": "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}})",
+       "dra.pluginDir:"},
+  };
+  for (const auto& c : cases) {
+    auto cfg = AgentConfig::load(json::parse(c.first));
+    INFO(c.first);
+    REQUIRE_FALSE(cfg.ok());
+    CHECK(cfg.error().message.rfind(c.second, 0) == 0);
+  }
+}
+
+}  // namespace erdma::agent

@@ -1,0 +1,28 @@
+// What the DRA driver's ResourceSlices say about each card beyond the device scan (SliceFacts in
+// agent/core/dra_slices.hpp): its PCI address, from sysfs, and its netdev's IPv4 address, from the
+// kernel's interface list in the agent's network namespace (the node's: the agent runs with
+// hostNetwork).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace erdma::agent::sysfs {
+
+// card -> extended BDF ("0000:00:05.0"): the last part of the target of the symlink
+// <root>/class/infiniband/<card>/device. A card whose link is missing or does not end in a PCI
+// address (a software device such as rxe) gets no entry and a note in `notes`.
+[[nodiscard]] std::map<std::string, std::string> pci_addresses(const std::string& root,
+                                                               const std::vector<std::string>& cards,
+                                                               std::vector<std::string>& notes);
+
+}  // namespace erdma::agent::sysfs
+
+namespace erdma::agent {
+
+// netdev -> its first IPv4 address ("10.0.0.5"), from getifaddrs(3) in the caller's network
+// namespace. Interfaces without one are absent; an error of getifaddrs gives an empty map and a note.
+[[nodiscard]] std::map<std::string, std::string> ipv4_by_netdev(std::vector<std::string>& notes);
+
+}  // namespace erdma::agent

@@ -1,0 +1,36 @@
+// The DRA slices' node facts: a card's PCI address from its sysfs device link, IPv4 addresses from
+// the interface list.
+#include "agent/sys/dra_node_facts.hpp"
+
+#include <doctest/doctest.h>
+
+#include "test/fakes/fake_sysfs.hpp"
+
+namespace erdma::agent {
+namespace {
+using testing::FakeSysfs;
+}
+
+TEST_CASE("pci_addresses: the device link's last part when it is a PCI function, else a note") {
+  FakeSysfs sys;
+  sys.symlink("../../../devices/pci0000:00/0000:00:05.0", "class/infiniband/erdma_0/device");
+  sys.symlink("../../../devices/virtual/net/eth9", "class/infiniband/rxe_0/device");
+  sys.dir("class/infiniband/erdma_2");  // no device link at all
+  std::vector<std::string> notes;
+  auto got = sysfs::pci_addresses(sys.root(), {"erdma_0", "rxe_0", "erdma_2"}, notes);
+  CHECK(got == std::map<std::string, std::string>{{"erdma_0", "0000:00:05.0"}});
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0].find("rxe_0: no PCI address") == 0);
+  CHECK(notes[0].find("not a PCI function") != std::string::npos);
+  CHECK(notes[1].find("erdma_2: no PCI address") == 0);
+}
+
+TEST_CASE("ipv4_by_netdev: the loopback interface has 127.0.0.1") {
+  std::vector<std::string> notes;
+  auto got = ipv4_by_netdev(notes);
+  CHECK(notes.empty());
+  REQUIRE(got.count("lo") == 1);
+  CHECK(got.at("lo") == "127.0.0.1");
+}
+
+}  // namespace erdma::agent
