@@ -235,7 +235,7 @@ Status load_dra(const json& doc, DraConfig& out) {
   if (dra == nullptr) return {};
   if (!dra->is_object()) return cfg::type_error(*dra, "dra", "a map with enabled");
   ERDMA_TRY(cfg::check_keys(*dra, "dra", {"enabled", "extendedResource", "driverName", "registryDir", "pluginDir",
-                                          "cdiDir", "healthPolicy", "nodeName"}));
+                                          "cdiDir", "healthPolicy", "slotsPerDevice", "nodeName"}));
   ERDMA_TRY_ASSIGN(out.enabled, cfg::get_bool(*dra, "enabled", "dra.enabled", out.enabled));
   ERDMA_TRY_ASSIGN(out.extended_resource,
                    cfg::get_bool(*dra, "extendedResource", "dra.extendedResource", out.extended_resource));
@@ -274,6 +274,9 @@ Status load_dra(const json& doc, DraConfig& out) {
                                           "omit (it leaves the slice; for clusters without device taints), got " +
                                               json_quote(health));
   }
+  ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(*dra, "slotsPerDevice", "dra.slotsPerDevice", out.slots_per_device, 0,
+                                             kMaxSlotsPerDevice));
+  out.slots_per_device = static_cast<unsigned>(slots);
   ERDMA_TRY_ASSIGN(out.node_name, cfg::get_string(*dra, "nodeName", "dra.nodeName", out.node_name));
   if (!out.node_name.empty() && !cfg::is_dns_subdomain(out.node_name)) {
     return cfg::error("dra.nodeName", "must be a node name (a DNS subdomain), got " + json_quote(out.node_name) +
@@ -440,6 +443,7 @@ json AgentConfig::to_json() const {
                 {"pluginDir", dra.plugin_dir},
                 {"cdiDir", dra.cdi_dir},
                 {"healthPolicy", dra.health == DraHealthPolicy::Taint ? "taint" : "omit"},
+                {"slotsPerDevice", dra.slots_per_device},
                 {"nodeName", dra.node_name}}}};
 }
 

@@ -83,6 +83,9 @@ struct DraConfig {
   std::string plugin_dir = "/var/lib/kubelet/plugins";             // <driver>/dra.sock, checkpoint.json
   std::string cdi_dir = "/var/run/cdi";                            // the runtime's dynamic CDI specs
   DraHealthPolicy health = DraHealthPolicy::Taint;
+  // > 0: a card may be held by several claims at once, each taking one of this many slots
+  // (consumable capacity, on by default from Kubernetes 1.36); 0: one claim per card.
+  unsigned slots_per_device = 64;
   // "" = the environment variable NODE_NAME (the DaemonSet sets it from spec.nodeName).
   std::string node_name;
 

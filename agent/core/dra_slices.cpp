@@ -125,6 +125,14 @@ json device_of(const RdmaDevice& card, const std::string& name, const SliceFacts
     attrs[std::string(kStandardPciBusIdAttr)] = string_attr(it->second);
   }
   json dev = {{"name", name}, {"attributes", std::move(attrs)}};
+  if (f.shared_slots > 0) {
+    // Consumable capacity (types.go Device.AllowMultipleAllocations, DeviceCapacity): several
+    // claims may hold the card, each consuming `slots` (1 unless a request asks for more).
+    dev["allowMultipleAllocations"] = true;
+    dev["capacity"] = json{{std::string(kSlotsCapacity),
+                            {{"value", std::to_string(f.shared_slots)},
+                             {"requestPolicy", {{"default", "1"}, {"validRange", {{"min", "1"}}}}}}}};
+  }
   if (!is_healthy(card)) {
     // types.go DeviceTaint: key a label name, value a label value, effect None/NoSchedule/NoExecute.
     // NoSchedule, not NoExecute: a card that flaps must not evict the pods that hold it.

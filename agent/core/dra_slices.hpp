@@ -32,6 +32,8 @@ inline constexpr size_t kMaxDriverNameLen = 63;
 // deviceattribute/attribute.go): NUMA node as an int, left out when the kernel reports -1; PCI
 // address as an extended BDF string ("0000:00:05.0"). Using them lets a claim align an eRDMA card
 // with a GPU of another driver (matchAttribute).
+// The capacity a shared card offers (SliceFacts::shared_slots).
+inline constexpr std::string_view kSlotsCapacity = "slots";
 inline constexpr std::string_view kStandardNumaNodeAttr = "resource.kubernetes.io/numaNode";
 inline constexpr std::string_view kStandardPciBusIdAttr = "resource.kubernetes.io/pciBusID";
 
@@ -58,6 +60,10 @@ struct SliceFacts {
   bool smcr_capable = false;    // judge_driver's verdict: default mode and the smc module loaded
   std::string driver_version;   // /sys/module/erdma/version; published when it is a semantic version
   HealthPolicy health = HealthPolicy::Taint;
+  // > 0: each card may be allocated to several claims (consumable capacity, DRAConsumableCapacity:
+  // beta and on by default from Kubernetes 1.36): it offers this many `slots`, a request takes one
+  // unless it asks for more (capacity.requests.slots). 0: a card goes to one claim at a time.
+  unsigned shared_slots = 0;
   // Per card, its PCI address in extended BDF form. The device scan (RdmaDevice) does not carry
   // one yet: the shell fills this from /sys/class/infiniband/<card>/device. Cards without an
   // entry get no pciBusID attribute.

@@ -321,10 +321,11 @@ TEST_CASE("the DRA keys: off by default, read, derived paths, round-trip") {
   CHECK(defaults->dra.cdi_dir == "/var/run/cdi");
   CHECK(defaults->dra.health == DraHealthPolicy::Taint);
   CHECK(defaults->dra.node_name.empty());
+  CHECK(defaults->dra.slots_per_device == 64);
 
   auto cfg = AgentConfig::load(json::parse(R"({"dra": {"enabled": true, "extendedResource": true,
       "driverName": "rdma.example.com", "registryDir": "/r/", "pluginDir": "/p", "cdiDir": "/c",
-      "healthPolicy": "omit", "nodeName": "node-1"}})"));
+      "healthPolicy": "omit", "slotsPerDevice": 0, "nodeName": "node-1"}})"));
   REQUIRE(cfg.ok());
   CHECK(cfg->dra.enabled);
   CHECK(cfg->dra.extended_resource);
@@ -333,6 +334,7 @@ TEST_CASE("the DRA keys: off by default, read, derived paths, round-trip") {
   CHECK(cfg->dra.cdi_dir == "/c");
   CHECK(cfg->dra.health == DraHealthPolicy::Omit);
   CHECK(cfg->dra.node_name == "node-1");
+  CHECK(cfg->dra.slots_per_device == 0);
   auto again = AgentConfig::load(cfg->to_json());
   REQUIRE(again.ok());
   CHECK(again->to_json() == cfg->to_json());
@@ -349,6 +351,7 @@ TEST_CASE("invalid DRA keys are refused with the key named") {
       {R"({"dra": {"cdiDir": "/a/../b"}})", "dra.cdiDir:"},
       {R"({"dra": {"healthPolicy": "drop"}})", "dra.healthPolicy:"},
       {R"({"dra": {"nodeName": "Node_1"}})", "dra.nodeName:"},
+      {R"({"dra": {"slotsPerDevice": -1}})", "dra.slotsPerDevice:"},
       {R"({"dra": {"pluginDir": "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}})",
        "dra.pluginDir:"},
   };

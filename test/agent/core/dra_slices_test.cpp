@@ -215,6 +215,19 @@ TEST_CASE("build_slices: one device per card with typed attributes, owned by the
         *ipv4_roce_v2_gid_index(roce_card("erdma_0", "uverbs0", 0, 3)));
 }
 
+TEST_CASE("build_slices: shared cards offer slots as consumable capacity; exclusive ones say nothing") {
+  auto f = facts();
+  const json exclusive = device_named(built({roce_card("erdma_0", "uverbs0", 0, 3)}, f)[0], "erdma-0");
+  CHECK_FALSE(exclusive.contains("allowMultipleAllocations"));
+  CHECK_FALSE(exclusive.contains("capacity"));
+  f.shared_slots = 64;
+  const json shared = device_named(built({roce_card("erdma_0", "uverbs0", 0, 3)}, f)[0], "erdma-0");
+  CHECK(shared["allowMultipleAllocations"] == true);
+  CHECK(shared["capacity"] == json::parse(R"({"slots": {"value": "64",
+      "requestPolicy": {"default": "1", "validRange": {"min": "1"}}}})"));
+  CHECK(shared["attributes"] == exclusive["attributes"]);
+}
+
 TEST_CASE("build_slices: unknown facts are left out, never made up") {
   auto f = facts();
   f.driver_mode = "";
