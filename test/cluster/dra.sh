@@ -1,0 +1,288 @@
+#!/usr/bin/env bash
+# The DRA driver on the real one-node cluster (docs/dra.md): Kubernetes' own apiserver, scheduler,
+# controller-manager and kubelet, containerd 2.x with CDI (`ERDMA_CONTAINERD=cdi
+# scripts/cluster.sh up`), and the product installed through manifests/dra with a site overlay,
+# as a user would. Each check prints PASS or FAIL with its evidence; the run ends with
+# "N passed, M failed" and exits 1 on any failure.
+#
+#   flock /run/erdma-cluster.lock test/cluster/dra.sh [BUILD_DIR]     (root; default: build)
+#
+# The node has no eRDMA hardware: the site's agent config lists two static cards, erdma_0 on
+# uverbs0 and erdma_1 on uverbs1, and the node's /dev (the sandbox's, never this machine's) gets
+# their character devices. Checked: the agent registers with the kubelet's plugin registry and
+# publishes one ResourceSlice with both cards; a pod with a ResourceClaimTemplate for every card
+# runs with exactly their device nodes and NCCL settings from the agent's CDI spec; a pod asking
+# `aliyun/erdma: 1` the device-plugin way is served by DRA (the DeviceClass's extended resource);
+# the claims survive an agent restart; a deleted slice is put back; a card gone from the node
+# leaves the slice and a card down is tainted; deleting the pods unprepares their claims (the CDI
+# specs and the checkpoint entries go). Outside CI a machine that cannot run the cluster prints
+# why and exits 0; under CI=true that is a failure.
+set -uo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "dra: no build tree ${1:-build}" >&2; exit 1; }
+CLUSTER=$SRC/scripts/cluster.sh
+STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
+NS=team-dra
+DRIVER=erdma.aliyun.com
+CHECKPOINT=/var/lib/kubelet/plugins/$DRIVER/checkpoint.json
+CHECKS_NAME=dra
+# shellcheck source=test/cluster/lib.sh
+. "$SRC/test/cluster/lib.sh"
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
+t_start=$SECONDS
+
+skip_or_fail() {
+  if [ "${CI:-}" = true ]; then
+    echo "dra: FAILED: $* (the install step provides what this needs)" >&2
+    exit 1
+  fi
+  echo "dra: skipped: $*" >&2
+  exit 0
+}
+[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
+for tool in containerd runc openssl curl /usr/bin/python3 /usr/lib/cni/bridge go; do
+  command -v "$tool" >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] ||
+    skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
+if "$CLUSTER" status >/dev/null 2>&1; then
+  echo "dra: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
+  exit 1
+fi
+# shellcheck source=test/cluster/leftovers.sh
+. "$SRC/test/cluster/leftovers.sh"
+leftovers_before
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-dra.XXXXXX")
+passed=0 failed=0
+finish() {
+  local rc=$?
+  if [ -n "${KUBECONFIG:-}" ] && [ "$failed" -gt 0 ]; then
+    echo "---- on failure: pods, claims, slices, events and the agent's last log lines" >&2
+    kubectl get pods,resourceclaims -A -o wide >&2 2>/dev/null || true
+    kubectl get resourceslices -o yaml 2>/dev/null | tail -n 60 >&2 || true
+    kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 25 >&2 || true
+    kubectl -n erdma-system logs ds/erdma-agent --tail=40 >&2 2>/dev/null || true
+    grep -i 'dra\|plugin' "$STATE/logs/kubelet.log" 2>/dev/null | tail -n 20 >&2 || true
+  fi
+  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
+  rm -rf "$work"
+  exit $rc
+}
+trap finish EXIT
+
+# --- helpers over the API's JSON (Debian's /usr/bin/python3, standard library only) ------------
+# jq_py EXPR: reads JSON on stdin as `d` and prints EXPR's value (lists one item per line).
+jq_py() {
+  /usr/bin/python3 -c 'import json, sys
+d = json.load(sys.stdin)
+v = eval(sys.argv[1])
+if isinstance(v, list):
+    print("\n".join(str(x) for x in v))
+elif v is not None:
+    print(v if not isinstance(v, (dict, bool)) else json.dumps(v))' "$1"
+}
+# node_slices: the node's slices of this driver, as one JSON list.
+node_slices() {
+  kubectl get resourceslices -o json |
+    jq_py "json.dumps([s for s in d['items'] if s['spec'].get('nodeName') == '$NODE' and s['spec']['driver'] == '$DRIVER'])"
+}
+# slice_devices: the device names the node's slices publish, sorted, on one line.
+slice_devices() {
+  node_slices | jq_py "' '.join(sorted(dev['name'] for s in d for dev in s['spec'].get('devices', [])))"
+}
+# devices_are WANT: the published devices are exactly WANT ("erdma-0 erdma-1").
+devices_are() {
+  local got
+  got=$(slice_devices) || return 1
+  echo "devices: $got"
+  [ "$got" = "$1" ]
+}
+# on_node CMD: CMD in the node's namespaces (its /var/run/cdi, its /var/lib/kubelet).
+on_node() { "$CLUSTER" exec sh -c "$1"; }
+# claim_of POD: the ResourceClaim the pod's first claim or its extended resource resolved to.
+claim_of() {
+  kubectl -n "$NS" get pod "$1" -o json |
+    jq_py "(d['status'].get('resourceClaimStatuses') or [{}])[0].get('resourceClaimName') or (d['status'].get('extendedResourceClaimStatus') or {}).get('resourceClaimName')"
+}
+claim_uid() { kubectl -n "$NS" get resourceclaim "$1" -o jsonpath='{.metadata.uid}'; }
+# prepared UID: the agent's checkpoint on the node records the claim.
+prepared() { on_node "cat $CHECKPOINT" | grep -q "\"$1\""; }
+not_prepared() { ! prepared "$1"; }
+spec_file_for() { on_node "ls /var/run/cdi" | grep -F "$DRIVER-claim_$1.json"; }
+no_spec_file_for() { ! spec_file_for "$1" >/dev/null; }
+in_pod() { kubectl -n "$NS" exec "$1" -- sh -c "$2"; }
+# both FN A B: FN A and FN B.
+both() { "$1" "$2" && "$1" "$3"; }
+# attributes_published: every published device has the attributes docs/dra.md lists for a card
+# the scan knows these facts of (static cards: no GIDs, so no gidIndex or ipv4).
+attributes_published() {
+  node_slices | jq_py "[' '.join(sorted(dev['attributes'])) for s in d for dev in s['spec']['devices']]" |
+    tee /dev/stderr | grep -v 'ibDevice.*netdev.*smcrCapable' | grep -q . && return 1
+  return 0
+}
+
+# --- the site: manifests/dra with two static cards ----------------------------------------------
+# site_config STATIC_LIST: the site's agent config, manifests/dra's with the static source.
+site_config() {
+  sed -e "s/^  source: verbs\$/  source: static\n  static: $1/" \
+    -e 's/^  extendedResource: false$/  extendedResource: true/' \
+    "$SRC/manifests/dra/agent-config.yaml" >"$work/site/agent-config.yaml"
+  grep -q 'source: static' "$work/site/agent-config.yaml" && grep -q 'extendedResource: true' "$work/site/agent-config.yaml"
+}
+site_overlay() {
+  cp -r "$SRC/manifests" "$work/manifests"
+  mkdir -p "$work/site"
+  printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources:' \
+    '- ../manifests/dra' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
+    '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >"$work/site/kustomization.yaml"
+  site_config "[{name: erdma_0, uverbs: uverbs0, netdev: eth0}, {name: erdma_1, uverbs: uverbs1, netdev: eth0}]"
+}
+agent_rolled_out() { kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s; }
+
+# ---------------------------------------------------------------------------------------------
+phase "cluster with containerd 2.x (CDI)"
+t0=$SECONDS
+ERDMA_CONTAINERD=cdi cluster_up || { echo "dra: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
+echo "cluster up in $((SECONDS - t0)) s; $(kubectl version 2>/dev/null | tr '\n' ' ')"
+must "the node runs containerd 2.x" sh -c \
+  "kubectl get node $NODE -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' | grep -E '^containerd://v?2\\.'"
+
+phase "images and the install"
+must "images built from the build tree and imported into the node's containerd" product_images
+must "a second card's device node on the node (uverbs1)" on_node \
+  '[ -e /dev/infiniband/uverbs1 ] || mknod -m 666 /dev/infiniband/uverbs1 c 231 193'
+kubectl label node "$NODE" aliyun.accelerator/erdma=true >/dev/null
+must "a site overlay over manifests/dra (two static cards, aliyun/erdma served by DRA)" site_overlay
+must "kubectl apply -k (manifests/dra through the site overlay)" kubectl apply -k "$work/site"
+must "erdma-certs generate and apply" sh -c "'$SRC/certs/erdma-certs' generate --dir '$work/pki' >/dev/null &&
+  '$SRC/certs/erdma-certs' apply --dir '$work/pki' >/dev/null"
+must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
+must "the agent DaemonSet rolls out" agent_rolled_out
+
+phase "registration and ResourceSlices"
+must "the kubelet registered the DRA driver (its plugin registry)" wait_for 60 \
+  grep -m1 -E "Register new plugin.*$DRIVER|registered.*plugin.*$DRIVER|$DRIVER.*registered" "$STATE/logs/kubelet.log"
+must "one ResourceSlice for the node with both cards" wait_for 60 devices_are "erdma-0 erdma-1"
+check "the slice's devices carry the attributes a claim selects on" attributes_published
+check "the slice is owned by the Node (garbage-collected with it)" sh -c \
+  "kubectl get resourceslices -o jsonpath='{.items[*].metadata.ownerReferences[0].kind}' | grep -qw Node"
+check "the device plugin does not offer aliyun/erdma here (extendedResource: true)" sh -c \
+  "[ -z \"\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}')\" ] ||
+   [ \"\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}')\" = 0 ]"
+
+# ---------------------------------------------------------------------------------------------
+phase "a claim for every card"
+kubectl create namespace "$NS" >/dev/null
+cat >"$work/all-cards.yaml" <<EOF
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: erdma-all-cards, namespace: $NS}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: cards
+        exactly: {deviceClassName: erdma.aliyun.com, allocationMode: All}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: nccl, namespace: $NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+  - {name: erdma, resourceClaimTemplateName: erdma-all-cards}
+  containers:
+  - name: rank
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: [sleep, "100000"]
+    resources:
+      claims: [{name: erdma}]
+EOF
+t1=$SECONDS
+must "the pod with a ResourceClaimTemplate is created" kubectl apply -f "$work/all-cards.yaml"
+must "it reaches Running (claim allocated by the scheduler, prepared by the agent)" \
+  kubectl -n "$NS" wait --for=condition=Ready pod/nccl --timeout=180s
+echo "     Ready $((SECONDS - t1)) s after creation"
+nccl_claim=$(claim_of nccl)
+nccl_uid=$(claim_uid "$nccl_claim")
+check "the claim is allocated both cards of the node" sh -c \
+  "kubectl -n $NS get resourceclaim $nccl_claim -o jsonpath='{range .status.allocation.devices.results[*]}{.device} {end}' |
+   tee /dev/stderr | grep -qx 'erdma-0 erdma-1 '"
+check "the container has exactly the two cards' uverbs and rdma_cm" sh -c \
+  "kubectl -n $NS exec nccl -- sh -c 'ls /dev/infiniband | sort | tr \"\\n\" \" \"' | tee /dev/stderr | grep -qx 'rdma_cm uverbs0 uverbs1 '"
+check "NCCL_IB_HCA names exactly the claim's cards (from the agent's CDI spec)" sh -c \
+  "kubectl -n $NS exec nccl -- sh -c 'echo \$NCCL_IB_HCA' | tee /dev/stderr | grep -qx '=erdma_0,erdma_1'"
+check "the agent's CDI spec for the claim is in the node's /var/run/cdi" spec_file_for "$nccl_uid"
+check "the agent's checkpoint records the claim" prepared "$nccl_uid"
+
+# ---------------------------------------------------------------------------------------------
+phase "aliyun/erdma: 1 the device-plugin way, served by DRA"
+cat >"$work/extended.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata: {name: legacy, namespace: $NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: [sleep, "100000"]
+    resources:
+      limits: {aliyun/erdma: 1}
+EOF
+check "a pod with aliyun/erdma: 1 and no claim is created" kubectl apply -f "$work/extended.yaml"
+check "it reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/legacy --timeout=180s
+legacy_claim=$(claim_of legacy)
+legacy_uid=$(claim_uid "$legacy_claim" 2>/dev/null)
+check "the scheduler made it a claim on this driver (extendedResourceClaimStatus)" sh -c \
+  "[ -n '$legacy_claim' ] && kubectl -n $NS get resourceclaim '$legacy_claim' -o jsonpath='{.status.allocation.devices.results[*].driver}' |
+   tee /dev/stderr | grep -qx $DRIVER"
+check "the container has one card's uverbs and rdma_cm" sh -c \
+  "kubectl -n $NS exec legacy -- sh -c 'ls /dev/infiniband | sort | tr \"\\n\" \" \"' | tee /dev/stderr |
+   grep -Eqx 'rdma_cm uverbs[01] '"
+
+# ---------------------------------------------------------------------------------------------
+phase "an agent restart keeps the prepared claims"
+old_pod=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].metadata.name}')
+check "the agent pod is deleted" kubectl -n erdma-system delete pod "$old_pod" --wait=true --timeout=60s
+check "a new agent pod is Ready" wait_for 120 sh -c \
+  "kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].status.containerStatuses[0].ready}' | grep -qx true"
+check "the checkpoint still records both claims" both prepared "$nccl_uid" "${legacy_uid:-none}"
+check "the workload pods kept running" sh -c \
+  "kubectl -n $NS get pod nccl legacy -o jsonpath='{.items[*].status.phase}' | grep -qx 'Running Running'"
+check "the agent logged the claims it found" wait_for 30 sh -c \
+  "kubectl -n erdma-system logs ds/erdma-agent | grep -i 'checkpoint' | head -n 3"
+
+# ---------------------------------------------------------------------------------------------
+phase "the slices repaired, cards gone and down"
+first=$(node_slices | jq_py "d[0]['metadata']['name']")
+check "a slice deleted by someone else" kubectl delete resourceslice "$first"
+check "is put back by the agent" wait_for 60 devices_are "erdma-0 erdma-1"
+site_config "[{name: erdma_0, uverbs: uverbs0, netdev: eth0}]" &&
+  check "the site's config without erdma_1 is applied" kubectl apply -k "$work/site"
+check "the agent rolls out with it" agent_rolled_out
+check "erdma_1 leaves the slice" wait_for 60 devices_are "erdma-0"
+site_config "[{name: erdma_0, uverbs: uverbs0, netdev: eth0, state: DOWN}, {name: erdma_1, uverbs: uverbs1, netdev: eth0}]" &&
+  check "the site's config with erdma_0 down and erdma_1 back is applied" kubectl apply -k "$work/site"
+check "the agent rolls out with it" agent_rolled_out
+check "erdma_1 is back and erdma_0 is tainted NoSchedule" wait_for 60 sh -c \
+  "kubectl get resourceslices -o jsonpath='{range .items[*].spec.devices[*]}{.name}={.taints[0].effect} {end}' |
+   grep -qx 'erdma-0=NoSchedule erdma-1= '"
+
+# ---------------------------------------------------------------------------------------------
+phase "unprepare on pod deletion"
+check "the pods are deleted" kubectl -n "$NS" delete pod nccl legacy --wait=true --timeout=120s
+check "the claims leave the checkpoint" wait_for 60 both not_prepared "$nccl_uid" "${legacy_uid:-none}"
+check "their CDI specs are removed" wait_for 30 both no_spec_file_for "$nccl_uid" "${legacy_uid:-none}"
+
+phase "down"
+trap - EXIT
+"$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
+rm -rf "$work"
+left=$(leftovers_after)
+check "nothing left behind" test -z "$left" || printf '%s\n' "$left"
+echo "dra: $passed passed, $failed failed in $((SECONDS - t_start)) s"
+[ "$failed" -eq 0 ]
