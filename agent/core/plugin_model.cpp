@@ -205,7 +205,11 @@ PluginEndpoint erdma_endpoint(const AgentConfig& cfg) {
   a.nccl_socket_ifname = cfg.nccl_socket_ifname;
   // Containers that asked for eRDMA themselves and are in an SMC-R pod get the library with it.
   if (cfg.smcr.enabled) a.preload_host_dir = cfg.smcr.preload_host_dir;
-  return PluginEndpoint{cfg.resource_name, kPluginSocketName, cfg.slots_per_device, std::move(a)};
+  PluginEndpoint endpoint{cfg.resource_name, kPluginSocketName, cfg.slots_per_device, std::move(a)};
+  // A node that advertises the resource through a device plugin is served by it even where a
+  // DeviceClass names the resource: the DRA driver can only serve it where the plugin is silent.
+  endpoint.advertise = !cfg.dra.extended_resource;
+  return endpoint;
 }
 
 std::optional<PluginEndpoint> smcr_endpoint(const AgentConfig& cfg) {

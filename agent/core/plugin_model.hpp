@@ -114,6 +114,9 @@ struct PluginEndpoint {
   std::string socket_name;
   unsigned slots_per_device = 0;
   AllocateOptions allocate;
+  // false: the devices are scanned (the rest of the agent reads that view) but the resource is
+  // neither served nor registered with the kubelet: the DRA driver serves it (dra.extendedResource).
+  bool advertise = true;
 };
 
 // The eRDMA devices: resourceName on erdma.sock, every Allocate option from the config.

@@ -59,6 +59,14 @@ Status PluginRuntime::start() {
     // Without inotify the inode check still notices a kubelet restart, only later.
     log::warn("inotify unavailable; kubelet restarts are noticed by polling").kv("error", files_->inotify_error());
   }
+  if (!endpoint_.advertise) {
+    log::info("device scan only: the resource is served by the DRA driver (dra.extendedResource)")
+        .kv("resource", endpoint_.resource_name)
+        .kv("source", devices_.describe());
+    scan();
+    thread_ = std::thread([this] { loop(); });
+    return {};
+  }
   log::info("device plugin starting")
       .kv("resource", endpoint_.resource_name)
       .kv("socket", socket_path())
@@ -257,6 +265,7 @@ void PluginRuntime::loop() {
   auto next_scan = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
   auto next_check = Clock::now() + timing_.socket_check;
   while (!stopping_) {
+    if (!endpoint_.advertise) need_serve_ = need_register_ = false;  // scans only (plugin_model.hpp)
     ensure_watch();
     if (need_serve_) serve();
     if (!need_serve_ && need_register_ && Clock::now() >= next_register_) try_register();
@@ -278,7 +287,7 @@ void PluginRuntime::loop() {
       next_scan = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
     }
     if (now >= next_check) {
-      if (!need_serve_ && !server_.socket_is_ours()) {
+      if (endpoint_.advertise && !need_serve_ && !server_.socket_is_ours()) {
         kubelet_restart_seen("plugin socket missing");
         need_serve_ = true;
       }

@@ -61,7 +61,8 @@ class PluginRuntime {
 
   [[nodiscard]] DeviceState& state() noexcept { return state_; }
   [[nodiscard]] const PluginEndpoint& endpoint() const noexcept { return endpoint_; }
-  [[nodiscard]] bool registered() const noexcept { return registered_.load(); }
+  // Registered with the kubelet, or not meant to be (PluginEndpoint::advertise false).
+  [[nodiscard]] bool registered() const noexcept { return !endpoint_.advertise || registered_.load(); }
   // Observability of the loop, for tests that check that something does NOT happen: passes of
   // the loop completed (each handles the wake-ups and inotify events that were queued before it
   // polled), and whether a serve or registration is still pending after the last pass.

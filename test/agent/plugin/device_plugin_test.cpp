@@ -162,6 +162,40 @@ TEST_CASE("the SMC-R resource: its own socket and registration; Allocate mounts 
   CHECK_FALSE(is_socket(h.cfg.smcr_plugin_socket_path()));
 }
 
+TEST_CASE("dra.extendedResource: the eRDMA resource is scanned but never served or registered; SMC-R's still is") {
+  TempDir dir;
+  AgentConfig cfg;
+  cfg.device_plugin_dir = dir.path();
+  cfg.rescan_seconds = 3600;
+  cfg.metrics_listen = "";
+  cfg.dra.enabled = true;
+  cfg.dra.extended_resource = true;
+  FakeRdmaDevices devices{{make_device("erdma_0", "uverbs0", 0)}};
+  RecordingHook hook;
+  FakeKubelet kubelet{dir.path()};
+  kubelet.start();
+  PluginRuntime erdma(cfg, devices, hook, nullptr, fast_timing());
+  REQUIRE(erdma.start().ok());
+  auto endpoint = smcr_endpoint(cfg);
+  REQUIRE(endpoint.has_value());
+  PluginRuntime smcr(cfg, *endpoint, devices, hook, nullptr, fast_timing());
+  REQUIRE(smcr.start().ok());
+  const auto req = kubelet.wait_for_registrations(1, kWait);
+  REQUIRE(req.has_value());
+  CHECK(req->resource_name() == "aliyun/erdma-smcr");
+  // Several passes of the eRDMA loop after the SMC-R registration: nothing of its own appeared.
+  const auto passes = erdma.loop_passes();
+  erdma.request_rescan();
+  REQUIRE(eventually([&] { return erdma.loop_passes() >= passes + 2; }));
+  CHECK_FALSE(is_socket(cfg.plugin_socket_path()));
+  CHECK_FALSE(kubelet.wait_for_registrations(2, std::chrono::milliseconds(0)).has_value());
+  CHECK(erdma.registered());  // not meant to register: ready
+  CHECK(erdma.state().snapshot()->devices.size() == 1);
+  smcr.stop();
+  erdma.stop();
+  kubelet.stop();
+}
+
 TEST_CASE("GetDevicePluginOptions announces PreStartContainer and GetPreferredAllocation") {
   Harness h;
   auto stub = h.client();
