@@ -1,0 +1,57 @@
+// Node facts for the DRA slices (see dra_facts.hpp).
+#include "agent/daemon/dra_facts.hpp"
+
+#include <cstdlib>
+
+#include "agent/sys/dra_node_facts.hpp"
+#include "agent/sys/kernel_modules.hpp"
+#include "common/config_reader.hpp"
+
+namespace erdma::agent {
+
+Result<std::string> dra_node_name(const DraConfig& dra) {
+  if (!dra.node_name.empty()) return dra.node_name;
+  const char* env = std::getenv("NODE_NAME");
+  if (env == nullptr || *env == '\0') {
+    return make_error(ErrorCode::FailedPrecondition,
+                      "the DRA driver needs its node's name: set the environment variable NODE_NAME from the pod's "
+                      "spec.nodeName (manifests/dra does) or dra.nodeName in the agent config");
+  }
+  if (!common::config::is_dns_subdomain(env)) {
+    return make_error(ErrorCode::InvalidArgument,
+                      std::string("NODE_NAME is not a node name (a DNS subdomain): \"") + env + "\"");
+  }
+  return std::string(env);
+}
+
+SliceFacts slice_facts(const AgentConfig& cfg, const std::string& node_name, const std::string& node_uid,
+                       const DriverFacts& driver, DriverMode prefer, std::map<std::string, std::string> pci,
+                       std::map<std::string, std::string> ipv4) {
+  SliceFacts f;
+  f.node_name = node_name;
+  f.node_uid = node_uid;
+  f.driver = cfg.dra.driver_name;
+  const std::string mode = found_mode(driver);
+  f.driver_mode = mode == "none" ? "" : mode;
+  f.smcr_capable = judge_driver(prefer, driver).smcr_capable;
+  f.driver_version = driver.erdma_version;
+  f.health = cfg.dra.health == DraHealthPolicy::Taint ? HealthPolicy::Taint : HealthPolicy::Omit;
+  f.shared_slots = cfg.dra.slots_per_device;
+  f.pci_addresses = std::move(pci);
+  f.ipv4_addresses = std::move(ipv4);
+  return f;
+}
+
+SliceFacts read_slice_facts(const AgentConfig& cfg, const std::string& node_name, const std::string& node_uid,
+                            const std::vector<RdmaDevice>& cards, const std::string& sys_root,
+                            std::vector<std::string>& notes) {
+  std::vector<std::string> names;
+  names.reserve(cards.size());
+  for (const auto& c : cards) names.push_back(c.name);
+  auto pci = sysfs::pci_addresses(sys_root, names, notes);
+  auto ipv4 = ipv4_by_netdev(notes);
+  return slice_facts(cfg, node_name, node_uid, read_driver_facts(sys_root), cfg.driver.prefer, std::move(pci),
+                     std::move(ipv4));
+}
+
+}  // namespace erdma::agent
