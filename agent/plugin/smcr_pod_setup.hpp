@@ -31,6 +31,7 @@
 #include "agent/core/pod_setup.hpp"
 #include "agent/core/smcr_feasibility.hpp"
 #include "agent/plugin/agent_metrics.hpp"
+#include "agent/plugin/pod_events.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/pod_netns.hpp"
 #include "agent/sys/pod_sources.hpp"
@@ -95,6 +96,9 @@ class SmcrPodSetup final : public PreStartHook {
 
   // The pre_start work with its outcome, the prediction made inline (what pre_start logs and counts).
   [[nodiscard]] PodSetupOutcome set_up(const std::vector<std::string>& device_ids, Deadline deadline);
+  // Also report setups that failed and predictions of a fall-back as Events on the pod. Set
+  // before the first setup; `sink` must outlive the hook; null turns it off.
+  void set_event_sink(PodEventSink* sink) noexcept { events_ = sink; }
 
   // Predictions pre_start queued and not yet logged. Past kMaxQueuedPredictions a setup is logged
   // at once with an `unknown` prediction that says so; at destruction the one being made finishes
@@ -178,6 +182,7 @@ class SmcrPodSetup final : public PreStartHook {
   SandboxSource& sandboxes_;
   PodNetnsConfigurator& configurator_;
   AgentMetrics* metrics_;
+  PodEventSink* events_ = nullptr;
   PodNetworkInspector& inspector_;
 
   std::vector<std::string> netns_dirs_ = kRuntimeNetnsDirs;

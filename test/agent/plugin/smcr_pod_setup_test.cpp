@@ -549,6 +549,44 @@ TEST_CASE("PreStartContainer predicts whether SMC-R can form, and a prediction n
   }
 }
 
+TEST_CASE("Events: a predicted fall-back and a failed setup are reported on the pod, nothing else is") {
+  struct RecordingSink final : PodEventSink {
+    void warning(const std::string& pod, std::string_view reason, const std::string& message) override {
+      std::lock_guard lock(mu);
+      got.push_back({pod, std::string(reason), message});
+    }
+    std::vector<std::vector<std::string>> copy() {
+      std::lock_guard lock(mu);
+      return got;
+    }
+    std::mutex mu;
+    std::vector<std::vector<std::string>> got;
+  };
+  PodHarness h;
+  RecordingSink sink;
+  h.hook->set_event_sink(&sink);
+  h.inspector.facts = veth_pod("10.244.1.2/24");
+  h.add_pod("ns", "web", {"erdma_0-0"});
+  h.add_pod("ns", "plain", {"erdma_0-3"}, "");
+  REQUIRE(h.prestart({"erdma_0-3"}).ok());  // no SMC-R asked: no Event
+  REQUIRE(h.prestart({"erdma_0-0"}).ok());
+  REQUIRE(h.hook->wait_for_predictions(kWait));
+  auto got = sink.copy();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0][0] == "ns/web");
+  CHECK(got[0][1] == "SmcrWillFallBack");
+  CHECK(got[0][2].find("pod-subnet-outside-rdma-netdev") != std::string::npos);
+  CHECK(got[0][2].find("docs/smcr-pod-networks.md") != std::string::npos);
+
+  h.cri.set_list_behaviour(Behaviour{false, grpc::StatusCode::UNAVAILABLE});
+  REQUIRE(h.prestart({"erdma_0-0"}).ok());
+  REQUIRE(h.hook->wait_for_predictions(kWait));
+  got = sink.copy();
+  REQUIRE(got.size() == 2);
+  CHECK(got[1][1] == "SmcrSetupFailed");
+  CHECK(got[1][2].find("SMC-R pod setup failed") == 0);
+}
+
 TEST_CASE("PreStartContainer answers within kubelet's budget when the runtime hangs") {
   SUBCASE("each call to the runtime is bounded by smcr.callTimeoutMs") {
     PodHarness h(300);
