@@ -12,7 +12,8 @@
 #      with the rest of the budget.
 # Between 2 and 3: real Kubernetes (kube-apiserver, scheduler, controller-manager, kubelet) built
 # from pinned Go modules once per machine, a one-node cluster, and the user's journey on it; then
-# containerd 2.x (also from its pinned Go module) on the same cluster, handing a pod CDI devices.
+# containerd 2.x (also from its pinned Go module) on the same cluster, handing a pod CDI devices,
+# and the agent's DRA driver there (test/cluster/dra.sh).
 # Steps 4 and 5 run in a background lane at the lowest CPU priority (nice 19) beside steps 2 and 3:
 # the emulated VM rarely keeps both cores busy, and the lane takes only what the foreground leaves.
 # The lane's output is printed when it ends; the two-node test starts after it, alone.
@@ -97,6 +98,9 @@ stage "real cluster: smoke test, then the user's journey" 900 \
 # device nodes and mount (about 30 s).
 stage "containerd with CDI from its pinned Go module (cached)" 900 test/cluster/build-containerd.sh
 stage "real cluster with containerd 2.x: CDI devices in a pod" 300 test/cluster/cdi.sh
+# The DRA driver on that cluster, installed through manifests/dra (docs/dra.md): slices, claims
+# prepared through CDI, aliyun/erdma served by DRA, agent restart, repair, unprepare.
+stage "real cluster with containerd 2.x: the DRA driver" 900 test/cluster/dra.sh build
 # Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
 # Soft-RoCE through the preload library. Bounded inside too (600 s, kernel download included).
 stage "VM test (SMC-R over Soft-RoCE, real kernel)" 660 test/vm/run.sh build
