@@ -92,7 +92,9 @@ DraKubeletPlugin::DraKubeletPlugin(DraPluginConfig config, kube::Api& api, Devic
     : config_(std::move(config)),
       api_(api),
       scan_(std::move(scan)),
-      registration_(config_.driver, config_.dra_socket(), {std::string(kDraServiceV1)}),
+      registration_(config_.driver, config_.dra_socket(),
+                    config_.health ? std::vector<std::string>{std::string(kDraServiceV1), std::string(kDraHealthServiceV1)}
+                                   : std::vector<std::string>{std::string(kDraServiceV1)}),
       reg_server_(registration_) {}
 
 DraKubeletPlugin::~DraKubeletPlugin() { stop(); }
@@ -119,18 +121,28 @@ Status DraKubeletPlugin::start() {
   sc.cdi_dir = config_.cdi_dir;
   sc.allocate = config_.allocate;
   ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_));
-  dra_server_ = std::make_unique<PluginServer>(*service_);
+  std::vector<grpc::Service*> services{service_.get()};
+  if (config_.health) {
+    health_ = std::make_unique<DraHealthService>(config_.node_name, scan_, config_.health_refresh);
+    services.push_back(health_.get());
+  }
+  dra_server_ = std::make_unique<PluginServer>(std::move(services));
   // The kubelet creates its registry directory at start; an agent that comes first makes it too
   // (mode 0755, as the kubelet's plugin watcher would).
   ::mkdir(config_.registry_dir.c_str(), 0755);
   ERDMA_TRY_ASSIGN(files_, common::FileWatch::open());
   // The service first: the kubelet may call it as soon as it has read GetInfo.
   if (auto s = serve_dra(); !s) {
+    dra_server_.reset();
+    health_.reset();
     service_.reset();
     return s;
   }
   if (auto s = serve_registration(); !s) {
+    if (health_) health_->stop();
     dra_server_->stop(config_.shutdown_grace);
+    dra_server_.reset();
+    health_.reset();
     service_.reset();
     return s;
   }
@@ -146,10 +158,16 @@ void DraKubeletPlugin::stop() {
   if (thread_.joinable()) thread_.join();
   // Registration first: the kubelet stops sending new work before the service goes.
   reg_server_.stop(config_.shutdown_grace);
+  if (health_) health_->stop();  // open health streams end now, not at the grace deadline
   if (dra_server_) dra_server_->stop(config_.shutdown_grace);
   log::info("DRA driver stopped").kv("driver", config_.driver);
   dra_server_.reset();
+  health_.reset();
   service_.reset();
+}
+
+void DraKubeletPlugin::devices_changed() {
+  if (health_) health_->notify();
 }
 
 void DraKubeletPlugin::loop() {

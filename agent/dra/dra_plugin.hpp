@@ -9,7 +9,7 @@
 // (pkg/kubelet/cm/dra/plugin) takes `name` as the driver, `endpoint` as the service socket it
 // dials ("unix:" + endpoint) and `supported_versions` as the gRPC services served there, of which
 // it knows "v1.DRAPlugin" and "v1beta1.DRAPlugin" (and "v1.DRAResourceHealth" /
-// "v1alpha1.DRAResourceHealth" as the optional health service). A kubelet restart does not delete
+// "v1alpha1.DRAResourceHealth" as the optional health service, which it watches when listed). A kubelet restart does not delete
 // the registry's sockets; it finds them again. Removing the registration socket deregisters the
 // driver, so the loop serves a new one at once when that happens.
 #pragma once
@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/dra/dra_health.hpp"
 #include "agent/dra/dra_service.hpp"
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/proto/pluginregistration_v1.grpc.pb.h"
@@ -76,6 +77,8 @@ struct DraPluginConfig {
   std::string plugin_dir;                              // "" = <kKubeletPluginsDir>/<driver>
   std::string cdi_dir{kCdiSpecDir};
   AllocateOptions allocate;
+  bool health = true;                                  // serve v1.DRAResourceHealth beside the DRA service
+  std::chrono::milliseconds health_refresh{10000};     // health list sent at least this often
   std::chrono::milliseconds socket_check{1000};        // own sockets' inode check (inotify's backstop)
   std::chrono::milliseconds shutdown_grace{500};
 
@@ -101,6 +104,11 @@ class DraKubeletPlugin {
   // stay in the checkpoint for the next start). Bounded; idempotent.
   void stop();
 
+  // The cards may have changed (call after each device scan): the health stream sends the list
+  // when it differs. Thread-safe, but not concurrent with start() or stop(); a no-op when not
+  // started.
+  void devices_changed();
+
   [[nodiscard]] RegistrationState registration() const { return registration_.state(); }
   // Null before a successful start().
   [[nodiscard]] DraService* service() noexcept { return service_.get(); }
@@ -118,6 +126,7 @@ class DraKubeletPlugin {
   DeviceScanFn scan_;
   RegistrationService registration_;
   std::unique_ptr<DraService> service_;
+  std::unique_ptr<DraHealthService> health_;
   std::unique_ptr<PluginServer> dra_server_;
   PluginServer reg_server_;
   std::optional<common::FileWatch> files_;

@@ -200,7 +200,7 @@ TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin; the ku
   CHECK(info.name() == kDriver);
   CHECK(info.endpoint() == f.dirs.config().dra_socket());
   CHECK(std::vector<std::string>(info.supported_versions().begin(), info.supported_versions().end()) ==
-        std::vector<std::string>{"v1.DRAPlugin"});
+        (std::vector<std::string>{"v1.DRAPlugin", "v1.DRAResourceHealth"}));
   CHECK(f.dirs.config().registration_socket() == (f.dirs.root / "plugins_registry" / "erdma.aliyun.com-reg.sock").string());
   CHECK_FALSE(f.plugin->registration().notified);
 
@@ -435,6 +435,46 @@ TEST_CASE("the registration socket removed (as by hand or a cleanup) is served a
   grpc::ClientContext ctx;
   REQUIRE(k.reg->GetInfo(&ctx, regpb::InfoRequest(), &info).ok());
   CHECK(info.name() == kDriver);
+}
+
+TEST_CASE("the health stream: every card by its device name, again when one goes down; stop ends it") {
+  Dirs dirs;
+  MapApi api;
+  std::mutex mu;
+  std::vector<RdmaDevice> now = cards();
+  auto cfg = dirs.config();
+  cfg.health_refresh = std::chrono::hours(1);  // only changes send
+  DraKubeletPlugin plugin(cfg, api, [&] {
+    std::lock_guard lock(mu);
+    return now;
+  });
+  REQUIRE(plugin.start().ok());
+  auto stub = healthpb::DRAResourceHealth::NewStub(
+      grpc::CreateChannel("unix:" + cfg.dra_socket(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->NodeWatchResources(&ctx, healthpb::NodeWatchResourcesRequest());
+  healthpb::NodeWatchResourcesResponse r;
+  REQUIRE(stream->Read(&r));
+  REQUIRE(r.devices_size() == 2);
+  CHECK(r.devices(0).device().pool_name() == kNode);
+  CHECK(r.devices(0).device().device_name() == "erdma-0");
+  CHECK(r.devices(0).health() == healthpb::HEALTHY);
+  CHECK(r.devices(1).health() == healthpb::HEALTHY);
+  CHECK(r.devices(0).last_updated_time() > 0);
+
+  plugin.devices_changed();  // nothing changed: nothing sent
+  {
+    std::lock_guard lock(mu);
+    now[0].ports[0].state = PortState::Down;
+  }
+  plugin.devices_changed();
+  REQUIRE(stream->Read(&r));
+  CHECK(r.devices(0).health() == healthpb::UNHEALTHY);
+  CHECK(r.devices(0).message().find("DOWN") != std::string::npos);
+  CHECK(r.devices(1).health() == healthpb::HEALTHY);
+
+  plugin.stop();
+  CHECK_FALSE(stream->Read(&r));
 }
 
 }  // namespace
