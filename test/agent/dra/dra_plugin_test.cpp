@@ -189,7 +189,7 @@ struct Fixture {
   }
 };
 
-TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin; the kubelet's verdict is kept") {
+TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin and the kubelet's verdict is kept") {
   Fixture f;
   regpb::PluginInfo info;
   {
@@ -225,7 +225,7 @@ TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin; the ku
   CHECK(f.plugin->registration().error.empty());
 }
 
-TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids answered, recorded; again = same") {
+TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids answered, recorded, and again the same") {
   Fixture f;
   f.api.put(claim(1, json::array({result("nics", "erdma-1")})));
   const auto resp = f.kubelet->prepare({ref(1)});
@@ -291,7 +291,7 @@ TEST_CASE("a claim of two drivers: only this driver's device is prepared and ans
   CHECK(one.devices(0).device_name() == "erdma-0");
 }
 
-TEST_CASE("per-claim errors: recreated, not allocated, device not on the node, API down; the others are prepared") {
+TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, API down) and the others prepared") {
   Fixture f;
   json recreated = claim(4, json::array({result("r", "erdma-0")}));
   recreated["metadata"]["uid"] = uid(44);
@@ -323,7 +323,7 @@ TEST_CASE("per-claim errors: recreated, not allocated, device not on the node, A
   CHECK(f.plugin->service()->checkpoint().claims.size() == 1);
 }
 
-TEST_CASE("restart keeps prepared claims; unprepare then removes spec and record; unknown claims are fine") {
+TEST_CASE("restart keeps prepared claims, unprepare then removes spec and record, unknown claims are fine") {
   Fixture f;
   f.api.put(claim(10, json::array({result("r", "erdma-0")})));
   const auto first = f.kubelet->prepare({ref(10)});
@@ -353,7 +353,7 @@ TEST_CASE("a spec file gone while the claim is recorded (reboot empties /var/run
   CHECK(fs::exists(f.dirs.spec(12)));
 }
 
-TEST_CASE("start: a corrupt checkpoint refuses to start and deletes nothing; stale specs are removed") {
+TEST_CASE("start: a corrupt checkpoint refuses to start and deletes nothing, stale specs are removed") {
   Dirs dirs;
   MapApi api;
   const auto cfg = dirs.config();
@@ -437,7 +437,7 @@ TEST_CASE("the registration socket removed (as by hand or a cleanup) is served a
   CHECK(info.name() == kDriver);
 }
 
-TEST_CASE("the health stream: every card by its device name, again when one goes down; stop ends it") {
+TEST_CASE("the health stream: every card by its device name, again when one goes down, stop ends it") {
   Dirs dirs;
   MapApi api;
   std::mutex mu;
