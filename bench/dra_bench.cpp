@@ -8,7 +8,9 @@
 // checkpoint are fsynced, so the file system matters), then: N calls of one claim each (a pod with
 // one claim: GET, decide, spec write, checkpoint write), the same N calls again (answered from the
 // checkpoint), one call with all N claims, and N unprepare calls. Prints p50 / p99 / max per call
-// over all runs, and the batch call's total.
+// over all runs, and the batch call's total. For comparison, the device plugin's Allocate and
+// PreStartContainer for the same number of containers (one slot each, on its real socket, with a
+// PreStartContainer hook that does nothing: the plugin's own cost, not SMC-R's pod setup).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,12 +19,15 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 
 #include "agent/dra/dra_plugin.hpp"
+#include "agent/plugin/plugin_runtime.hpp"
+#include "test/fakes/fake_rdma_devices.hpp"
 #include "common/log.hpp"
 
 namespace {
@@ -67,6 +72,13 @@ RdmaDevice card(int i) {
   d.ports.push_back(RdmaPort{1, PortState::Active, "Ethernet", {}});
   return d;
 }
+
+class NoopHook final : public PreStartHook {
+ public:
+  Status pre_start(const std::vector<std::string>&, const std::vector<std::string>&, Clock::time_point) override {
+    return {};
+  }
+};
 
 double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
@@ -161,6 +173,49 @@ int main(int argc, char** argv) {
     plugin.stop();
     std::filesystem::remove_all(root);
   }
+  // The device plugin, for comparison: no kubelet to register with, which it keeps retrying
+  // meanwhile; its socket is served all the same.
+  std::vector<double> alloc, prestart;
+  for (int run = 0; run < runs; ++run) {
+    std::string tmpl = base + "/erdma-dp-bench-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return 1;
+    AgentConfig acfg;
+    acfg.device_plugin_dir = tmpl;
+    acfg.slots_per_device = 1000;
+    acfg.rescan_seconds = 3600;
+    acfg.metrics_listen = "";
+    agent::testing::FakeRdmaDevices devices({card(0), card(1)});
+    NoopHook hook;
+    PluginRuntime runtime(acfg, devices, hook, nullptr);
+    if (!runtime.start().ok()) return 1;
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    while (!std::filesystem::exists(acfg.plugin_socket_path())) {
+      if (Clock::now() > deadline) return 1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    auto stub = v1beta1::DevicePlugin::NewStub(
+        grpc::CreateChannel("unix:" + acfg.plugin_socket_path(), grpc::InsecureChannelCredentials()));
+    for (int n = 0; n < claims; ++n) {
+      const std::string id = slot_id(n % 2 ? "erdma_1" : "erdma_0", static_cast<unsigned>(n));
+      v1beta1::AllocateRequest areq;
+      areq.add_container_requests()->add_devices_ids(id);
+      v1beta1::AllocateResponse aresp;
+      grpc::ClientContext actx;
+      auto t0 = Clock::now();
+      if (!stub->Allocate(&actx, areq, &aresp).ok()) return 1;
+      alloc.push_back(us(Clock::now() - t0));
+      v1beta1::PreStartContainerRequest preq;
+      preq.add_devices_ids(id);
+      v1beta1::PreStartContainerResponse presp;
+      grpc::ClientContext pctx;
+      t0 = Clock::now();
+      if (!stub->PreStartContainer(&pctx, preq, &presp).ok()) return 1;
+      prestart.push_back(us(Clock::now() - t0));
+    }
+    runtime.stop();
+    std::filesystem::remove_all(tmpl);
+  }
+
   std::printf("dra_bench: %d claims x %d runs, files under %s\n", claims, runs, base.c_str());
   print("NodePrepareResources, 1 claim, new", first);
   print("NodePrepareResources, 1 claim, prepared", again);
@@ -169,5 +224,7 @@ int main(int argc, char** argv) {
   for (double b : batch) per_claim.push_back(b / claims);
   print("NodePrepareResources, all claims in one call", batch);
   print("  the same, per claim", per_claim);
+  print("device plugin Allocate, 1 container, 1 slot", alloc);
+  print("device plugin PreStartContainer (no-op hook)", prestart);
   return 0;
 }
