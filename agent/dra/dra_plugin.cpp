@@ -120,6 +120,8 @@ Status DraKubeletPlugin::start() {
   sc.plugin_dir = config_.plugin_dir_or_default();
   sc.cdi_dir = config_.cdi_dir;
   sc.allocate = config_.allocate;
+  sc.report_status = config_.report_status;
+  sc.networks = config_.networks;
   ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_));
   std::vector<grpc::Service*> services{service_.get()};
   if (config_.health) {

@@ -77,6 +77,8 @@ struct DraPluginConfig {
   std::string plugin_dir;                              // "" = <kKubeletPluginsDir>/<driver>
   std::string cdi_dir{kCdiSpecDir};
   AllocateOptions allocate;
+  bool report_status = false;                          // DraServiceConfig::report_status
+  CardNetworkFn networks;
   bool health = true;                                  // serve v1.DRAResourceHealth beside the DRA service
   std::chrono::milliseconds health_refresh{10000};     // health list sent at least this often
   std::chrono::milliseconds socket_check{1000};        // own sockets' inode check (inotify's backstop)

@@ -202,7 +202,37 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
       .kv("uid", c.uid())
       .kv("mode", to_string(plan->mode))
       .kv("cards", common::join(spec->cards, ","));
+  lock.unlock();
+  if (config_.report_status) report_status(c, std::move(*object), decision->claim);
   return out;
+}
+
+void DraService::report_status(const drapb::Claim& c, nlohmann::json object, const PreparedClaim& claim) {
+  auto count = [&](bool ok, const std::string& why) {
+    std::lock_guard lock(mu_);
+    ++(ok ? counters_.status_reports : counters_.status_errors);
+    if (!ok) log::warn("claim's device status not written").kv("uid", c.uid()).kv("error", why);
+  };
+  auto entries = device_status_entries(claim, config_.networks ? config_.networks() : std::map<std::string, CardNetwork>{},
+                                       config_.driver);
+  if (!entries) return count(false, entries.error().message);
+  const std::string path = claim_path(c.namespace_(), c.name()) + "/status";
+  // Two tries: a 409 (someone else wrote the claim meanwhile) is answered with a fresh read.
+  for (int attempt = 0;; ++attempt) {
+    const auto merged = merged_device_status(object, *entries, config_.driver);
+    const auto st = object.find("status");
+    if (st != object.end() && st->is_object() && st->value("devices", nlohmann::json::array()) == merged) {
+      return count(true, "");  // already says so
+    }
+    object["status"]["devices"] = merged;
+    auto put = api_.replace(path, object);
+    if (put) return count(true, "");
+    if (put.error().code != ErrorCode::FailedPrecondition || attempt > 0) return count(false, put.error().message);
+    auto fresh = api_.get(claim_path(c.namespace_(), c.name()));
+    if (!fresh) return count(false, fresh.error().message);
+    object = std::move(*fresh);
+    if (object.value(nlohmann::json::json_pointer("/metadata/uid"), std::string()) != c.uid()) return count(false, "the claim was recreated");
+  }
 }
 
 std::string DraService::unprepare_one(const drapb::Claim& c) {

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,12 +39,21 @@ using DeviceScanFn = std::function<std::vector<RdmaDevice>()>;
 
 inline constexpr std::string_view kCheckpointFile = "checkpoint.json";
 
+// Per card, the network facts a claim's status.devices[].networkData reports (dra_claim.hpp).
+using CardNetworkFn = std::function<std::map<std::string, CardNetwork>()>;
+
 struct DraServiceConfig {
   std::string driver{contract::kDraDriverName};
   std::string pool;             // this node's pool: the node name (dra_slices SliceFacts pool_name)
   std::string plugin_dir;       // /var/lib/kubelet/plugins/<driver>: holds the checkpoint
   std::string cdi_dir{kCdiSpecDir};
   AllocateOptions allocate;     // what the CDI specs give (cdi_spec.hpp)
+  // After preparing a claim, write this driver's entries of its status.devices (PUT
+  // resourceclaims/<name>/status; needs RBAC update on resourceclaims/status and
+  // associated-node:update on resourceclaims/driver for the driver's name). A failure is logged
+  // and counted; the claim stays prepared.
+  bool report_status = false;
+  CardNetworkFn networks;       // null = entries without networkData
 };
 
 // Counters for metrics and tests. Monotonic.
@@ -54,6 +64,8 @@ struct DraCounters {
   uint64_t unprepared = 0;      // claims unprepared (record removed)
   uint64_t unprepare_errors = 0;
   uint64_t spec_writes = 0;     // CDI spec files written
+  uint64_t status_reports = 0;  // claims whose status.devices were written
+  uint64_t status_errors = 0;
 };
 
 class DraService final : public drapb::DRAPlugin::Service {
@@ -92,6 +104,8 @@ class DraService final : public drapb::DRAPlugin::Service {
   // Under mu_: the answer for a recorded claim, rewriting a spec file that went missing.
   Result<bool> answer_recorded(const std::string& uid, drapb::NodePrepareResourceResponse& out);
   Status write_checkpoint(const Checkpoint& next);
+  // Outside mu_: this driver's status.devices entries for a claim just prepared.
+  void report_status(const drapb::Claim& c, nlohmann::json object, const PreparedClaim& claim);
 
   const DraServiceConfig config_;
   kube::Api& api_;

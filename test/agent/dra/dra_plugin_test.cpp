@@ -60,7 +60,30 @@ class MapApi final : public kube::Api {
     return it->second;
   }
   Result<json> create(std::string_view, const json&) override { return make_error(ErrorCode::Internal, "unused"); }
-  Result<json> replace(std::string_view, const json&) override { return make_error(ErrorCode::Internal, "unused"); }
+  // PUT .../status: stored as the claim; `conflicts` answers that many with 409 first.
+  Result<json> replace(std::string_view path, const json& object) override {
+    std::lock_guard lock(mu_);
+    ++puts_;
+    if (!path.ends_with("/status")) return make_error(ErrorCode::Internal, "unused");
+    if (conflicts_ > 0) {
+      --conflicts_;
+      return make_error(ErrorCode::FailedPrecondition, "PUT " + std::string(path) + ": 409 Conflict");
+    }
+    claims_[std::string(path.substr(0, path.size() - 7))] = object;
+    return object;
+  }
+  void conflict_next(int n) {
+    std::lock_guard lock(mu_);
+    conflicts_ = n;
+  }
+  int puts() const {
+    std::lock_guard lock(mu_);
+    return puts_;
+  }
+  json at(const std::string& path) const {
+    std::lock_guard lock(mu_);
+    return claims_.at(path);
+  }
   Status remove(std::string_view, std::string_view) override { return make_error(ErrorCode::Internal, "unused"); }
 
  private:
@@ -68,6 +91,8 @@ class MapApi final : public kube::Api {
   std::map<std::string, json> claims_;
   std::string down_;
   int gets_ = 0;
+  int puts_ = 0;
+  int conflicts_ = 0;
 };
 
 std::string uid(int n) {
@@ -435,6 +460,32 @@ TEST_CASE("the registration socket removed (as by hand or a cleanup) is served a
   grpc::ClientContext ctx;
   REQUIRE(k.reg->GetInfo(&ctx, regpb::InfoRequest(), &info).ok());
   CHECK(info.name() == kDriver);
+}
+
+TEST_CASE("with report_status the claim's status.devices get this driver's entries with networkData") {
+  Dirs dirs;
+  MapApi api;
+  auto cfg = dirs.config();
+  cfg.report_status = true;
+  cfg.networks = [] {
+    return std::map<std::string, CardNetwork>{{"erdma_1", CardNetwork{"eth1", {"10.0.1.5/24"}, "00:16:3e:00:00:02"}}};
+  };
+  DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+  REQUIRE(plugin.start().ok());
+  Kubelet k(cfg);
+  json c = claim(30, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-1")}));
+  c["status"]["devices"] = json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "gpu-0"}}});
+  api.put(c);
+  api.conflict_next(1);  // someone wrote the claim meanwhile: read again, write again
+  REQUIRE(k.prepare({ref(30)}).claims().at(uid(30)).error().empty());
+  const json stored = api.at(claim_path("team-a", "claim-30"));
+  REQUIRE(stored["status"]["devices"].size() == 2);
+  CHECK(stored["status"]["devices"][0]["driver"] == "gpu.example.com");
+  CHECK(stored["status"]["devices"][1] ==
+        json::parse(R"({"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-1",
+                        "networkData":{"interfaceName":"eth1","ips":["10.0.1.5/24"],"hardwareAddress":"00:16:3e:00:00:02"}})"));
+  CHECK(plugin.service()->counters().status_reports == 1);
+  CHECK(api.puts() == 2);
 }
 
 TEST_CASE("the health stream: every card by its device name, again when one goes down, stop ends it") {
