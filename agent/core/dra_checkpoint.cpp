@@ -196,9 +196,11 @@ uint32_t crc32(std::string_view bytes) noexcept {
 std::string encode_checkpoint(const Checkpoint& checkpoint) {
   Checkpoint cp;
   for (const auto& [uid, c] : checkpoint.claims) cp.claims.emplace(uid, normalized(c));
-  json doc = body_of(cp);
-  doc["checksum"] = std::string(kChecksumPrefix) + hex8(crc32(doc.dump()));
-  return doc.dump(1) + "\n";
+  // One serialization: the compact body is what the checksum covers, and "checksum" sorts before
+  // "claims", so the file is that body with the checksum member put in front (the same bytes
+  // nlohmann would write for the whole object). Every prepare and unprepare writes the file.
+  const std::string body = body_of(cp).dump();
+  return "{\"checksum\":\"" + std::string(kChecksumPrefix) + hex8(crc32(body)) + "\"," + body.substr(1) + "\n";
 }
 
 Result<Checkpoint> decode_checkpoint(std::string_view text) {
