@@ -51,7 +51,7 @@ Status PluginServer::start(const std::string& socket_path, std::chrono::millisec
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + socket_path, grpc::InsecureServerCredentials());
   builder.SetMaxReceiveMessageSize(kMaxReceiveBytes);
-  builder.RegisterService(&service_);
+  for (auto* service : services_) builder.RegisterService(service);
   auto server = builder.BuildAndStart();
   if (!server) {
     return make_error(ErrorCode::Unavailable, "cannot serve on " + socket_path +

@@ -1,14 +1,16 @@
-// The gRPC server behind the plugin socket, and the Register call to kubelet.
+// The gRPC server behind a plugin socket, and the device plugin's Register call to kubelet.
 //
 // A gRPC server cannot re-bind a unix socket whose file was deleted, so "recreating the socket"
-// after a kubelet restart means a new server instance serving the same service object (whose
-// state lives in DeviceState, untouched by restarts).
+// after a kubelet restart means a new server instance serving the same service objects (whose
+// state lives outside the server, untouched by restarts: DeviceState for the device plugin, the
+// checkpoint for the DRA driver).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <sys/types.h>
 
@@ -21,7 +23,10 @@ namespace erdma::agent {
 
 class PluginServer {
  public:
-  explicit PluginServer(DevicePluginService& service) : service_(service) {}
+  // Serves one service (the device plugin), or several on one socket (the DRA driver's). The
+  // services must outlive the server.
+  explicit PluginServer(grpc::Service& service) : services_{&service} {}
+  explicit PluginServer(std::vector<grpc::Service*> services) : services_(std::move(services)) {}
   ~PluginServer();
   PluginServer(const PluginServer&) = delete;
   PluginServer& operator=(const PluginServer&) = delete;
@@ -40,7 +45,7 @@ class PluginServer {
   [[nodiscard]] bool socket_is_ours() const;
 
  private:
-  DevicePluginService& service_;
+  std::vector<grpc::Service*> services_;
   std::unique_ptr<grpc::Server> server_;
   std::string path_;
   dev_t dev_ = 0;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -205,6 +206,40 @@ Result<bool> SafeDir::write_atomically(const std::string& name, const std::strin
   }
   ::fsync(fd_.get());  // makes the rename itself durable; a failure here loses nothing readers see
   return true;
+}
+
+Result<bool> SafeDir::remove(const std::string& name) const {
+  if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+    return make_error(ErrorCode::InvalidArgument, "\"" + name + "\" is not a file name");
+  }
+  if (::unlinkat(fd_.get(), name.c_str(), 0) != 0) {
+    if (errno == ENOENT) return false;
+    return io_error(errno, "removing " + path_ + "/" + name);
+  }
+  ::fsync(fd_.get());
+  return true;
+}
+
+Result<std::vector<std::string>> SafeDir::list() const {
+  // A descriptor of our own: readdir moves the offset, and closedir closes what it was given.
+  const int fd = ::openat(fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error(errno, "opening " + path_);
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int e = errno;
+    ::close(fd);
+    return io_error(e, "reading " + path_);
+  }
+  std::vector<std::string> names;
+  errno = 0;
+  while (const dirent* ent = ::readdir(dir)) {
+    const std::string n = ent->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  const int e = errno;
+  ::closedir(dir);
+  if (e != 0) return io_error(e, "reading " + path_);
+  return names;
 }
 
 }  // namespace erdma::agent

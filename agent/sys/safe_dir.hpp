@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 #include <sys/types.h>
 
 #include "common/result.hpp"
@@ -49,6 +50,13 @@ class SafeDir {
   // Readers see the old file or the new one, never a part. Never leaves the temporary file behind.
   // Errors name the path: PermissionDenied / Unavailable.
   [[nodiscard]] Result<bool> write_atomically(const std::string& name, const std::string& content, mode_t mode) const;
+
+  // Removes the file `name` (never a directory; a symbolic link is removed, not followed). Returns
+  // false when there was nothing to remove. The directory is fsynced after. Errors name the path.
+  [[nodiscard]] Result<bool> remove(const std::string& name) const;
+
+  // The names of the directory's entries ("." and ".." left out), in no particular order.
+  [[nodiscard]] Result<std::vector<std::string>> list() const;
 
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
   [[nodiscard]] int fd() const noexcept { return fd_.get(); }

@@ -69,6 +69,15 @@ TEST_CASE("a checkpoint round-trips, canonical and byte-for-byte stable") {
   CHECK(empty->claims.empty());
 }
 
+TEST_CASE("the file is one compact JSON object with sorted keys, its checksum over the other members") {
+  const std::string text = encode_checkpoint(with_claim(with_claim({}, claim_b()), claim_a()));
+  const json doc = json::parse(text);
+  CHECK(doc.dump() + "\n" == text);  // exactly what nlohmann writes for the object
+  CHECK(doc.begin().key() == "checksum");
+  CHECK(resigned(doc) + "\n" == text);
+  CHECK(encode_checkpoint({}) == resigned(json{{"kind", kCheckpointKind}, {"version", 1}, {"claims", json::array()}}) + "\n");
+}
+
 TEST_CASE("decode refuses corrupt, foreign and unknown-version checkpoints with a clear error") {
   const Checkpoint cp = with_claim(with_claim({}, claim_a()), claim_b());
   const std::string text = encode_checkpoint(cp);

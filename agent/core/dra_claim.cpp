@@ -1,0 +1,334 @@
+// A claim's preparation plan and its device status entries (see dra_claim.hpp).
+#include "agent/core/dra_claim.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "agent/core/dra_slices.hpp"
+#include "common/text.hpp"
+
+namespace erdma::agent {
+namespace {
+
+using common::json_quote;
+using nlohmann::json;
+
+std::string ref_text(const ClaimRef& r) { return "claim " + r.ns + "/" + r.name + " (" + r.uid + ")"; }
+
+std::string base_request(std::string_view request) { return std::string(request.substr(0, request.find('/'))); }
+
+// A string member, or InvalidArgument naming where it should be.
+Result<std::string> string_at(const json& obj, const char* key, const std::string& where) {
+  const auto it = obj.find(key);
+  if (it == obj.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
+    return make_error(ErrorCode::InvalidArgument, where + "." + key + " is missing or not a non-empty string");
+  }
+  return it->get<std::string>();
+}
+
+// Whether a config's `requests` list covers an allocation result's request ("main" or "main/sub").
+bool applies_to(const json& requests, const std::string& request) {
+  if (requests.empty()) return true;
+  const std::string base = base_request(request);
+  return std::any_of(requests.begin(), requests.end(), [&](const json& r) {
+    return r.is_string() && (r.get_ref<const std::string&>() == request || r.get_ref<const std::string&>() == base);
+  });
+}
+
+struct OurConfig {
+  bool from_claim = false;
+  json requests;  // array
+  ClaimMode mode = ClaimMode::Rdma;
+};
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 3 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool is_ipv6_text(std::string_view s) {
+  if (s.size() < 2 || s.size() > 45 || s.find(':') == std::string_view::npos) return false;
+  if (std::count(s.begin(), s.end(), ':') > 7) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F') || c == ':' || c == '.';
+  });
+}
+
+// "10.0.0.5/24" or "2001:db8::5/64": an address and a prefix length that fits it.
+bool is_cidr(std::string_view s) {
+  const auto slash = s.find('/');
+  if (slash == std::string_view::npos) return false;
+  const auto addr = s.substr(0, slash);
+  const auto prefix = s.substr(slash + 1);
+  if (!all_digits(prefix) || (prefix.size() > 1 && prefix[0] == '0')) return false;
+  const int bits = std::stoi(std::string(prefix));
+  if (is_ipv4_address(addr)) return bits <= 32;
+  return is_ipv6_text(addr) && bits <= 128;
+}
+
+}  // namespace
+
+std::string_view to_string(ClaimMode mode) noexcept { return mode == ClaimMode::Smcr ? "smcr" : "rdma"; }
+
+Result<ClaimMode> parse_erdma_config(const json& parameters) {
+  const std::string allowed = "{\"apiVersion\": \"" + std::string(kErdmaConfigApiVersion) + "\", \"kind\": \"" +
+                              std::string(kErdmaConfigKind) + "\", \"mode\": \"rdma\" or \"smcr\"}";
+  if (!parameters.is_object()) {
+    return make_error(ErrorCode::InvalidArgument, "opaque parameters must be a JSON object " + allowed);
+  }
+  for (const auto& item : parameters.items()) {
+    if (item.key() != "apiVersion" && item.key() != "kind" && item.key() != "mode") {
+      return make_error(ErrorCode::InvalidArgument, "opaque parameters: unknown member " + json_quote(item.key()) +
+                                                        "; the driver reads exactly " + allowed);
+    }
+  }
+  auto member = [&](const char* key) -> Result<std::string> {
+    const auto it = parameters.find(key);
+    if (it == parameters.end() || !it->is_string()) {
+      return make_error(ErrorCode::InvalidArgument,
+                        std::string("opaque parameters: \"") + key + "\" is missing or not a string; write " + allowed);
+    }
+    return it->get<std::string>();
+  };
+  ERDMA_TRY_ASSIGN(const auto api_version, member("apiVersion"));
+  if (api_version != kErdmaConfigApiVersion) {
+    return make_error(ErrorCode::InvalidArgument, "opaque parameters: apiVersion " + json_quote(api_version) +
+                                                      " is not one this agent reads (" +
+                                                      std::string(kErdmaConfigApiVersion) + ")");
+  }
+  ERDMA_TRY_ASSIGN(const auto kind, member("kind"));
+  if (kind != kErdmaConfigKind) {
+    return make_error(ErrorCode::InvalidArgument, "opaque parameters: kind " + json_quote(kind) + " is not " +
+                                                      std::string(kErdmaConfigKind));
+  }
+  ERDMA_TRY_ASSIGN(const auto mode, member("mode"));
+  if (mode == "rdma") return ClaimMode::Rdma;
+  if (mode == "smcr") return ClaimMode::Smcr;
+  return make_error(ErrorCode::InvalidArgument,
+                    "opaque parameters: mode " + json_quote(mode) + " is neither \"rdma\" nor \"smcr\"");
+}
+
+Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::vector<RdmaDevice>& cards,
+                             std::string_view pool, std::string_view driver) {
+  const std::string who = ref_text(ref);
+  if (!claim.is_object() || !claim.contains("metadata") || !claim["metadata"].is_object()) {
+    return make_error(ErrorCode::InvalidArgument, who + ": the API server's answer is not a ResourceClaim (no metadata)");
+  }
+  const json& meta = claim["metadata"];
+  const std::string uid = meta.value("uid", std::string());
+  if (uid != ref.uid) {
+    return make_error(ErrorCode::FailedPrecondition,
+                      who + ": the API server holds a claim of that name with UID " + json_quote(uid) +
+                          ": the claim was deleted and created again; the kubelet prepares the new one for the "
+                          "pod that uses it");
+  }
+  const json* alloc = nullptr;
+  if (const auto st = claim.find("status"); st != claim.end() && st->is_object()) {
+    if (const auto a = st->find("allocation"); a != st->end() && a->is_object()) alloc = &*a;
+  }
+  if (alloc == nullptr) {
+    return make_error(ErrorCode::FailedPrecondition,
+                      who + " is not allocated (no status.allocation); the scheduler allocates it before the pod "
+                            "is bound to a node");
+  }
+  json results = json::array();
+  json configs = json::array();
+  if (const auto d = alloc->find("devices"); d != alloc->end()) {
+    if (!d->is_object()) return make_error(ErrorCode::InvalidArgument, who + ": status.allocation.devices is not an object");
+    results = d->value("results", json::array());
+    configs = d->value("config", json::array());
+    if (!results.is_array() || !configs.is_array()) {
+      return make_error(ErrorCode::InvalidArgument,
+                        who + ": status.allocation.devices.results and .config must be lists");
+    }
+  }
+
+  // This driver's configs, validated all, in the allocator's order.
+  std::vector<OurConfig> ours;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const json& c = configs[i];
+    const std::string where = who + ": status.allocation.devices.config[" + std::to_string(i) + "]";
+    if (!c.is_object()) return make_error(ErrorCode::InvalidArgument, where + " is not an object");
+    const auto op = c.find("opaque");
+    if (op == c.end() || op->is_null()) continue;  // a kind of config this driver does not know
+    if (!op->is_object()) return make_error(ErrorCode::InvalidArgument, where + ".opaque is not an object");
+    if (op->value("driver", std::string()) != driver) continue;
+    OurConfig oc;
+    const std::string source = c.value("source", std::string());
+    if (source == "FromClaim") {
+      oc.from_claim = true;
+    } else if (source != "FromClass") {
+      return make_error(ErrorCode::InvalidArgument, where + ": source " + json_quote(source) +
+                                                        " is neither FromClass nor FromClaim");
+    }
+    oc.requests = c.value("requests", json::array());
+    if (!oc.requests.is_array()) return make_error(ErrorCode::InvalidArgument, where + ".requests is not a list");
+    const auto params = op->find("parameters");
+    if (params == op->end()) {
+      return make_error(ErrorCode::InvalidArgument, where + ".opaque.parameters is missing");
+    }
+    if (params->dump().size() > kMaxOpaqueParametersBytes) {
+      return make_error(ErrorCode::InvalidArgument, where + ".opaque.parameters is larger than 10 KiB");
+    }
+    auto mode = parse_erdma_config(*params);
+    if (!mode) {
+      return make_error(ErrorCode::InvalidArgument,
+                        where + " (" + (oc.from_claim ? "from the claim" : "from the DeviceClass") +
+                            "): " + mode.error().message);
+    }
+    oc.mode = *mode;
+    ours.push_back(std::move(oc));
+  }
+
+  // The cards by the device name they are published under.
+  std::map<std::string, std::string> card_of;
+  for (const auto& c : cards) {
+    if (auto name = dra_device_name(c.name)) card_of.emplace(*name, c.name);
+  }
+
+  ClaimPlan plan;
+  plan.ref = ref;
+  std::map<std::pair<std::string, std::string>, ClaimDevice> devices;  // (pool, device)
+  std::optional<ClaimMode> claim_mode;
+  std::string first_request;
+  size_t others = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const json& r = results[i];
+    const std::string where = who + ": status.allocation.devices.results[" + std::to_string(i) + "]";
+    if (!r.is_object()) return make_error(ErrorCode::InvalidArgument, where + " is not an object");
+    if (r.value("driver", std::string()) != driver) {
+      ++others;
+      continue;
+    }
+    ERDMA_TRY_ASSIGN(const std::string request, string_at(r, "request", where));
+    ERDMA_TRY_ASSIGN(const std::string rpool, string_at(r, "pool", where));
+    ERDMA_TRY_ASSIGN(const std::string device, string_at(r, "device", where));
+    if (rpool != pool) {
+      return make_error(ErrorCode::NotFound, who + ": device " + rpool + "/" + device + " is in pool " +
+                                                 json_quote(rpool) + ", not this node's pool " +
+                                                 json_quote(std::string(pool)) +
+                                                 "; the claim was allocated for another node");
+    }
+    const auto card = card_of.find(device);
+    if (card == card_of.end()) {
+      return make_error(ErrorCode::NotFound, who + ": device " + rpool + "/" + device +
+                                                 " is not on this node (no card is published under that name now; "
+                                                 "was the card removed or renamed?)");
+    }
+    // The mode: the last FromClaim config that applies, else the last FromClass one, else RDMA.
+    std::optional<ClaimMode> from_class, from_claim;
+    for (const auto& oc : ours) {
+      if (!applies_to(oc.requests, request)) continue;
+      (oc.from_claim ? from_claim : from_class) = oc.mode;
+    }
+    const ClaimMode mode = from_claim ? *from_claim : from_class ? *from_class : ClaimMode::Rdma;
+    if (claim_mode && *claim_mode != mode) {
+      return make_error(ErrorCode::InvalidArgument,
+                        who + " mixes modes: request " + json_quote(first_request) + " is " +
+                            std::string(to_string(*claim_mode)) + ", request " + json_quote(request) + " is " +
+                            std::string(to_string(mode)) +
+                            "; one claim is either RDMA or SMC-R: put the requests in two claims");
+    }
+    if (!claim_mode) {
+      claim_mode = mode;
+      first_request = request;
+    }
+    auto& d = devices[{rpool, device}];
+    d.pool = rpool;
+    d.device = device;
+    d.card = card->second;
+    const std::string base = base_request(request);
+    if (std::find(d.requests.begin(), d.requests.end(), base) == d.requests.end()) d.requests.push_back(base);
+  }
+  if (devices.empty()) {
+    return make_error(ErrorCode::FailedPrecondition,
+                      who + " has no device of driver " + std::string(driver) + " allocated" +
+                          (others > 0 ? " (" + std::to_string(others) + " of other drivers)" : std::string()));
+  }
+  if (others > 0) plan.notes.push_back(std::to_string(others) + " device(s) of other drivers left to them");
+  plan.mode = claim_mode.value_or(ClaimMode::Rdma);
+  for (auto& entry : devices) {
+    ClaimDevice& d = entry.second;
+    std::sort(d.requests.begin(), d.requests.end());
+    plan.cdi.cards.push_back(d.card);
+    plan.devices.push_back(std::move(d));
+  }
+  plan.cdi.uid = ref.uid;
+  plan.cdi.ns = ref.ns;
+  plan.cdi.name = ref.name;
+  plan.cdi.smcr = plan.mode == ClaimMode::Smcr;
+  return plan;
+}
+
+Result<PreparedClaim> prepared_claim(const ClaimPlan& plan, const CdiSpec& spec) {
+  PreparedClaim out;
+  out.uid = plan.ref.uid;
+  out.ns = plan.ref.ns;
+  out.name = plan.ref.name;
+  out.smcr = plan.mode == ClaimMode::Smcr;
+  out.cdi_spec_file = spec.file_name;
+  for (const auto& d : plan.devices) {
+    const auto id = spec.cdi_ids.find(d.card);
+    if (id == spec.cdi_ids.end()) {
+      return make_error(ErrorCode::Internal, ref_text(plan.ref) + ": the CDI spec has no device for card " + d.card);
+    }
+    out.devices.push_back(PreparedDevice{d.requests, d.pool, d.device, d.card, {id->second}});
+  }
+  return normalized(std::move(out));
+}
+
+Result<json> device_status_entries(const PreparedClaim& claim, const std::map<std::string, CardNetwork>& networks,
+                                   std::string_view driver) {
+  json out = json::array();
+  for (const auto& d : claim.devices) {
+    json entry = {{"driver", driver}, {"pool", d.pool}, {"device", d.device}};
+    const auto net = networks.find(d.card);
+    if (net != networks.end()) {
+      const CardNetwork& n = net->second;
+      const std::string where = "claim " + claim.ns + "/" + claim.name + ": card " + d.card + ": ";
+      if (n.interface_name.size() > 256) {
+        return make_error(ErrorCode::InvalidArgument, where + "interface name longer than 256 bytes");
+      }
+      if (n.ips.size() > 16) return make_error(ErrorCode::InvalidArgument, where + "more than 16 IPs");
+      if (n.hardware_address.size() > 128) {
+        return make_error(ErrorCode::InvalidArgument, where + "hardware address longer than 128 bytes");
+      }
+      std::set<std::string> seen;
+      for (const auto& ip : n.ips) {
+        if (!is_cidr(ip)) {
+          return make_error(ErrorCode::InvalidArgument, where + "IP " + json_quote(ip) +
+                                                            " is not an address with a prefix length (\"10.0.0.5/24\")");
+        }
+        if (!seen.insert(ip).second) return make_error(ErrorCode::InvalidArgument, where + "IP " + ip + " listed twice");
+      }
+      json nd = json::object();
+      if (!n.interface_name.empty()) nd["interfaceName"] = n.interface_name;
+      if (!n.ips.empty()) nd["ips"] = n.ips;
+      if (!n.hardware_address.empty()) nd["hardwareAddress"] = n.hardware_address;
+      if (!nd.empty()) entry["networkData"] = std::move(nd);
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+json merged_device_status(const json& claim, const json& entries, std::string_view driver) {
+  json out = json::array();
+  if (claim.is_object()) {
+    const auto st = claim.find("status");
+    if (st != claim.end() && st->is_object()) {
+      const auto devs = st->find("devices");
+      if (devs != st->end() && devs->is_array()) {
+        for (const auto& e : *devs) {
+          if (!e.is_object() || e.value("driver", std::string()) != driver) out.push_back(e);
+        }
+      }
+    }
+  }
+  if (entries.is_array()) {
+    for (const auto& e : entries) out.push_back(e);
+  }
+  return out;
+}
+
+}  // namespace erdma::agent

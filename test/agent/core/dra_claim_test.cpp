@@ -1,0 +1,201 @@
+// A ResourceClaim's preparation plan: UID check, this driver's results, the opaque config's mode
+// and its precedence, devices mapped back to cards; the status entries.
+#include "agent/core/dra_claim.hpp"
+
+#include <doctest/doctest.h>
+
+#include "test/fakes/fake_rdma_devices.hpp"
+
+namespace erdma::agent {
+namespace {
+using nlohmann::json;
+using testing::make_device;
+
+constexpr const char* kUid = "6f1c2a9e-0b7d-4c53-9a41-3e8b2d7f0c11";
+constexpr const char* kDriver = "erdma.aliyun.com";
+constexpr const char* kPool = "node-1";
+
+std::vector<RdmaDevice> node() {
+  return {make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0)};
+}
+
+ClaimRef ref() { return ClaimRef{"team-a", "train-0", kUid}; }
+
+json result(std::string request, std::string device, std::string driver = kDriver, std::string pool = kPool) {
+  return json{{"request", request}, {"driver", driver}, {"pool", pool}, {"device", device}};
+}
+
+json params(std::string mode) {
+  return json{{"apiVersion", "erdma.aliyun.com/v1alpha1"}, {"kind", "ErdmaConfig"}, {"mode", mode}};
+}
+
+json config(std::string source, std::string mode, json requests = json::array(), std::string driver = kDriver) {
+  json c = {{"source", source}, {"opaque", {{"driver", driver}, {"parameters", params(mode)}}}};
+  if (!requests.empty()) c["requests"] = requests;
+  return c;
+}
+
+json claim_of(json results, json configs = json::array(), std::string uid = kUid) {
+  json devices = {{"results", results}};
+  if (!configs.empty()) devices["config"] = configs;
+  return json{{"apiVersion", "resource.k8s.io/v1"},
+              {"kind", "ResourceClaim"},
+              {"metadata", {{"name", "train-0"}, {"namespace", "team-a"}, {"uid", uid}}},
+              {"status", {{"allocation", {{"devices", devices}}}}}};
+}
+
+TEST_CASE("plan_claim: an RDMA claim of two cards") {
+  auto plan = plan_claim(claim_of(json::array({result("nics", "erdma-1"), result("nics", "erdma-0")})), ref(), node(),
+                         kPool);
+  REQUIRE(plan.ok());
+  CHECK(plan->mode == ClaimMode::Rdma);
+  REQUIRE(plan->devices.size() == 2);
+  CHECK(plan->devices[0] == ClaimDevice{{"nics"}, kPool, "erdma-0", "erdma_0"});
+  CHECK(plan->devices[1] == ClaimDevice{{"nics"}, kPool, "erdma-1", "erdma_1"});
+  CHECK(plan->cdi.uid == kUid);
+  CHECK(plan->cdi.cards == std::vector<std::string>{"erdma_0", "erdma_1"});
+  CHECK_FALSE(plan->cdi.smcr);
+}
+
+TEST_CASE("plan_claim: errors, each with its code and the object it names") {
+  struct Case {
+    const char* name;
+    json claim;
+    ErrorCode code;
+    const char* says;
+  };
+  json not_allocated = claim_of(json::array());
+  not_allocated["status"].erase("allocation");
+  json bad_params = claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromClaim", "rdma")}));
+  bad_params["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["extra"] = 1;
+  json bad_kind = claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromClass", "rdma")}));
+  bad_kind["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["kind"] = "Other";
+  json bad_version = claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromClass", "rdma")}));
+  bad_version["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["apiVersion"] = "v2";
+  json bad_source = claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromSomewhere", "rdma")}));
+  const std::vector<Case> cases = {
+      {"UID differs: the claim was recreated", claim_of(json::array({result("r", "erdma-0")}), json::array(), "other-uid"),
+       ErrorCode::FailedPrecondition, "deleted and created again"},
+      {"not allocated", not_allocated, ErrorCode::FailedPrecondition, "not allocated"},
+      {"only other drivers' devices", claim_of(json::array({result("gpu", "gpu-0", "gpu.example.com")})),
+       ErrorCode::FailedPrecondition, "no device of driver erdma.aliyun.com"},
+      {"device not on the node", claim_of(json::array({result("r", "erdma-7")})), ErrorCode::NotFound, "erdma-7"},
+      {"another node's pool", claim_of(json::array({result("r", "erdma-0", kDriver, "node-2")})), ErrorCode::NotFound,
+       "node-2"},
+      {"unknown parameter member", bad_params, ErrorCode::InvalidArgument, "\"extra\""},
+      {"unknown kind", bad_kind, ErrorCode::InvalidArgument, "Other"},
+      {"unknown apiVersion", bad_version, ErrorCode::InvalidArgument, "v2"},
+      {"unknown mode", claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromClaim", "roce")})),
+       ErrorCode::InvalidArgument, "roce"},
+      {"unknown source", bad_source, ErrorCode::InvalidArgument, "FromSomewhere"},
+      {"mixed modes", claim_of(json::array({result("a", "erdma-0"), result("b", "erdma-1")}),
+                               json::array({config("FromClaim", "smcr", json::array({"b"}))})),
+       ErrorCode::InvalidArgument, "two claims"},
+      {"not a claim", json::array(), ErrorCode::InvalidArgument, "not a ResourceClaim"},
+      {"result without device", claim_of(json::array({json{{"request", "r"}, {"driver", kDriver}, {"pool", kPool}}})),
+       ErrorCode::InvalidArgument, ".device"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto plan = plan_claim(c.claim, ref(), node(), kPool);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error().code == c.code);
+    CHECK(plan.error().message.find(c.says) != std::string::npos);
+    CHECK(plan.error().message.find("team-a/train-0") != std::string::npos);
+  }
+}
+
+TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, later over earlier") {
+  struct Case {
+    const char* name;
+    json configs;
+    ClaimMode want;
+  };
+  const std::vector<Case> cases = {
+      {"no config: RDMA", json::array(), ClaimMode::Rdma},
+      {"class says smcr", json::array({config("FromClass", "smcr")}), ClaimMode::Smcr},
+      {"claim overrides class", json::array({config("FromClass", "smcr"), config("FromClaim", "rdma")}),
+       ClaimMode::Rdma},
+      {"claim overrides class whatever the order",
+       json::array({config("FromClaim", "smcr"), config("FromClass", "rdma")}), ClaimMode::Smcr},
+      {"within a source the later wins", json::array({config("FromClaim", "rdma"), config("FromClaim", "smcr")}),
+       ClaimMode::Smcr},
+      {"a config for another request does not apply",
+       json::array({config("FromClaim", "smcr", json::array({"other"}))}), ClaimMode::Rdma},
+      {"the main request name covers a subrequest", json::array({config("FromClaim", "smcr", json::array({"nics"}))}),
+       ClaimMode::Smcr},
+      {"another driver's config is ignored, even when it is not ours to read",
+       json::array({json{{"source", "FromClaim"}, {"opaque", {{"driver", "gpu.example.com"}, {"parameters", {{"x", 1}}}}}}}),
+       ClaimMode::Rdma},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto plan = plan_claim(claim_of(json::array({result("nics/fast", "erdma-0")}), c.configs), ref(), node(), kPool);
+    REQUIRE(plan.ok());
+    CHECK(plan->mode == c.want);
+    CHECK(plan->cdi.smcr == (c.want == ClaimMode::Smcr));
+    CHECK(plan->devices.at(0).requests == std::vector<std::string>{"nics"});  // subrequest stripped
+  }
+}
+
+TEST_CASE("plan_claim: a claim of two drivers prepares only this driver's devices") {
+  auto plan = plan_claim(claim_of(json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-1")})),
+                         ref(), node(), kPool);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->devices.size() == 1);
+  CHECK(plan->devices[0].card == "erdma_1");
+  CHECK(plan->notes.size() == 1);
+}
+
+TEST_CASE("plan_claim: one device for two requests is one device naming both") {
+  auto plan = plan_claim(claim_of(json::array({result("b", "erdma-0"), result("a", "erdma-0")})), ref(), node(), kPool);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->devices.size() == 1);
+  CHECK(plan->devices[0].requests == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("prepared_claim takes the CDI names and file from the spec") {
+  auto plan = plan_claim(claim_of(json::array({result("nics", "erdma-0")})), ref(), node(), kPool);
+  REQUIRE(plan.ok());
+  AllocateOptions opts;
+  auto spec = build_cdi_spec(plan->cdi, node(), opts);
+  REQUIRE(spec.ok());
+  auto prepared = prepared_claim(*plan, *spec);
+  REQUIRE(prepared.ok());
+  CHECK(prepared->cdi_spec_file == spec->file_name);
+  REQUIRE(prepared->devices.size() == 1);
+  CHECK(prepared->devices[0].cdi_ids == std::vector<std::string>{cdi_device_id(kDriver, kUid, "erdma_0")});
+  CHECK(decode_checkpoint(encode_checkpoint(with_claim({}, *prepared))).ok());
+}
+
+TEST_CASE("device_status_entries: networkData from card facts, limits checked") {
+  PreparedClaim c{kUid, "team-a", "train-0", false, "f.json",
+                  {PreparedDevice{{"r"}, kPool, "erdma-0", "erdma_0", {"x"}}, PreparedDevice{{"r"}, kPool, "erdma-1", "erdma_1", {"y"}}}};
+  std::map<std::string, CardNetwork> nets = {{"erdma_0", {"eth0", {"10.0.0.5/24", "2001:db8::5/64"}, "00:16:3e:00:00:01"}}};
+  auto e = device_status_entries(c, nets);
+  REQUIRE(e.ok());
+  CHECK(*e == json::parse(R"([
+    {"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-0",
+     "networkData":{"interfaceName":"eth0","ips":["10.0.0.5/24","2001:db8::5/64"],"hardwareAddress":"00:16:3e:00:00:01"}},
+    {"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-1"}])"));
+  for (const char* bad : {"10.0.0.5", "10.0.0.5/33", "2001:db8::5/129", "host/24", "10.0.0.5/024"}) {
+    CAPTURE(bad);
+    nets["erdma_0"].ips = {bad};
+    auto r = device_status_entries(c, nets);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("erdma_0") != std::string::npos);
+  }
+  nets["erdma_0"].ips = {"10.0.0.5/24", "10.0.0.5/24"};
+  CHECK_FALSE(device_status_entries(c, nets).ok());
+
+  const json claim = {{"status", {{"devices", json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "g"}},
+                                                          json{{"driver", kDriver}, {"pool", kPool}, {"device", "old"}}})}}}};
+  const auto merged = merged_device_status(claim, *device_status_entries(c, {}));
+  REQUIRE(merged.size() == 3);
+  CHECK(merged[0]["driver"] == "gpu.example.com");
+  CHECK(merged[1]["device"] == "erdma-0");
+  CHECK(merged[2]["device"] == "erdma-1");
+}
+
+}  // namespace
+}  // namespace erdma::agent

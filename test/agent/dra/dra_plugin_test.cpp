@@ -1,0 +1,532 @@
+// The DRA driver's kubelet plugin, driven as the kubelet drives it: GetInfo and
+// NotifyRegistrationStatus on the registration socket, NodePrepareResources and
+// NodeUnprepareResources on the service socket, all in a temporary directory; claims come from a
+// map standing in for the API server.
+#include "agent/dra/dra_plugin.hpp"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test/eventually.hpp"
+#include "test/fakes/fake_rdma_devices.hpp"
+
+namespace erdma::agent::dra {
+namespace {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::make_device;
+namespace regpb = ::pluginregistration;
+
+constexpr const char* kDriver = "erdma.aliyun.com";
+constexpr const char* kNode = "node-1";
+
+// Serves ResourceClaims from a map by path; a path in `down` answers Unavailable.
+class MapApi final : public kube::Api {
+ public:
+  void put(const json& claim) {
+    std::lock_guard lock(mu_);
+    claims_[claim_path(claim["metadata"]["namespace"].get<std::string>(), claim["metadata"]["name"].get<std::string>())] =
+        claim;
+  }
+  void set_down(const std::string& path) {
+    std::lock_guard lock(mu_);
+    down_ = path;
+  }
+  void clear() {
+    std::lock_guard lock(mu_);
+    claims_.clear();
+  }
+  int gets() const {
+    std::lock_guard lock(mu_);
+    return gets_;
+  }
+  Result<json> get(std::string_view path) override {
+    std::lock_guard lock(mu_);
+    ++gets_;
+    if (path == down_) return make_error(ErrorCode::Unavailable, "GET " + std::string(path) + ": connection refused");
+    const auto it = claims_.find(std::string(path));
+    if (it == claims_.end()) return make_error(ErrorCode::NotFound, "GET " + std::string(path) + ": 404");
+    return it->second;
+  }
+  Result<json> create(std::string_view, const json&) override { return make_error(ErrorCode::Internal, "unused"); }
+  // PUT .../status: stored as the claim; `conflicts` answers that many with 409 first.
+  Result<json> replace(std::string_view path, const json& object) override {
+    std::lock_guard lock(mu_);
+    ++puts_;
+    if (!path.ends_with("/status")) return make_error(ErrorCode::Internal, "unused");
+    if (conflicts_ > 0) {
+      --conflicts_;
+      return make_error(ErrorCode::FailedPrecondition, "PUT " + std::string(path) + ": 409 Conflict");
+    }
+    claims_[std::string(path.substr(0, path.size() - 7))] = object;
+    return object;
+  }
+  void conflict_next(int n) {
+    std::lock_guard lock(mu_);
+    conflicts_ = n;
+  }
+  int puts() const {
+    std::lock_guard lock(mu_);
+    return puts_;
+  }
+  json at(const std::string& path) const {
+    std::lock_guard lock(mu_);
+    return claims_.at(path);
+  }
+  Status remove(std::string_view, std::string_view) override { return make_error(ErrorCode::Internal, "unused"); }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, json> claims_;
+  std::string down_;
+  int gets_ = 0;
+  int puts_ = 0;
+  int conflicts_ = 0;
+};
+
+std::string uid(int n) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "6f1c2a9e-0b7d-4c53-9a41-%012d", n);
+  return buf;
+}
+
+json result(std::string request, std::string device, std::string driver = kDriver) {
+  return json{{"request", request}, {"driver", driver}, {"pool", kNode}, {"device", device}};
+}
+
+json claim(int n, json results, json configs = json::array()) {
+  json devices = {{"results", results}};
+  if (!configs.empty()) devices["config"] = configs;
+  return json{{"metadata", {{"name", "claim-" + std::to_string(n)}, {"namespace", "team-a"}, {"uid", uid(n)}}},
+              {"status", {{"allocation", {{"devices", devices}}}}}};
+}
+
+json smcr_config() {
+  return json::array({json{{"source", "FromClass"},
+                           {"opaque",
+                            {{"driver", kDriver},
+                             {"parameters", {{"apiVersion", "erdma.aliyun.com/v1alpha1"}, {"kind", "ErdmaConfig"}, {"mode", "smcr"}}}}}}});
+}
+
+drapb::Claim ref(int n, std::string id = "") {
+  drapb::Claim c;
+  c.set_namespace_("team-a");
+  c.set_name("claim-" + std::to_string(n));
+  c.set_uid(id.empty() ? uid(n) : id);
+  return c;
+}
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A temporary root holding the kubelet's directories and the CDI directory; removed at the end.
+struct Dirs {
+  fs::path root;
+  Dirs() {
+    char tmpl[] = "/tmp/erdma-dra-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    root = tmpl;
+  }
+  ~Dirs() { fs::remove_all(root); }
+  DraPluginConfig config() const {
+    DraPluginConfig c;
+    c.node_name = kNode;
+    c.registry_dir = (root / "plugins_registry").string();
+    c.plugin_dir = (root / "plugins" / kDriver).string();
+    c.cdi_dir = (root / "cdi").string();
+    c.allocate.preload_host_dir = "/var/lib/erdma-controller/lib";
+    c.socket_check = std::chrono::milliseconds(50);
+    return c;
+  }
+  fs::path cdi() const { return root / "cdi"; }
+  fs::path spec(int n) const { return cdi() / (std::string(kDriver) + "-claim_" + uid(n) + ".json"); }
+  fs::path checkpoint() const { return root / "plugins" / kDriver / "checkpoint.json"; }
+};
+
+// The kubelet's side of both sockets.
+struct Kubelet {
+  std::unique_ptr<regpb::Registration::Stub> reg;
+  std::unique_ptr<drapb::DRAPlugin::Stub> dra;
+  explicit Kubelet(const DraPluginConfig& c)
+      : reg(regpb::Registration::NewStub(grpc::CreateChannel("unix:" + c.registration_socket(), grpc::InsecureChannelCredentials()))),
+        dra(drapb::DRAPlugin::NewStub(grpc::CreateChannel("unix:" + c.dra_socket(), grpc::InsecureChannelCredentials()))) {}
+
+  drapb::NodePrepareResourcesResponse prepare(std::vector<drapb::Claim> claims) {
+    drapb::NodePrepareResourcesRequest req;
+    for (auto& c : claims) *req.add_claims() = c;
+    drapb::NodePrepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const auto st = dra->NodePrepareResources(&ctx, req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    REQUIRE(resp.claims_size() == static_cast<int>(claims.size()));
+    return resp;
+  }
+  drapb::NodeUnprepareResourcesResponse unprepare(std::vector<drapb::Claim> claims) {
+    drapb::NodeUnprepareResourcesRequest req;
+    for (auto& c : claims) *req.add_claims() = c;
+    drapb::NodeUnprepareResourcesResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    const auto st = dra->NodeUnprepareResources(&ctx, req, &resp);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    REQUIRE(resp.claims_size() == static_cast<int>(claims.size()));
+    return resp;
+  }
+};
+
+std::vector<RdmaDevice> cards() {
+  return {make_device("erdma_0", "uverbs0", 0, PortState::Active, "eth0"),
+          make_device("erdma_1", "uverbs1", 0, PortState::Active, "eth1")};
+}
+
+// The plugin, started, with a map API and the two fake cards.
+struct Fixture {
+  Dirs dirs;
+  MapApi api;
+  std::unique_ptr<DraKubeletPlugin> plugin;
+  std::unique_ptr<Kubelet> kubelet;
+  Fixture() { start(); }
+  void start() {
+    plugin = std::make_unique<DraKubeletPlugin>(dirs.config(), api, [] { return cards(); });
+    const auto s = plugin->start();
+    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
+    kubelet = std::make_unique<Kubelet>(dirs.config());
+  }
+  void restart() {
+    kubelet.reset();
+    plugin->stop();
+    plugin.reset();
+    start();
+  }
+};
+
+TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin and the kubelet's verdict is kept") {
+  Fixture f;
+  regpb::PluginInfo info;
+  {
+    grpc::ClientContext ctx;
+    REQUIRE(f.kubelet->reg->GetInfo(&ctx, regpb::InfoRequest(), &info).ok());
+  }
+  CHECK(info.type() == "DRAPlugin");
+  CHECK(info.name() == kDriver);
+  CHECK(info.endpoint() == f.dirs.config().dra_socket());
+  CHECK(std::vector<std::string>(info.supported_versions().begin(), info.supported_versions().end()) ==
+        (std::vector<std::string>{"v1.DRAPlugin", "v1.DRAResourceHealth"}));
+  CHECK(f.dirs.config().registration_socket() == (f.dirs.root / "plugins_registry" / "erdma.aliyun.com-reg.sock").string());
+  CHECK_FALSE(f.plugin->registration().notified);
+
+  regpb::RegistrationStatus refused;
+  refused.set_plugin_registered(false);
+  refused.set_error("RegisterPlugin error -- plugin validation failed");
+  regpb::RegistrationStatusResponse r;
+  {
+    grpc::ClientContext ctx;
+    REQUIRE(f.kubelet->reg->NotifyRegistrationStatus(&ctx, refused, &r).ok());
+  }
+  CHECK(f.plugin->registration().notified);
+  CHECK_FALSE(f.plugin->registration().registered);
+  CHECK(f.plugin->registration().error == refused.error());
+  regpb::RegistrationStatus ok;
+  ok.set_plugin_registered(true);
+  {
+    grpc::ClientContext ctx;
+    REQUIRE(f.kubelet->reg->NotifyRegistrationStatus(&ctx, ok, &r).ok());
+  }
+  CHECK(f.plugin->registration().registered);
+  CHECK(f.plugin->registration().error.empty());
+}
+
+TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids answered, recorded, and again the same") {
+  Fixture f;
+  f.api.put(claim(1, json::array({result("nics", "erdma-1")})));
+  const auto resp = f.kubelet->prepare({ref(1)});
+  const auto& one = resp.claims().at(uid(1));
+  REQUIRE_MESSAGE(one.error().empty(), one.error());
+  REQUIRE(one.devices_size() == 1);
+  CHECK(one.devices(0).pool_name() == kNode);
+  CHECK(one.devices(0).device_name() == "erdma-1");
+  CHECK(one.devices(0).request_names(0) == "nics");
+  REQUIRE(one.devices(0).cdi_device_ids_size() == 1);
+  CHECK(one.devices(0).cdi_device_ids(0) == std::string(kDriver) + "/claim=" + uid(1) + "-erdma_1");
+
+  REQUIRE(fs::exists(f.dirs.spec(1)));
+  const json spec = json::parse(read(f.dirs.spec(1)));
+  CHECK(spec["kind"] == "erdma.aliyun.com/claim");
+  CHECK(spec["devices"][0]["name"] == uid(1) + "-erdma_1");
+  CHECK(spec["devices"][0]["containerEdits"]["deviceNodes"][0]["path"] == "/dev/infiniband/uverbs1");
+  CHECK(spec["containerEdits"]["deviceNodes"][0]["path"] == "/dev/infiniband/rdma_cm");
+  const auto env = spec["containerEdits"]["env"];
+  CHECK(std::find(env.begin(), env.end(), json("ERDMA_DEVICES=erdma_1")) != env.end());
+  CHECK(std::find(env.begin(), env.end(), json("NCCL_IB_HCA==erdma_1")) != env.end());
+  CHECK((fs::status(f.dirs.spec(1)).permissions() & fs::perms::others_read) != fs::perms::none);
+
+  const auto cp = decode_checkpoint(read(f.dirs.checkpoint()));
+  REQUIRE(cp.ok());
+  REQUIRE(cp->claims.count(uid(1)) == 1);
+  CHECK(cp->claims.at(uid(1)).devices.at(0).card == "erdma_1");
+
+  struct stat before {};
+  REQUIRE(::stat(f.dirs.spec(1).c_str(), &before) == 0);
+  const int gets = f.api.gets();
+  const auto writes = f.plugin->service()->counters().spec_writes;
+  const auto again = f.kubelet->prepare({ref(1)});
+  CHECK(again.claims().at(uid(1)).SerializeAsString() == one.SerializeAsString());
+  struct stat after {};
+  REQUIRE(::stat(f.dirs.spec(1).c_str(), &after) == 0);
+  CHECK(after.st_ino == before.st_ino);  // not rewritten
+  CHECK(f.plugin->service()->counters().spec_writes == writes);
+  CHECK(f.api.gets() == gets);           // answered from the record
+}
+
+TEST_CASE("an SMC-R claim gets the library mount and no uverbs") {
+  Fixture f;
+  f.api.put(claim(2, json::array({result("nics", "erdma-0")}), smcr_config()));
+  const auto resp = f.kubelet->prepare({ref(2)});
+  REQUIRE_MESSAGE(resp.claims().at(uid(2)).error().empty(), resp.claims().at(uid(2)).error());
+  const json spec = json::parse(read(f.dirs.spec(2)));
+  const std::string text = spec.dump();
+  CHECK(text.find("uverbs") == std::string::npos);
+  CHECK(text.find("rdma_cm") == std::string::npos);
+  CHECK(spec["devices"][0]["containerEdits"]["mounts"][0]["containerPath"] == "/usr/lib/smc");
+  CHECK(spec["devices"][0]["containerEdits"]["mounts"][0]["hostPath"] == "/var/lib/erdma-controller/lib");
+  CHECK(decode_checkpoint(read(f.dirs.checkpoint()))->claims.at(uid(2)).smcr);
+}
+
+TEST_CASE("a claim of two drivers: only this driver's device is prepared and answered") {
+  Fixture f;
+  f.api.put(claim(3, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-0")})));
+  const auto resp = f.kubelet->prepare({ref(3)});
+  const auto& one = resp.claims().at(uid(3));
+  REQUIRE_MESSAGE(one.error().empty(), one.error());
+  REQUIRE(one.devices_size() == 1);
+  CHECK(one.devices(0).device_name() == "erdma-0");
+}
+
+TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, API down) and the others prepared") {
+  Fixture f;
+  json recreated = claim(4, json::array({result("r", "erdma-0")}));
+  recreated["metadata"]["uid"] = uid(44);
+  f.api.put(recreated);
+  json unallocated = claim(5, json::array());
+  unallocated["status"] = json::object();
+  f.api.put(unallocated);
+  f.api.put(claim(6, json::array({result("r", "erdma-9")})));
+  f.api.put(claim(7, json::array({result("r", "erdma-0")})));
+  f.api.put(claim(8, json::array({result("r", "erdma-1")})));
+  f.api.set_down(claim_path("team-a", "claim-7"));
+
+  const auto resp = f.kubelet->prepare({ref(4), ref(5), ref(6), ref(7), ref(8), ref(9, "not a uid!")});
+  auto err = [&](int n) { return resp.claims().at(uid(n)).error(); };
+  CHECK(err(4).find("deleted and created again") != std::string::npos);
+  CHECK(err(5).find("not allocated") != std::string::npos);
+  CHECK(err(6).find("erdma-9") != std::string::npos);
+  CHECK(err(6).find("not on this node") != std::string::npos);
+  CHECK(err(7).find("API server") != std::string::npos);
+  CHECK(err(7).find("connection refused") != std::string::npos);
+  CHECK(resp.claims().at("not a uid!").error().find("not a Kubernetes UID") != std::string::npos);
+  for (int n : {4, 5, 6, 7}) {
+    CAPTURE(n);
+    CHECK(resp.claims().at(uid(n)).devices_size() == 0);
+    CHECK_FALSE(fs::exists(f.dirs.spec(n)));
+  }
+  CHECK(err(8).empty());
+  CHECK(fs::exists(f.dirs.spec(8)));
+  CHECK(f.plugin->service()->checkpoint().claims.size() == 1);
+}
+
+TEST_CASE("restart keeps prepared claims, unprepare then removes spec and record, unknown claims are fine") {
+  Fixture f;
+  f.api.put(claim(10, json::array({result("r", "erdma-0")})));
+  const auto first = f.kubelet->prepare({ref(10)});
+  REQUIRE(first.claims().at(uid(10)).error().empty());
+  f.restart();
+  f.api.clear();  // the API server is not asked again for a prepared claim
+  const auto again = f.kubelet->prepare({ref(10)});
+  CHECK(again.claims().at(uid(10)).SerializeAsString() == first.claims().at(uid(10)).SerializeAsString());
+  CHECK(fs::exists(f.dirs.spec(10)));
+
+  const auto un = f.kubelet->unprepare({ref(10), ref(11)});
+  CHECK(un.claims().at(uid(10)).error().empty());
+  CHECK(un.claims().at(uid(11)).error().empty());
+  CHECK_FALSE(fs::exists(f.dirs.spec(10)));
+  CHECK(decode_checkpoint(read(f.dirs.checkpoint()))->claims.empty());
+  const auto twice = f.kubelet->unprepare({ref(10)});
+  CHECK(twice.claims().at(uid(10)).error().empty());
+}
+
+TEST_CASE("a spec file gone while the claim is recorded (reboot empties /var/run/cdi) is written again") {
+  Fixture f;
+  f.api.put(claim(12, json::array({result("r", "erdma-0")})));
+  REQUIRE(f.kubelet->prepare({ref(12)}).claims().at(uid(12)).error().empty());
+  fs::remove(f.dirs.spec(12));
+  const auto again = f.kubelet->prepare({ref(12)});
+  CHECK(again.claims().at(uid(12)).error().empty());
+  CHECK(fs::exists(f.dirs.spec(12)));
+}
+
+TEST_CASE("start: a corrupt checkpoint refuses to start and deletes nothing, stale specs are removed") {
+  Dirs dirs;
+  MapApi api;
+  const auto cfg = dirs.config();
+  fs::create_directories(cfg.plugin_dir);
+  fs::create_directories(cfg.cdi_dir);
+  const fs::path stale = dirs.spec(20);
+  const fs::path foreign = dirs.cdi() / "vendor.example.com-gpu.json";
+  std::ofstream(stale) << "{}";
+  std::ofstream(foreign) << "{}";
+
+  SUBCASE("corrupt") {
+    std::ofstream(dirs.checkpoint()) << "{\"kind\": \"erdma-agent/dra-checkpoint\", \"version\": 1, \"claims\": [";
+    DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+    const auto s = plugin.start();
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message.find(dirs.checkpoint().string()) != std::string::npos);
+    CHECK(s.error().message.find("deletes nothing") != std::string::npos);
+    CHECK(fs::exists(stale));
+    CHECK(fs::exists(foreign));
+    CHECK(fs::exists(dirs.checkpoint()));
+    CHECK_FALSE(fs::exists(cfg.registration_socket()));
+    CHECK_FALSE(fs::exists(cfg.dra_socket()));
+  }
+  SUBCASE("missing checkpoint: empty, and the spec no claim owns goes") {
+    DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+    REQUIRE(plugin.start().ok());
+    CHECK_FALSE(fs::exists(stale));
+    CHECK(fs::exists(foreign));
+    CHECK(plugin.service()->removed_at_start() == std::vector<std::string>{stale.filename().string()});
+    plugin.stop();
+    CHECK_FALSE(fs::exists(cfg.registration_socket()));
+  }
+}
+
+TEST_CASE("concurrent prepare calls are serialized and all recorded") {
+  Fixture f;
+  std::atomic<int> inside{0}, most{0};
+  // Again, with a scan (called under the service's lock) that measures overlap.
+  f.kubelet.reset();
+  f.plugin->stop();
+  f.plugin = std::make_unique<DraKubeletPlugin>(f.dirs.config(), f.api, [&] {
+    const int now = ++inside;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // widens the window; not a deadline
+    --inside;
+    return cards();
+  });
+  REQUIRE(f.plugin->start().ok());
+  f.kubelet = std::make_unique<Kubelet>(f.dirs.config());
+  constexpr int kThreads = 8;
+  for (int n = 100; n < 100 + kThreads; ++n) f.api.put(claim(n, json::array({result("r", n % 2 ? "erdma-0" : "erdma-1")})));
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int n = 100; n < 100 + kThreads; ++n) {
+    threads.emplace_back([&, n] {
+      Kubelet k(f.dirs.config());
+      const auto r = k.prepare({ref(n)});
+      if (r.claims().at(uid(n)).error().empty()) ++ok;
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(ok == kThreads);
+  CHECK(most == 1);
+  const auto cp = decode_checkpoint(read(f.dirs.checkpoint()));
+  REQUIRE(cp.ok());
+  CHECK(cp->claims.size() == static_cast<size_t>(kThreads));
+}
+
+TEST_CASE("the registration socket removed (as by hand or a cleanup) is served again") {
+  Fixture f;
+  const auto path = f.dirs.config().registration_socket();
+  REQUIRE(fs::is_socket(path));
+  REQUIRE(::unlink(path.c_str()) == 0);
+  CHECK(erdma::testing::eventually([&] { return f.plugin->reregistrations() == 1 && fs::is_socket(path); }));
+  Kubelet k(f.dirs.config());
+  regpb::PluginInfo info;
+  grpc::ClientContext ctx;
+  REQUIRE(k.reg->GetInfo(&ctx, regpb::InfoRequest(), &info).ok());
+  CHECK(info.name() == kDriver);
+}
+
+TEST_CASE("with report_status the claim's status.devices get this driver's entries with networkData") {
+  Dirs dirs;
+  MapApi api;
+  auto cfg = dirs.config();
+  cfg.report_status = true;
+  cfg.networks = [] {
+    return std::map<std::string, CardNetwork>{{"erdma_1", CardNetwork{"eth1", {"10.0.1.5/24"}, "00:16:3e:00:00:02"}}};
+  };
+  DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+  REQUIRE(plugin.start().ok());
+  Kubelet k(cfg);
+  json c = claim(30, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-1")}));
+  c["status"]["devices"] = json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "gpu-0"}}});
+  api.put(c);
+  api.conflict_next(1);  // someone wrote the claim meanwhile: read again, write again
+  REQUIRE(k.prepare({ref(30)}).claims().at(uid(30)).error().empty());
+  const json stored = api.at(claim_path("team-a", "claim-30"));
+  REQUIRE(stored["status"]["devices"].size() == 2);
+  CHECK(stored["status"]["devices"][0]["driver"] == "gpu.example.com");
+  CHECK(stored["status"]["devices"][1] ==
+        json::parse(R"({"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-1",
+                        "networkData":{"interfaceName":"eth1","ips":["10.0.1.5/24"],"hardwareAddress":"00:16:3e:00:00:02"}})"));
+  CHECK(plugin.service()->counters().status_reports == 1);
+  CHECK(api.puts() == 2);
+}
+
+TEST_CASE("the health stream: every card by its device name, again when one goes down, stop ends it") {
+  Dirs dirs;
+  MapApi api;
+  std::mutex mu;
+  std::vector<RdmaDevice> now = cards();
+  auto cfg = dirs.config();
+  cfg.health_refresh = std::chrono::hours(1);  // only changes send
+  DraKubeletPlugin plugin(cfg, api, [&] {
+    std::lock_guard lock(mu);
+    return now;
+  });
+  REQUIRE(plugin.start().ok());
+  auto stub = healthpb::DRAResourceHealth::NewStub(
+      grpc::CreateChannel("unix:" + cfg.dra_socket(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  auto stream = stub->NodeWatchResources(&ctx, healthpb::NodeWatchResourcesRequest());
+  healthpb::NodeWatchResourcesResponse r;
+  REQUIRE(stream->Read(&r));
+  REQUIRE(r.devices_size() == 2);
+  CHECK(r.devices(0).device().pool_name() == kNode);
+  CHECK(r.devices(0).device().device_name() == "erdma-0");
+  CHECK(r.devices(0).health() == healthpb::HEALTHY);
+  CHECK(r.devices(1).health() == healthpb::HEALTHY);
+  CHECK(r.devices(0).last_updated_time() > 0);
+
+  plugin.devices_changed();  // nothing changed: nothing sent
+  {
+    std::lock_guard lock(mu);
+    now[0].ports[0].state = PortState::Down;
+  }
+  plugin.devices_changed();
+  REQUIRE(stream->Read(&r));
+  CHECK(r.devices(0).health() == healthpb::UNHEALTHY);
+  CHECK(r.devices(0).message().find("DOWN") != std::string::npos);
+  CHECK(r.devices(1).health() == healthpb::HEALTHY);
+
+  plugin.stop();
+  CHECK_FALSE(stream->Read(&r));
+}
+
+}  // namespace
+}  // namespace erdma::agent::dra
