@@ -208,12 +208,15 @@ smcr_pod_yaml() {  # NAMESPACE NAME [extra annotation]
   printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations:\n    network.alibabacloud.com/erdma-smcr: "true"\n%s\nspec:\n  containers: [{name: c, image: %s, command: [sleep, "100000"]}]\n' \
     "$2" "$1" "${3:-}" "$WORKLOAD"
 }
-check "pods the webhook must not see are created without it" bash -c "
+# An eRDMA-only (NCCL) pod among them: the default config gives it nothing, so it is not sent
+# (docs/admission.md, "Which pods the apiserver sends").
+check "pods the webhook must not see, an NCCL-only pod among them, are created without it" bash -c "
   $(declare -f dry smcr_pod_yaml); WORKLOAD=$WORKLOAD
   smcr_pod_yaml plain unlabelled | dry &&
   smcr_pod_yaml $NS opted-out '    network.alibabacloud.com/erdma-inject: \"false\"' | dry &&
   smcr_pod_yaml kube-system system | dry &&
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' | dry"
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' | dry &&
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-only, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD, resources: {limits: {aliyun/erdma: 1}}}]\n' | dry"
 after=$(requests)
 check "... and its request counter did not move ($before before, $after after)" test "$before" = "$after"
 check "a matched pod is sent to it (the counter moves)" bash -c "
@@ -344,6 +347,9 @@ check "... a matched pod is refused, and the message names the webhook" bash -c 
   echo \"\$out\"; grep -q 'failed calling webhook \"pods.erdma-webhook.erdma-system.svc\"' <<<\"\$out\""
 check "... a pod that asks for nothing is still created" bash -c "
   printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: plain-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' |
+    kubectl create --dry-run=server -f -"
+check "... an NCCL-only pod (aliyun/erdma, no SMC-R) is still created" bash -c "
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD, resources: {limits: {aliyun/erdma: 1}}}]\n' |
     kubectl create --dry-run=server -f -"
 sed -e 's/name: smcr-app/name: after-outage/' -e 's/app: smcr-app/app: after-outage/g' "$work/smcr.yaml" |
   kubectl apply -f - >/dev/null

@@ -38,13 +38,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
+import admission_match  # noqa: E402
 import cel  # noqa: E402
 from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
 
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env"]
 NS = "erdma-system"
 # configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
 AGENT_CONFIG = "erdma-agent-config"
@@ -474,73 +475,13 @@ def check_webhook_configuration(objs, failure_policy):
     return p
 
 
-def sample_pods():
-    """(name, pod, whether it should reach the webhook)."""
-    def pod(annotations=None, containers=None, init=None):
-        meta = {"name": "p", "namespace": "team-a"}
-        if annotations is not None:
-            meta["annotations"] = annotations
-        spec = {"containers": containers or [{"name": "app", "image": "registry.example/app:1"}]}
-        if init is not None:
-            spec["initContainers"] = init
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-
-    erdma_limits = {"name": "app", "image": "registry.example/app:1", "resources": {"limits": {RESOURCE: "1"}}}
-    erdma_requests = {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {RESOURCE: "1"}}}
-    gpu = {"name": "app", "image": "registry.example/app:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    return [
-        ("plain pod", pod(), False),
-        ("other annotations only", pod({"team": "a"}), False),
-        ("SMC-R annotation true", pod({SMCR_ANNOTATION: "true"}), True),
-        ("SMC-R annotation True (the webhook warns)", pod({SMCR_ANNOTATION: "True"}), True),
-        ("aliyun/erdma in limits", pod(containers=[erdma_limits]), True),
-        ("aliyun/erdma in requests", pod(containers=[erdma_requests]), True),
-        ("aliyun/erdma in an init container", pod(init=[erdma_limits], containers=[gpu]), True),
-        ("other resources only", pod(containers=[gpu], init=[]), False),
-        ("empty resources", pod(containers=[{"name": "a", "image": "x:1", "resources": {}}]), False),
-        ("opted out, with SMC-R", pod({SMCR_ANNOTATION: "true", OPT_OUT_ANNOTATION: "false"}), False),
-        ("opted out, with aliyun/erdma", pod({OPT_OUT_ANNOTATION: "false"}, containers=[erdma_limits]), False),
-        ("opt-out misspelt False (the webhook warns)", pod({SMCR_ANNOTATION: "true", OPT_OUT_ANNOTATION: "False"}), True),
-        ("the second container asks", pod(containers=[gpu, dict(erdma_limits, name="b")]), True),
-    ]
-
-
-def evaluate_conditions(conds, obj):
-    """True when every condition is true (the apiserver then calls the webhook)."""
-    env = {"object": obj, "oldObject": None, "request": {"operation": "CREATE"}}
-    return all(cel.evaluate(cel.parse(c["expression"]), env) is True for c in conds)
-
-
 def check_match_conditions(objs):
-    p = []
+    """The matchConditions fit the webhook's config (test/manifests/admission_match.py): their shape,
+    and their verdict on the table of sample pods against the documented rule."""
     mwc = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")
     conds = mwc["webhooks"][0].get("matchConditions") or []
-    refs = set()
-    for c in conds:
-        try:
-            refs |= cel.references(cel.parse(c["expression"]))
-        except cel.CelSyntaxError as e:
-            p.append("matchCondition %s: %s" % (c.get("name"), e))
-    if p:
-        return p
-    for want in ("object.metadata.annotations", "object.spec.containers", "object.spec.initContainers",
-                 "c.resources.limits", "c.resources.requests", "'%s'" % SMCR_ANNOTATION, "'%s'" % RESOURCE,
-                 "'%s'" % OPT_OUT_ANNOTATION):
-        if want not in refs:
-            p.append("matchConditions never mention %s" % want)
     cfg = webhook_config_of(objs) or {}
-    if "'%s'" % cfg.get("resourceName", RESOURCE) not in refs:
-        p.append("matchConditions do not test the configured resourceName %s" % cfg.get("resourceName"))
-    for name, pod, want in sample_pods():
-        try:
-            got = evaluate_conditions(conds, pod)
-        except cel.CelEvalError as e:
-            p.append("matchConditions on %s: evaluation error %s" % (name, e))
-            continue
-        if got != want:
-            p.append("matchConditions on %s: %s, want %s" % (name, "sent" if got else "not sent",
-                                                              "sent" if want else "not sent"))
-    return p
+    return admission_match.check_structure(conds, cfg) + admission_match.check_intended(conds, cfg)
 
 
 def check_agent(objs):
@@ -915,6 +856,9 @@ def breakages():
         ("matchCondition on the wrong annotation", "SMC-R annotation true",
          set_(lambda o: hook(o)["matchConditions"][1].update(
              expression=hook(o)["matchConditions"][1]["expression"].replace("erdma-smcr", "erdma-smc")))),
+        ("NCCL pods sent although the config gives them nothing", "for nothing",
+         set_(lambda o: hook(o)["matchConditions"].__setitem__(1, yaml.safe_load(open(os.path.join(
+             SOURCE_DIR, "manifests/erdma-env/match-erdma-pods.yaml")))[0]["value"]))),
         ("timeout 10 s", "timeoutSeconds", set_(lambda o: hook(o).update(timeoutSeconds=10))),
         ("readiness probe on /healthz", "readinessProbe path",
          set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].update(
@@ -981,6 +925,26 @@ def network_policy_breakages():
          lambda o: pol(o)["ingress"][0]["ports"][0].update(port="metrics")),
         ("a rule without from", "without from or ports", lambda o: pol(o)["ingress"][1].pop("from")),
         ("egress restricted too", "policyTypes", lambda o: pol(o).update(policyTypes=["Ingress", "Egress"])),
+    ]
+
+
+def erdma_env_breakages():
+    """Broken copies of manifests/erdma-env, and of the default's conditions under its config."""
+    def hook(o):
+        return o[("MutatingWebhookConfiguration", "", "erdma-webhook")]["webhooks"][0]
+
+    def default_condition(o):
+        hook(o)["matchConditions"][1] = {
+            "name": "asks-for-smcr",
+            "expression": "has(object.metadata.annotations) && '%s' in object.metadata.annotations && "
+                          "object.metadata.annotations['%s'] != 'false'" % (SMCR_ANNOTATION, SMCR_ANNOTATION)}
+    return [
+        ("erdmaEnv set, eRDMA pods not sent", "do not send pods asking", default_condition),
+        ("erdmaEnv emptied, eRDMA pods still sent", "for nothing",
+         lambda o: webhook_config_edit(o, {"erdmaEnv": []})),
+        ("condition tests another resource name", "do not send pods asking",
+         lambda o: hook(o)["matchConditions"][1].update(
+             expression=hook(o)["matchConditions"][1]["expression"].replace("'aliyun/erdma'", "'aliyun/rdma'"))),
     ]
 
 
@@ -1115,28 +1079,17 @@ def start_deployment_command_line(objs, workdir, certs_dir, certs_secret):
 
 
 def webhook_verdicts_agree(objs, workdir):
-    """For every sample pod, the real webhook (erdma-webhook mutate with the rendered config) has
-    nothing to say about a pod the matchConditions keep from it: filtering never hides work."""
-    cfg = os.path.join(workdir, "webhook-config.yaml")
-    with open(cfg, "w") as f:
-        f.write(one(objs, "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"])
+    """For the table of sample pods and every example workload, the real webhook (erdma-webhook
+    mutate with the rendered config) and the rendered matchConditions agree: what it changes is
+    sent, what it leaves alone is not (admission_match.check_agreement says the exceptions)."""
+    text = one(objs, "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"]
     conds = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")["webhooks"][0]["matchConditions"]
-    problems = []
-    for name, pod, _ in sample_pods():
-        path = os.path.join(workdir, "pod.json")
-        with open(path, "w") as f:
-            json.dump(pod, f)
-        r = subprocess.run([WEBHOOK, "mutate", "-f", path, "-o", "review", "-n", "team-a", "--config", cfg],
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode not in (0, 1):
-            problems.append("%s: erdma-webhook mutate exited %d: %s" % (name, r.returncode, r.stderr))
-            continue
-        resp = json.loads(r.stdout)["response"]
-        acts = bool(resp.get("patch") or resp.get("warnings") or not resp.get("allowed", True))
-        sent = evaluate_conditions(conds, pod)
-        if acts and not sent:
-            problems.append("%s: the webhook would act but matchConditions keep the pod from it" % name)
+    resource = (yaml.safe_load(text) or {}).get("resourceName", RESOURCE)
+    problems, verdicts = admission_match.check_agreement(WEBHOOK, text, conds, SOURCE_DIR, workdir, resource)
+    for name, did, sent in verdicts:
+        print("    %-62s webhook %-8s %s" % (name[:62], did, "sent" if sent else "not sent"))
     expect(not problems, problems)
+    return verdicts
 
 
 def main():
@@ -1200,6 +1153,34 @@ def main():
                "manifests/nfd changes the DaemonSet beyond the features.d volume and the config name")
     suite.check("nfd = default + features.d mount + nfdFeatureFile", nfd_is_default_plus_features_dir)
 
+    def erdma_env_is_default_plus_env_and_condition():
+        d, e = renders["default"], renders["erdma-env"]
+        mwc = ("MutatingWebhookConfiguration", "", "erdma-webhook")
+        wcm = ("ConfigMap", NS, "erdma-webhook-config")
+        diff = sorted(k for k in set(d) | set(e) if d.get(k) != e.get(k))
+        expect(diff == sorted([mwc, wcm]), "manifests/erdma-env changes %s, want only the webhook's config and "
+               "its webhook configuration" % diff)
+        d_cfg, e_cfg = webhook_config_of(d), webhook_config_of(e)
+        expect(admission_match.injects_into_erdma_pods(e_cfg), "manifests/erdma-env sets no erdmaEnv or deviceMounts")
+        expect(not admission_match.injects_into_erdma_pods(d_cfg), "manifests/default's webhook config injects into "
+               "eRDMA pods: its matchConditions do not send them")
+        for key in ("erdmaEnv", "deviceMounts"):
+            d_cfg.pop(key, None)
+            e_cfg.pop(key, None)
+        expect(d_cfg == e_cfg, "manifests/erdma-env/webhook-config.yaml differs from manifests/base/webhook-config.yaml "
+               "in more than erdmaEnv and deviceMounts: keep the copy in step (%s)" %
+               sorted(k for k in set(d_cfg) | set(e_cfg) if d_cfg.get(k) != e_cfg.get(k)))
+        dh, eh = copy.deepcopy(d[mwc]), copy.deepcopy(e[mwc])
+        expect([c["name"] for c in dh["webhooks"][0]["matchConditions"]] == ["not-opted-out", "asks-for-smcr"] and
+               [c["name"] for c in eh["webhooks"][0]["matchConditions"]] == ["not-opted-out", "asks-for-smcr-or-erdma"],
+               "matchConditions names: default %s, erdma-env %s" % (dh["webhooks"][0]["matchConditions"],
+                                                                    eh["webhooks"][0]["matchConditions"]))
+        dh["webhooks"][0]["matchConditions"].pop(1)
+        eh["webhooks"][0]["matchConditions"].pop(1)
+        expect(dh == eh, "manifests/erdma-env changes the webhook configuration beyond its second matchCondition")
+    suite.check("erdma-env = default + erdmaEnv + the matchCondition that sends eRDMA pods",
+                erdma_env_is_default_plus_env_and_condition)
+
     def network_policy_is_default_plus_policy():
         d, n = renders["default"], renders["network-policy"]
         extra = sorted(set(n) - set(d))
@@ -1262,7 +1243,8 @@ def main():
         missed = []
         for overlay, label, want, breaker in ([("default",) + b for b in breakages()] +
                                               [("nfd",) + b for b in nfd_breakages()] +
-                                              [("network-policy",) + b for b in network_policy_breakages()]):
+                                              [("network-policy",) + b for b in network_policy_breakages()] +
+                                              [("erdma-env",) + b for b in erdma_env_breakages()]):
             objs = copy.deepcopy(renders[overlay])
             breaker(objs)
             problems = all_problems(overlay, objs, version, certs_patch, certs_secret)
@@ -1301,8 +1283,18 @@ def main():
         suite.check("webhook ConfigMap accepted by erdma-webhook config", lambda: binary_accepts(
             WEBHOOK, "config", one(renders["default"], "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"], w,
             "webhook"))
-        suite.check("the real webhook never acts on a pod the matchConditions filter out",
-                    lambda: webhook_verdicts_agree(renders["default"], w))
+        def verdicts(overlay, nccl_sent):
+            got = {name: (did, sent) for name, did, sent in webhook_verdicts_agree(renders[overlay], w)}
+            nccl = [v for n, v in got.items() if n.startswith("examples/nccl-statefulset.yaml")]
+            smcr = [v for n, v in got.items() if n.startswith("examples/smcr-deployment.yaml")]
+            expect(nccl and all(sent == nccl_sent for _, sent in nccl),
+                   "manifests/%s: the NCCL example is %s, want %s" % (overlay, nccl, nccl_sent))
+            expect(smcr and all(did == "injects" and sent for did, sent in smcr),
+                   "manifests/%s: the SMC-R example is %s" % (overlay, smcr))
+        suite.check("manifests/default: the webhook is sent exactly the pods it changes (not the NCCL example)",
+                    lambda: verdicts("default", False))
+        suite.check("manifests/erdma-env: the webhook is sent exactly the pods it changes (the NCCL example too)",
+                    lambda: verdicts("erdma-env", True))
         suite.check("the Deployment's command line starts, answers its probes and drains",
                     lambda: start_deployment_command_line(renders["default"], w, certs_dir, certs_secret))
     else:
