@@ -95,12 +95,40 @@ def project_version():
     return m.group(1)
 
 
+# The overlays use directories under `resources:` and `patches:`: kubectl 1.21's kustomize (v4) or later.
+MIN_KUBECTL_MINOR = 21
+
+
+def pinned_kubectl():
+    """The kubectl of the pinned Kubernetes release (test/cluster/build-k8s.sh), if it is built."""
+    try:
+        r = subprocess.run([os.path.join(SOURCE_DIR, "test/cluster/build-k8s.sh"), "--print"], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    path = os.path.join(r.stdout.strip().splitlines()[-1], "kubectl") if r.returncode == 0 and r.stdout.strip() else ""
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def kubectl_minor(kubectl):
+    m = re.match(r"v1\.(\d+)", kubectl_version(kubectl))
+    return int(m.group(1)) if m else 0
+
+
 def kubectls():
+    """ERDMA_KUBECTL (colon-separated) as given; else the kubectl on PATH when it is 1.21 or newer,
+    else the pinned one test/cluster/build-k8s.sh built (scripts/test.sh builds it before ctest)."""
     listed = [p for p in os.environ.get("ERDMA_KUBECTL", "").split(":") if p]
     if listed:
         return listed
-    found = shutil.which("kubectl")
-    return [found] if found else []
+    for found in (shutil.which("kubectl"), pinned_kubectl()):
+        if not found:
+            continue
+        if kubectl_minor(found) >= MIN_KUBECTL_MINOR:
+            return [found]
+        print("kubectl: %s (%s) is older than 1.%d, whose kustomize the overlays need; not used" %
+              (found, kubectl_version(found), MIN_KUBECTL_MINOR))
+    return []
 
 
 def kubectl_version(kubectl):
@@ -1097,7 +1125,8 @@ def main():
     w = suite.workdir
     found = kubectls()
     if not found:
-        suite.skip("render every overlay", "no kubectl on PATH (scripts/install-deps.sh installs one)")
+        suite.skip("render every overlay", "no kubectl 1.%d or newer on PATH, and test/cluster/build-k8s.sh has not "
+                   "built the pinned one" % MIN_KUBECTL_MINOR)
         suite.finish()
     version = project_version()
     renders = {}  # overlay -> objects, from the first kubectl
