@@ -4,7 +4,8 @@ against what the webhook does to them (the real `erdma-webhook mutate` with the 
 Used by test/manifests (each kustomize overlay) and test/helm (the chart with several webhook
 configs). For every pod of a table (hand-written edge cases plus the pod templates of examples/),
 the webhook's answer is sorted into one of:
-  injects   a patch beyond the warnings annotation, or a refusal;
+  injects   a patch beyond the warnings annotation;
+  refuses   allowed: false;
   warns     a patch that only writes the warnings annotation;
   nothing   no patch, no warning.
 and the CEL conditions are evaluated on the same pod by test/manifests/cel.py (a small evaluator
@@ -12,8 +13,8 @@ of the subset the conditions use; an expression outside it fails the test). The 
   - a pod the webhook injects into is sent (else it would start without what it asked for);
   - a pod the webhook does nothing to is not sent (else a webhook outage under failurePolicy Fail
     would refuse it for nothing), except the pods the table marks as known over-matches;
-  - a pod the webhook only warns about may be left unsent only where the table says why (the
-    apiserver refuses it anyway, or nothing could be injected).
+  - a pod the webhook only warns about or refuses may be left unsent only where the table says
+    why (the apiserver refuses it anyway, or nothing could be injected).
 What this proves: for the pods in the table, with the config the manifests ship, the conditions
 and the webhook agree. It does not prove it for every pod: the table is the evidence.
 """
@@ -137,7 +138,7 @@ def evaluate(conds, pod):
 
 
 def classify(webhook, config_path, pod, workdir):
-    """What the real webhook does to `pod` with the config file: injects, warns or nothing."""
+    """What the real webhook does to `pod` with the config file: injects, refuses, warns or nothing."""
     path = os.path.join(workdir, "admission-pod.json")
     with open(path, "w") as f:
         json.dump(pod, f)
@@ -149,7 +150,7 @@ def classify(webhook, config_path, pod, workdir):
         raise AssertionError("erdma-webhook mutate exited %d: %s" % (r.returncode, r.stderr))
     resp = json.loads(r.stdout)["response"]
     if not resp.get("allowed", True):
-        return "injects"  # a refusal: the webhook decides this pod's fate
+        return "refuses"
     patch = json.loads(base64.b64decode(resp["patch"])) if resp.get("patch") else []
     for op in patch:
         if op["path"] == WARNINGS_PATH:
@@ -181,9 +182,9 @@ def check_agreement(webhook, config_text, conds, source_dir, workdir, resource):
         elif did == "nothing" and sent and not flags.get("over_match"):
             problems.append("%s: the matchConditions send it, but the webhook changes nothing: with failurePolicy "
                             "Fail a webhook outage would refuse it for nothing" % name)
-        elif did == "warns" and not sent and not flags.get("may_skip_warning"):
-            problems.append("%s: the webhook would warn about it, but the matchConditions keep it from the webhook" %
-                            name)
+        elif did in ("warns", "refuses") and not sent and not flags.get("may_skip_warning"):
+            problems.append("%s: the webhook %s it, but the matchConditions keep it from the webhook" %
+                            (name, "would warn about" if did == "warns" else "would refuse"))
     os.unlink(cfg_path)
     return problems, verdicts
 

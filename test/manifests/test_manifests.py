@@ -976,6 +976,126 @@ def erdma_env_breakages():
     ]
 
 
+POOL_LABEL = "erdma-controller/pool"
+# manifests/mixed-pools: DaemonSet -> (pool label value, driver.prefer, smcr.enabled)
+POOLS = {"erdma-agent": ("smcr", "default", True), "erdma-agent-gpu": ("gpu", "ofed", False)}
+
+
+def node_selected(pod_spec, node_labels):
+    """Whether a pod spec's nodeSelector and required nodeAffinity admit a node with these labels."""
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if node_labels.get(k) != v:
+            return False
+    req = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = req.get("nodeSelectorTerms") or []
+    if terms and not any(selector_matches({"matchExpressions": t.get("matchExpressions") or []}, node_labels)
+                         for t in terms):
+        return False
+    return True
+
+
+def one_pool(objs, name):
+    """The objects with only DaemonSet `name` left, under the name erdma-agent, so that every check
+    of a single agent (check_agent) applies to it."""
+    view = {k: v for k, v in objs.items() if k[0] != "DaemonSet"}
+    ds = copy.deepcopy(objs[("DaemonSet", NS, name)])
+    ds["metadata"]["name"] = "erdma-agent"
+    view[("DaemonSet", NS, "erdma-agent")] = ds
+    return view
+
+
+def check_mixed_pools(objs, default):
+    """manifests/mixed-pools: two agent DaemonSets with distinct names and selectors, each on the
+    nodes of its pool label only, each with its pool's driver mode; everything else as in
+    manifests/default."""
+    p = []
+    dss = {n: o for (k, _, n), o in objs.items() if k == "DaemonSet"}
+    if set(dss) != set(POOLS):
+        return ["mixed-pools: DaemonSets %s, want %s" % (sorted(dss), sorted(POOLS))]
+    # each agent passes every single-agent check
+    for name in POOLS:
+        p += ["%s: %s" % (name, x) for x in check_agent(one_pool(objs, name))]
+    # selectors: each selects its own pods and not the other's
+    for a in POOLS:
+        for b in POOLS:
+            sel = dss[a]["spec"]["selector"]
+            labels = dss[b]["spec"]["template"]["metadata"].get("labels") or {}
+            if selector_matches(sel, labels) != (a == b):
+                p.append("DaemonSet %s's selector %s %s the pods of %s" % (a, sel, "does not select" if a == b
+                                                                         else "also selects", b))
+        labels = dss[a]["spec"]["template"]["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/name") != "erdma-agent":
+            p.append("DaemonSet %s: its pods lost app.kubernetes.io/name=erdma-agent (docs find agents by it)" % a)
+    # nodes: a node of each pool runs exactly its pool's agent; a node without a pool label none
+    base = {"kubernetes.io/os": "linux", "aliyun.accelerator/erdma": "true"}
+    for pool in [v[0] for v in POOLS.values()] + [None, "other"]:
+        node = dict(base, **({POOL_LABEL: pool} if pool else {}))
+        running = sorted(n for n in POOLS if node_selected(dss[n]["spec"]["template"]["spec"], node))
+        want = sorted(n for n, v in POOLS.items() if v[0] == pool)
+        if running != want:
+            p.append("a node labelled %s runs %s, want %s" % (node, running, want))
+    # each pool's config: its driver mode, SMC-R on only where the driver mode carries it
+    base_cfg = agent_config_of(default) or {}
+    for name, (_, prefer, smcr) in POOLS.items():
+        cfg = agent_config_of(one_pool(objs, name)) or {}
+        got = ((cfg.get("driver") or {}).get("prefer"), (cfg.get("smcr") or {}).get("enabled", True))
+        if got != (prefer, smcr):
+            p.append("DaemonSet %s: config driver.prefer %s, smcr.enabled %s; want %s, %s" % ((name,) + got +
+                                                                                            (prefer, smcr)))
+        rest = copy.deepcopy(cfg)
+        rest.get("driver", {}).pop("prefer", None)
+        rest.get("smcr", {}).pop("enabled", None)
+        want_rest = copy.deepcopy(base_cfg)
+        want_rest.get("driver", {}).pop("prefer", None)
+        want_rest.get("smcr", {}).pop("enabled", None)
+        if rest != want_rest:
+            p.append("DaemonSet %s: its config differs from manifests/base/agent-config.yaml in more than "
+                     "driver.prefer and smcr.enabled: keep the copy in step (%s)" %
+                     (name, sorted(k for k in set(rest) | set(want_rest) if rest.get(k) != want_rest.get(k))))
+    # everything else: manifests/default's objects, the SMC-R pool's DaemonSet but for its pool label
+    extra = {k for k in objs if k not in default}
+    want_extra = {("DaemonSet", NS, "erdma-agent-gpu"), ("ConfigMap", NS, agent_config_map(
+        one_pool(objs, "erdma-agent-gpu"))["metadata"]["name"])}
+    if extra != want_extra or set(default) - set(objs):
+        p.append("mixed-pools adds %s and drops %s; want to add only %s" % (sorted(extra), sorted(set(default) -
+                                                                                                  set(objs)),
+                                                                            sorted(want_extra)))
+    for k in default:
+        if k in objs and k[0] != "DaemonSet" and objs[k] != default[k]:
+            p.append("mixed-pools changes %s %s/%s" % k)
+    smcr_ds = copy.deepcopy(dss["erdma-agent"])
+    for part in (smcr_ds["metadata"]["labels"], smcr_ds["spec"]["selector"]["matchLabels"],
+                 smcr_ds["spec"]["template"]["metadata"]["labels"], smcr_ds["spec"]["template"]["spec"]["nodeSelector"]):
+        part.pop(POOL_LABEL, None)
+    if smcr_ds != default.get(("DaemonSet", NS, "erdma-agent")):
+        p.append("mixed-pools changes the SMC-R pool's DaemonSet beyond its pool label")
+    return p
+
+
+def mixed_pools_breakages():
+    def ds(o, name):
+        return o[("DaemonSet", NS, name)]
+
+    def gpu_cfg(o, changes):
+        cm = agent_config_map(one_pool(o, "erdma-agent-gpu"))
+        cfg = yaml.safe_load(cm["data"]["config.yaml"])
+        for k, v in changes.items():
+            cfg.setdefault(k, {}).update(v)
+        cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
+    return [
+        ("GPU pool's selector is the SMC-R pool's", "also selects",
+         lambda o: ds(o, "erdma-agent-gpu")["spec"]["selector"]["matchLabels"].update({POOL_LABEL: "smcr"})),
+        ("GPU pool without its pool in the nodeSelector", "runs ['erdma-agent', 'erdma-agent-gpu']",
+         lambda o: ds(o, "erdma-agent-gpu")["spec"]["template"]["spec"]["nodeSelector"].pop(POOL_LABEL)),
+        ("GPU pool in default driver mode", "driver.prefer default",
+         lambda o: gpu_cfg(o, {"driver": {"prefer": "default"}})),
+        ("GPU pool config drifted", "keep the copy in step", lambda o: gpu_cfg(o, {"devices": {"rescanSeconds": 9}})),
+        ("one agent only", "want ['erdma-agent', 'erdma-agent-gpu']",
+         lambda o: o.pop(("DaemonSet", NS, "erdma-agent-gpu"))),
+    ]
+
+
 def nfd_breakages():
     """Broken copies of manifests/nfd."""
     def agent(o):
@@ -1281,6 +1401,26 @@ def main():
                 missed.append("%s (%s): no problem mentioning %r (got %s)" % (label, overlay, want, problems))
         expect(not missed, missed)
     suite.check("each deliberately broken copy is reported", broken_copies_are_caught)
+
+    def mixed_pools():
+        per = [render(k, "mixed-pools") for k in found]
+        for k, other in zip(found[1:], per[1:]):
+            expect(other == per[0], "manifests/mixed-pools renders differently with %s and %s" % (found[0], k))
+        problems = check_mixed_pools(per[0], renders["default"])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in mixed_pools_breakages():
+            objs = copy.deepcopy(per[0])
+            breaker(objs)
+            got = check_mixed_pools(objs, renders["default"])
+            if not any(want in x for x in got):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        expect(not missed, missed)
+        if os.access(AGENT, os.X_OK):
+            binary_accepts(AGENT, "config", agent_config_map(one_pool(per[0], "erdma-agent-gpu"))["data"]["config.yaml"],
+                           w, "agent-gpu-pool")
+    suite.check("manifests/mixed-pools: a GPU (ofed) and an SMC-R (default) agent on disjoint nodes, distinct "
+                "selectors (and broken copies caught)", mixed_pools)
 
     def dra_class():
         per = [render(k, "dra") for k in found]
