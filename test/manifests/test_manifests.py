@@ -1073,6 +1073,98 @@ def check_mixed_pools(objs, default):
     return p
 
 
+PAUSE_IMAGE = re.compile(r"(.*/)?pause:[0-9.]+")
+
+
+def check_cleanup(objs, default):
+    """manifests/cleanup: a DaemonSet that runs `erdma-agent cleanup` from the agent image (the
+    one program that image has: it has no shell) with the installed agent's config, on the host
+    network, on the agent's nodes, with what cleanup needs and no more; its pods are not the
+    agent's; nothing else but the agent ConfigMap (and its ServiceAccount)."""
+    p = []
+    agent = default[("DaemonSet", NS, "erdma-agent")]
+    agent_c = agent["spec"]["template"]["spec"]["containers"][0]
+    want = {("DaemonSet", NS, "erdma-cleanup"), ("ServiceAccount", NS, "erdma-agent"),
+            ("ConfigMap", NS, agent_config_map(default)["metadata"]["name"])}
+    if set(objs) != want:
+        return ["manifests/cleanup renders %s, want %s" % (sorted(objs), sorted(want))]
+    ds = objs[("DaemonSet", NS, "erdma-cleanup")]
+    pod = ds["spec"]["template"]["spec"]
+    labels = ds["spec"]["template"]["metadata"].get("labels") or {}
+    if not selector_matches(ds["spec"]["selector"], labels):
+        p.append("erdma-cleanup: selector does not match its pods")
+    if selector_matches(agent["spec"]["selector"], labels) or \
+            labels.get("app.kubernetes.io/name") == "erdma-agent":
+        p.append("erdma-cleanup: its pods carry the agent's labels; `delete daemonset -l "
+                 "app.kubernetes.io/name=erdma-agent` and the agent's selector would take them")
+    if pod.get("nodeSelector") != agent["spec"]["template"]["spec"].get("nodeSelector") or \
+            pod.get("tolerations") != agent["spec"]["template"]["spec"].get("tolerations"):
+        p.append("erdma-cleanup: nodeSelector/tolerations %s %s are not the agent's" %
+                 (pod.get("nodeSelector"), pod.get("tolerations")))
+    if pod.get("hostNetwork") is not True:
+        p.append("erdma-cleanup: hostNetwork must be true (the node's pnet and UEID tables)")
+    inits, ctrs = pod.get("initContainers") or [], pod.get("containers") or []
+    if len(inits) != 1 or len(ctrs) != 1:
+        return p + ["erdma-cleanup: want one init container (the cleanup) and one container (pause)"]
+    c = inits[0]
+    if c["image"] != agent_c["image"]:
+        p.append("erdma-cleanup: image %s is not the agent's %s" % (c["image"], agent_c["image"]))
+    cmd = (c.get("command") or [None])[0]
+    if cmd not in agent_image_files() or cmd != agent_c["command"][0]:
+        p.append("erdma-cleanup: command %s is not a program the agent image has (%s): it has no shell" %
+                 (c.get("command"), sorted(agent_image_files())))
+    args = c.get("args") or []
+    if not args or args[0] != "cleanup" or "--dry-run" in args:
+        p.append("erdma-cleanup: args %s do not run `erdma-agent cleanup`" % args)
+    caps = (c.get("securityContext") or {}).get("capabilities") or {}
+    if caps.get("drop") != ["ALL"] or set(caps.get("add") or []) != {"NET_ADMIN"}:
+        p.append("erdma-cleanup: capabilities %s, want drop ALL and add NET_ADMIN only (SMC netlink writes)" % caps)
+    # its config is the installed agent's, mounted where --config says
+    path = flag(args, "--config")
+    m = mount_for(c, path or "")
+    v = volume(pod, m["name"]) if m else None
+    cm_name = (v or {}).get("configMap", {}).get("name")
+    if cm_name != agent_config_map(default)["metadata"]["name"] or \
+            os.path.relpath(path, m["mountPath"]) != "config.yaml":
+        p.append("erdma-cleanup: --config %r is not the installed agent's ConfigMap (%s)" % (path, cm_name))
+    cfg = agent_config_of(default) or {}
+    host_root = flag(args, "--host-root") or ""
+    preload = (cfg.get("smcr") or {}).get("preloadHostDir", CONTRACT["kPreloadHostDir"]).rstrip("/")
+    parent = os.path.dirname(preload)
+    pm = mount_for(c, host_root + preload)
+    pv = volume(pod, pm["name"]) if pm else None
+    if not pm or pm.get("readOnly") or not pv or (pv.get("hostPath") or {}).get("path") != parent or \
+            pm["mountPath"] != host_root + parent:
+        p.append("erdma-cleanup: the preload directory's parent %s is not mounted read-write at %s%s (the "
+                 "directory itself is removed when empty, so it cannot be the mount point)" % (parent, host_root, parent))
+    host = sorted((x.get("hostPath") or {}).get("path") for x in pod.get("volumes") or [] if "hostPath" in x)
+    if host != [parent]:
+        p.append("erdma-cleanup: host paths %s, want only %s" % (host, [parent]))
+    done = ctrs[0]
+    if not PAUSE_IMAGE.fullmatch(done["image"]) or done.get("command") or done.get("args"):
+        p.append("erdma-cleanup: the long-running container must be a pause image with its own entrypoint, "
+                 "got %s %s %s" % (done["image"], done.get("command"), done.get("args")))
+    return p
+
+
+def cleanup_breakages():
+    def pod(o):
+        return o[("DaemonSet", NS, "erdma-cleanup")]["spec"]["template"]["spec"]
+    return [
+        ("a shell command", "is not a program the agent image has",
+         lambda o: pod(o)["initContainers"][0].update(command=["/bin/sh", "-c"],
+                                                       args=["erdma-agent cleanup && sleep infinity"])),
+        ("the agent's labels", "carry the agent's labels",
+         lambda o: o[("DaemonSet", NS, "erdma-cleanup")]["spec"]["template"]["metadata"]["labels"].update(
+             {"app.kubernetes.io/name": "erdma-agent"})),
+        ("the preload directory as mount point", "cannot be the mount point",
+         lambda o: pod(o)["initContainers"][0]["volumeMounts"][1].update(
+             mountPath="/host/var/lib/erdma-controller/lib")),
+        ("no host network", "hostNetwork", lambda o: pod(o).pop("hostNetwork")),
+        ("a dry run", "do not run", lambda o: pod(o)["initContainers"][0]["args"].append("--dry-run")),
+    ]
+
+
 def mixed_pools_breakages():
     def ds(o, name):
         return o[("DaemonSet", NS, name)]
@@ -1421,6 +1513,21 @@ def main():
                            w, "agent-gpu-pool")
     suite.check("manifests/mixed-pools: a GPU (ofed) and an SMC-R (default) agent on disjoint nodes, distinct "
                 "selectors (and broken copies caught)", mixed_pools)
+
+    def cleanup():
+        objs = render(found[0], "cleanup")
+        problems = check_cleanup(objs, renders["default"])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in cleanup_breakages():
+            broken = copy.deepcopy(objs)
+            breaker(broken)
+            got = check_cleanup(broken, renders["default"])
+            if not any(want in x for x in got):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        expect(not missed, missed)
+    suite.check("manifests/cleanup: `erdma-agent cleanup` from the agent image on the agent's nodes, with "
+                "the installed config (and broken copies caught)", cleanup)
 
     def dra_class():
         per = [render(k, "dra") for k in found]
