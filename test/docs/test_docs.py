@@ -11,6 +11,9 @@
    (`for:`, the range windows, the days of the certificate threshold), both ways.
 4. Links in README.md, docs/*.md and examples/README.md point inside the repository, to files
    that exist; docs/README.md indexes every page of docs/.
+5. Log messages the docs quote (`"msg":"..."`, and "logs `...`", "the log line `...`") are
+   messages the programs write: the text, up to a "..." or the ": " that starts an appended
+   reason, is a string in webhook/, agent/ or common/.
 Each check also runs on a deliberately broken copy, to show it can fail.
 
 Runs with Debian's /usr/bin/python3 (python3-yaml); no network, nothing written.
@@ -168,6 +171,30 @@ def check_links(files):
     return p
 
 
+LOG_QUOTES = [re.compile(r'"msg":"([^"]+)"'),
+              re.compile(r"\b(?:logs|log line|logged|logs at \w+|line)\s+[`\"]([^`\"]{6,})[`\"]")]
+
+
+def program_source():
+    out = []
+    for path in glob.glob(os.path.join(SOURCE_DIR, "*/**/*.[ch]pp"), recursive=True):
+        if os.path.relpath(path, SOURCE_DIR).split(os.sep)[0] in ("webhook", "agent", "common"):
+            with open(path, encoding="utf-8") as f:
+                out.append(f.read())
+    return "\n".join(out)
+
+
+def check_log_quotes(files, source):
+    p = []
+    for path, text in files.items():
+        for pattern in LOG_QUOTES:
+            for quoted in pattern.findall(text):
+                fragment = quoted.split("...")[0].strip()
+                if fragment and fragment not in source and fragment.split(": ")[0] not in source:
+                    p.append("%s quotes the log message %r, which the programs do not write" % (path, quoted))
+    return p
+
+
 def check_index(index, pages):
     return ["docs/README.md does not list %s" % page for page in pages if "(%s)" % page not in index]
 
@@ -227,6 +254,17 @@ def main():
         expect(not p, p)
         expect(check_index("", pages), "a page missing from the index is not caught")
     suite.check("links stay inside the repository and resolve; docs/README.md indexes every page", links)
+
+    def log_quotes():
+        files = {f: read(f) for f in ["README.md", "examples/README.md"] + sorted(
+            os.path.relpath(p, SOURCE_DIR) for p in glob.glob(os.path.join(SOURCE_DIR, "docs/*.md")))
+            if os.path.exists(os.path.join(SOURCE_DIR, f))}
+        source = program_source()
+        p = check_log_quotes(files, source)
+        expect(not p, p)
+        expect(check_log_quotes({"x.md": 'the agent logs `registred with kubelet`'}, source),
+               "a misquoted log message is not caught")
+    suite.check("log messages the docs quote are ones the programs write", log_quotes)
     suite.finish()
 
 
