@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """The kustomize manifests: every overlay renders, and what one object says about another holds.
 
-Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy} with `kubectl kustomize` (the kubectl on
-PATH, or each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the
-same objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
+Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy,erdma-env} with `kubectl kustomize` (the
+kubectl on PATH when it is 1.21 or newer, else the pinned one test/cluster/build-k8s.sh built, or
+each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the same
+objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
 Secret and ConfigMap references, images, the webhook configuration (namespaceSelector evaluated
 on sample namespaces, matchConditions evaluated on sample pods by a small CEL evaluator and
-compared with what the real webhook does to the same pods), the agent's host paths and
-privileges, and the certificate sources (erdma-certs' defaults, cert-manager's Certificate).
+compared with what the real webhook does to the same pods and to examples/: admission_match.py),
+the agent's host paths and privileges, and the certificate sources (erdma-certs' defaults,
+cert-manager's Certificate). manifests/mixed-pools (two agent DaemonSets on disjoint nodes) and
+manifests/cleanup (erdma-agent cleanup from the agent image) have checks of their own.
 manifests/dra (the DeviceClass, applied beside an overlay) renders on its own, and its CEL
 selector, evaluated on sample devices, picks exactly the agent's DRA driver (common/contract.hpp).
 The agent's ConfigMap is generated (erdma-agent-config-<content hash>): a copy of manifests/ with
