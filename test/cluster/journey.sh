@@ -500,15 +500,18 @@ check "... the caBundle and the Secret that erdma-certs wrote are untouched" bas
 check "... and the agent runs the new configuration (capacity 32)" wait_for 120 bash -c "
   c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 32 ]"
 kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
-check "erdma-agent cleanup, then helm uninstall" bash -c '
-  for pod in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o name); do
-    kubectl -n erdma-system exec "$pod" -- erdma-agent cleanup >/dev/null || exit 1
-  done
-  "'"$HELM"'" uninstall erdma-controller --wait --timeout 3m'
+check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (README)" bash -c "
+  kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
+  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s >/dev/null &&
+  kubectl apply -k '$work/site-cleanup' >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
+  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | grep -E ' removed\$' &&
+  kubectl delete -k '$work/site-cleanup' --wait=true --timeout=120s >/dev/null &&
+  '$HELM' uninstall erdma-controller --wait --timeout 3m"
 chart_gone() {
   local left
   left=$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
-    grep -E 'erdma-(webhook|agent)' || true)
+    grep -E 'erdma-(webhook|agent|cleanup)' || true)
   [ -z "$left" ] || { echo "$left"; return 1; }
   [ -z "$("$HELM" list -A -q)" ] || { "$HELM" list -A; return 1; }
   ! kubectl get namespace erdma-system 2>/dev/null
