@@ -49,9 +49,11 @@ test_packages=(
   # left running or enabled (see below)
   prometheus
 )
-# kubectl renders the manifests in the tests. Debian's is kubernetes-client (kubectl 1.20); a
-# kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with it, so Debian's
-# is only added when no kubectl is on PATH. The manifests render the same with either.
+# kubectl on PATH, for the scripts and a person at the shell. Debian's is kubernetes-client
+# (kubectl 1.20), whose kustomize cannot render the overlays (they need kubectl 1.21 or newer):
+# the manifest and chart tests then use the pinned kubectl test/cluster/build-k8s.sh builds. A
+# kubectl installed from elsewhere also owns /usr/bin/kubectl and conflicts with Debian's, so
+# Debian's is only added when no kubectl is on PATH.
 if ! command -v kubectl >/dev/null 2>&1; then
   test_packages+=(kubernetes-client)
 fi

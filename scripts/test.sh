@@ -85,12 +85,14 @@ echo "==> sanitizer lane (build, tests, fuzz) started in the background at nice 
 lane_pid=$!
 lane_t0=$SECONDS
 
-stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failure -j2 --timeout 600
 # Real Kubernetes (test/cluster/README.md): the pinned release and etcd built from Go modules once
-# per machine into a cache outside the repository (about 12 minutes cold, then nothing), a
-# one-node cluster on this machine (scripts/cluster.sh), a pod on it and nothing left after `down`,
-# then the user's journey with the product installed as README.md says.
+# per machine into a cache outside the repository (about 12 minutes cold, then nothing). Built
+# before ctest: the manifest and chart tests render with its kubectl when PATH has only Debian's
+# 1.20, whose kustomize cannot render the overlays.
 stage "Kubernetes and etcd from pinned Go modules (cached)" 2400 test/cluster/build-k8s.sh
+stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failure -j2 --timeout 600
+# A one-node cluster on this machine (scripts/cluster.sh), a pod on it and nothing left after
+# `down`, then the user's journey with the product installed as README.md says.
 stage "real cluster: smoke test, then the user's journey" 900 \
   bash -c 'test/cluster/smoke.sh && test/cluster/journey.sh build'
 # The runtime DRA needs (docs/dra-runtime.md): containerd 2.x with CDI, built once per machine

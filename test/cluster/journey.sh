@@ -208,12 +208,15 @@ smcr_pod_yaml() {  # NAMESPACE NAME [extra annotation]
   printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations:\n    network.alibabacloud.com/erdma-smcr: "true"\n%s\nspec:\n  containers: [{name: c, image: %s, command: [sleep, "100000"]}]\n' \
     "$2" "$1" "${3:-}" "$WORKLOAD"
 }
-check "pods the webhook must not see are created without it" bash -c "
+# An eRDMA-only (NCCL) pod among them: the default config gives it nothing, so it is not sent
+# (docs/admission.md, "Which pods the apiserver sends").
+check "pods the webhook must not see, an NCCL-only pod among them, are created without it" bash -c "
   $(declare -f dry smcr_pod_yaml); WORKLOAD=$WORKLOAD
   smcr_pod_yaml plain unlabelled | dry &&
   smcr_pod_yaml $NS opted-out '    network.alibabacloud.com/erdma-inject: \"false\"' | dry &&
   smcr_pod_yaml kube-system system | dry &&
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' | dry"
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' | dry &&
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-only, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD, resources: {limits: {aliyun/erdma: 1}}}]\n' | dry"
 after=$(requests)
 check "... and its request counter did not move ($before before, $after after)" test "$before" = "$after"
 check "a matched pod is sent to it (the counter moves)" bash -c "
@@ -345,6 +348,9 @@ check "... a matched pod is refused, and the message names the webhook" bash -c 
 check "... a pod that asks for nothing is still created" bash -c "
   printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: plain-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' |
     kubectl create --dry-run=server -f -"
+check "... an NCCL-only pod (aliyun/erdma, no SMC-R) is still created" bash -c "
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD, resources: {limits: {aliyun/erdma: 1}}}]\n' |
+    kubectl create --dry-run=server -f -"
 sed -e 's/name: smcr-app/name: after-outage/' -e 's/app: smcr-app/app: after-outage/g' "$work/smcr.yaml" |
   kubectl apply -f - >/dev/null
 check "... a Deployment's pods are refused meanwhile (FailedCreate)" wait_for 60 bash -c "
@@ -396,14 +402,59 @@ phase "uninstall as README.md says"
 kubectl -n "$NS" delete statefulset nccltest --wait=true >/dev/null
 kubectl -n "$NS" delete deployment smcr-app --wait=true >/dev/null
 check "the webhook configuration goes first" kubectl delete mutatingwebhookconfiguration erdma-webhook
-check "erdma-agent cleanup on the node" bash -c '
-  for pod in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o name); do
-    kubectl -n erdma-system exec "$pod" -- erdma-agent cleanup || exit 1
-  done'
-check "kubectl delete -k removes the rest" kubectl delete -k "$work/site" --ignore-not-found --wait=true --timeout=120s
+check "then the agent DaemonSets: no agent left to redo its node setup" bash -c "
+  kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
+  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s"
+# manifests/mixed-pools on the one node, the way docs/node-preparation.md moves an install there
+# (the agent DaemonSet already deleted): the node's pool label picks exactly one of the two agents.
+pool_agents() {  # the agent DaemonSets' desired pod counts and the node of each running agent pod
+  kubectl -n erdma-system get daemonset -l app.kubernetes.io/name=erdma-agent \
+    -o jsonpath='{range .items[*]}{.metadata.name}={.status.desiredNumberScheduled} {end}'
+  kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent --field-selector status.phase=Running \
+    -o jsonpath='{range .items[*]}{.metadata.labels.erdma-controller/pool}@{.spec.nodeName} {end}'
+}
+kubectl label node "$NODE" erdma-controller/pool=gpu --overwrite >/dev/null
+check "manifests/mixed-pools applies" bash -c "
+  kubectl apply -k '$work/manifests/mixed-pools' >/dev/null && kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null"
+check "... a node labelled pool=gpu runs exactly the GPU pool's agent" wait_for 120 bash -c "
+  $(declare -f pool_agents); out=\$(pool_agents); echo \"\$out\"
+  grep -q 'erdma-agent=0 ' <<<\"\$out\" && grep -q 'erdma-agent-gpu=1 ' <<<\"\$out\" && grep -q 'gpu@$NODE' <<<\"\$out\" &&
+    ! grep -q 'smcr@' <<<\"\$out\""
+kubectl label node "$NODE" erdma-controller/pool=smcr --overwrite >/dev/null
+check "... relabelled pool=smcr, exactly the SMC-R pool's agent" wait_for 120 bash -c "
+  $(declare -f pool_agents); out=\$(pool_agents); echo \"\$out\"
+  grep -q 'erdma-agent=1 ' <<<\"\$out\" && grep -q 'erdma-agent-gpu=0 ' <<<\"\$out\" && grep -q 'smcr@$NODE' <<<\"\$out\" &&
+    ! grep -q 'gpu@' <<<\"\$out\""
+kubectl label node "$NODE" erdma-controller/pool- >/dev/null
+check "... and both agent DaemonSets go before the cleanup" bash -c "
+  kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
+  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s"
+# The site's cleanup overlay, as docs/uninstall.md says: manifests/cleanup with the site's agent
+# config and the node's own pause image (the cluster has no registry.k8s.io).
+PAUSE_IMAGE=$(sed -n 's/^PAUSE_IMAGE=//p' "$SRC/scripts/cluster.sh")
+mkdir -p "$work/site-cleanup"
+cp "$work/site/agent-config.yaml" "$work/site-cleanup/"
+printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources:' \
+  '- ../manifests/cleanup' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
+  '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' 'images:' '- name: registry.k8s.io/pause' \
+  "  newName: ${PAUSE_IMAGE%:*}" "  newTag: \"${PAUSE_IMAGE##*:}\"" >"$work/site-cleanup/kustomization.yaml"
+check "manifests/cleanup runs erdma-agent cleanup on the node (the agent image has no shell)" bash -c "
+  kubectl apply -k '$work/site-cleanup' >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s"
+check "... and its log says what it removed" bash -c "
+  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --prefix --tail=-1 |
+    tee /dev/stderr | grep -E ' removed\$|nothing to remove'"
+check "... run again: nothing to remove" bash -c "
+  kubectl -n erdma-system delete pod -l app.kubernetes.io/name=erdma-cleanup --wait=true >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
+  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | tee /dev/stderr |
+    grep -qx 'nothing to remove'"
+check "kubectl delete -k removes the cleanup, then the rest with the namespace" bash -c "
+  kubectl delete -k '$work/site-cleanup' --ignore-not-found --wait=true --timeout=120s >/dev/null &&
+  kubectl delete -k '$work/site' --ignore-not-found --wait=true --timeout=120s"
 check "nothing of the product is left in the cluster" bash -c "
   left=\$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
-    grep -E 'erdma-(webhook|agent)' || true); [ -z \"\$left\" ] || { echo \"\$left\"; exit 1; }
+    grep -E 'erdma-(webhook|agent|cleanup)' || true); [ -z \"\$left\" ] || { echo \"\$left\"; exit 1; }
   ! kubectl get namespace erdma-system 2>/dev/null"
 check "the node's capacity goes back to zero once the agent is gone" wait_for 60 bash -c "
   c=\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}'); echo \"allocatable '\$c'\"; [ \"\${c:-0}\" = 0 ]"
@@ -449,15 +500,18 @@ check "... the caBundle and the Secret that erdma-certs wrote are untouched" bas
 check "... and the agent runs the new configuration (capacity 32)" wait_for 120 bash -c "
   c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 32 ]"
 kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
-check "erdma-agent cleanup, then helm uninstall" bash -c '
-  for pod in $(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o name); do
-    kubectl -n erdma-system exec "$pod" -- erdma-agent cleanup >/dev/null || exit 1
-  done
-  "'"$HELM"'" uninstall erdma-controller --wait --timeout 3m'
+check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (README)" bash -c "
+  kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
+  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s >/dev/null &&
+  kubectl apply -k '$work/site-cleanup' >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
+  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | grep -E ' removed\$' &&
+  kubectl delete -k '$work/site-cleanup' --wait=true --timeout=120s >/dev/null &&
+  '$HELM' uninstall erdma-controller --wait --timeout 3m"
 chart_gone() {
   local left
   left=$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
-    grep -E 'erdma-(webhook|agent)' || true)
+    grep -E 'erdma-(webhook|agent|cleanup)' || true)
   [ -z "$left" ] || { echo "$left"; return 1; }
   [ -z "$("$HELM" list -A -q)" ] || { "$HELM" list -A; return 1; }
   ! kubectl get namespace erdma-system 2>/dev/null

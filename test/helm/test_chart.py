@@ -51,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/manifests"))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
+import admission_match  # noqa: E402
 import test_manifests as tm  # noqa: E402  (kubectl discovery and rendering, the binaries' config check)
 from harness import Suite, expect  # noqa: E402
 
@@ -228,13 +229,14 @@ def compose_overlay(root, name, cert_manager, fail_open, nfd, agent_config=None)
     os.makedirs(d)
     m = os.path.join(root, "manifests")
     k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-         "bases": ["../manifests/" + ("cert-manager" if cert_manager else "default")]}
+         "resources": ["../manifests/" + ("cert-manager" if cert_manager else "default")]}
     if fail_open:
         shutil.copy(os.path.join(m, "fail-open/failure-policy-ignore.yaml"), d)
-        k["patchesJson6902"] = yaml.safe_load(open(os.path.join(m, "fail-open/kustomization.yaml")))["patchesJson6902"]
+        k.setdefault("patches", []).extend(
+            yaml.safe_load(open(os.path.join(m, "fail-open/kustomization.yaml")))["patches"])
     if nfd:
         shutil.copy(os.path.join(m, "nfd/agent-nfd.yaml"), d)
-        k["patchesStrategicMerge"] = ["agent-nfd.yaml"]
+        k.setdefault("patches", []).append({"path": "agent-nfd.yaml"})
         shutil.copy(os.path.join(m, "nfd/agent-config.yaml"), d)
     if agent_config is not None:
         with open(os.path.join(d, "agent-config.yaml"), "w") as f:
@@ -484,14 +486,16 @@ def main():
     # 1. the same objects as kustomize
     kubectls = tm.kubectls()
     if not kubectls:
-        suite.skip("the chart against kustomize", "no kubectl on PATH (scripts/install-deps.sh installs one)")
+        suite.skip("the chart against kustomize", "no kubectl 1.%d or newer (test/manifests.kubectls)" %
+                   tm.MIN_KUBECTL_MINOR)
     for kubectl in kubectls:
         print("kubectl: %s (%s)" % (kubectl, tm.kubectl_version(kubectl)))
     overlays = [("default", {}), ("fail-open", {"webhook": {"failurePolicy": "Ignore"}}),
                 ("nfd", {"agent": {"nfd": {"enabled": True}}}),
                 ("cert-manager", {"certificates": {"mode": "certManager"}}),
                 ("monitoring", MONITORING_VALUES),
-                ("network-policy", {"networkPolicy": {"enabled": True, "apiserverCIDRs": [tm.APISERVER_PLACEHOLDER]}})]
+                ("network-policy", {"networkPolicy": {"enabled": True, "apiserverCIDRs": [tm.APISERVER_PLACEHOLDER]}}),
+                ("erdma-env", {"webhook": {"config": {"erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]}}})]
     for kubectl in kubectls:
         label = " (%s)" % kubectl if len(kubectls) > 1 else ""
         for overlay, values in overlays:
@@ -722,6 +726,44 @@ def main():
         shutil.rmtree(copy_dir, ignore_errors=True)
     suite.check("NOTES.txt: the next steps of each mode", notes)
 
+    have_webhook, have_agent = os.access(tm.WEBHOOK, os.X_OK), os.access(tm.AGENT, os.X_OK)
+
+    def match_conditions_follow_the_config():
+        """The matchConditions derived from webhook.config: for each config, their shape, their
+        verdicts on the sample pods against the documented rule, and (with the webhook built) the
+        real webhook's answers under that very config (test/manifests/admission_match.py)."""
+        mounts = [{"name": "erdma-dev", "hostPath": "/dev/infiniband", "mountPath": "/dev/infiniband"}]
+        configs = [
+            ("default", {}, "asks-for-smcr"),
+            ("erdmaEnv", {"erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]}, "asks-for-smcr-or-erdma"),
+            ("deviceMounts", {"deviceMounts": mounts}, "asks-for-smcr-or-erdma"),
+            ("erdmaEnv and another resourceName", {"resourceName": "example.com/rdma",
+                                                   "erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]},
+             "asks-for-smcr-or-erdma"),
+        ]
+        problems = []
+        for label, values, name in configs:
+            objs = helm.template({"webhook": {"config": values}})
+            _, hook = webhook_configuration(objs)
+            conds = hook["matchConditions"]
+            text = objs[("ConfigMap", NS, "erdma-webhook-config")]["data"]["config.yaml"]
+            cfg = yaml.safe_load(text)
+            if [c["name"] for c in conds] != ["not-opted-out", name]:
+                problems.append("%s: matchConditions %s, want not-opted-out and %s" % (label, [c["name"] for c in conds],
+                                                                                      name))
+            problems += ["%s: %s" % (label, x) for x in admission_match.check_structure(conds, cfg) +
+                         admission_match.check_intended(conds, cfg)]
+            if have_webhook:
+                found, verdicts = admission_match.check_agreement(tm.WEBHOOK, text, conds, SOURCE_DIR, w,
+                                                                  cfg.get("resourceName", "aliyun/erdma"))
+                problems += ["%s: %s" % (label, x) for x in found]
+                print("    %s: %d pods, %d sent, %d changed by the webhook" % (
+                    label, len(verdicts), sum(1 for v in verdicts if v[2]), sum(1 for v in verdicts if v[1] == "injects")))
+        expect(not problems, "\n".join(problems))
+    suite.check("matchConditions follow webhook.config: SMC-R pods by default, eRDMA pods with erdmaEnv or "
+                "deviceMounts%s" % ("" if have_webhook else " (without the webhook binary: CEL only)"),
+                match_conditions_follow_the_config)
+
     # 3. refusals
     def refusals():
         cases = [
@@ -760,8 +802,6 @@ def main():
                                                                                 rc, msg, want))
         expect(not missed, "\n".join(missed))
     suite.check("bad values are refused with a message naming the field", refusals)
-
-    have_webhook, have_agent = os.access(tm.WEBHOOK, os.X_OK), os.access(tm.AGENT, os.X_OK)
 
     def binaries_accept():
         objs = helm.template({"webhook": {"config": {"smcr": {"libraryFrom": "hostPath"}}},

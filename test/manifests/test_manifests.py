@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """The kustomize manifests: every overlay renders, and what one object says about another holds.
 
-Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy} with `kubectl kustomize` (the kubectl on
-PATH, or each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the
-same objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
+Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy,erdma-env} with `kubectl kustomize` (the
+kubectl on PATH when it is 1.21 or newer, else the pinned one test/cluster/build-k8s.sh built, or
+each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the same
+objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
 Secret and ConfigMap references, images, the webhook configuration (namespaceSelector evaluated
 on sample namespaces, matchConditions evaluated on sample pods by a small CEL evaluator and
-compared with what the real webhook does to the same pods), the agent's host paths and
-privileges, and the certificate sources (erdma-certs' defaults, cert-manager's Certificate).
+compared with what the real webhook does to the same pods and to examples/: admission_match.py),
+the agent's host paths and privileges, and the certificate sources (erdma-certs' defaults,
+cert-manager's Certificate). manifests/mixed-pools (two agent DaemonSets on disjoint nodes) and
+manifests/cleanup (erdma-agent cleanup from the agent image) have checks of their own.
 manifests/dra (the DeviceClass, applied beside an overlay) renders on its own, and its CEL
 selector, evaluated on sample devices, picks exactly the agent's DRA driver (common/contract.hpp).
 The agent's ConfigMap is generated (erdma-agent-config-<content hash>): a copy of manifests/ with
@@ -38,13 +41,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
+import admission_match  # noqa: E402
 import cel  # noqa: E402
 from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
 
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env"]
 NS = "erdma-system"
 # configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
 AGENT_CONFIG = "erdma-agent-config"
@@ -94,12 +98,40 @@ def project_version():
     return m.group(1)
 
 
+# The overlays use directories under `resources:` and `patches:`: kubectl 1.21's kustomize (v4) or later.
+MIN_KUBECTL_MINOR = 21
+
+
+def pinned_kubectl():
+    """The kubectl of the pinned Kubernetes release (test/cluster/build-k8s.sh), if it is built."""
+    try:
+        r = subprocess.run([os.path.join(SOURCE_DIR, "test/cluster/build-k8s.sh"), "--print"], capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    path = os.path.join(r.stdout.strip().splitlines()[-1], "kubectl") if r.returncode == 0 and r.stdout.strip() else ""
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def kubectl_minor(kubectl):
+    m = re.match(r"v1\.(\d+)", kubectl_version(kubectl))
+    return int(m.group(1)) if m else 0
+
+
 def kubectls():
+    """ERDMA_KUBECTL (colon-separated) as given; else the kubectl on PATH when it is 1.21 or newer,
+    else the pinned one test/cluster/build-k8s.sh built (scripts/test.sh builds it before ctest)."""
     listed = [p for p in os.environ.get("ERDMA_KUBECTL", "").split(":") if p]
     if listed:
         return listed
-    found = shutil.which("kubectl")
-    return [found] if found else []
+    for found in (shutil.which("kubectl"), pinned_kubectl()):
+        if not found:
+            continue
+        if kubectl_minor(found) >= MIN_KUBECTL_MINOR:
+            return [found]
+        print("kubectl: %s (%s) is older than 1.%d, whose kustomize the overlays need; not used" %
+              (found, kubectl_version(found), MIN_KUBECTL_MINOR))
+    return []
 
 
 def kubectl_version(kubectl):
@@ -474,73 +506,13 @@ def check_webhook_configuration(objs, failure_policy):
     return p
 
 
-def sample_pods():
-    """(name, pod, whether it should reach the webhook)."""
-    def pod(annotations=None, containers=None, init=None):
-        meta = {"name": "p", "namespace": "team-a"}
-        if annotations is not None:
-            meta["annotations"] = annotations
-        spec = {"containers": containers or [{"name": "app", "image": "registry.example/app:1"}]}
-        if init is not None:
-            spec["initContainers"] = init
-        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-
-    erdma_limits = {"name": "app", "image": "registry.example/app:1", "resources": {"limits": {RESOURCE: "1"}}}
-    erdma_requests = {"name": "app", "image": "registry.example/app:1", "resources": {"requests": {RESOURCE: "1"}}}
-    gpu = {"name": "app", "image": "registry.example/app:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    return [
-        ("plain pod", pod(), False),
-        ("other annotations only", pod({"team": "a"}), False),
-        ("SMC-R annotation true", pod({SMCR_ANNOTATION: "true"}), True),
-        ("SMC-R annotation True (the webhook warns)", pod({SMCR_ANNOTATION: "True"}), True),
-        ("aliyun/erdma in limits", pod(containers=[erdma_limits]), True),
-        ("aliyun/erdma in requests", pod(containers=[erdma_requests]), True),
-        ("aliyun/erdma in an init container", pod(init=[erdma_limits], containers=[gpu]), True),
-        ("other resources only", pod(containers=[gpu], init=[]), False),
-        ("empty resources", pod(containers=[{"name": "a", "image": "x:1", "resources": {}}]), False),
-        ("opted out, with SMC-R", pod({SMCR_ANNOTATION: "true", OPT_OUT_ANNOTATION: "false"}), False),
-        ("opted out, with aliyun/erdma", pod({OPT_OUT_ANNOTATION: "false"}, containers=[erdma_limits]), False),
-        ("opt-out misspelt False (the webhook warns)", pod({SMCR_ANNOTATION: "true", OPT_OUT_ANNOTATION: "False"}), True),
-        ("the second container asks", pod(containers=[gpu, dict(erdma_limits, name="b")]), True),
-    ]
-
-
-def evaluate_conditions(conds, obj):
-    """True when every condition is true (the apiserver then calls the webhook)."""
-    env = {"object": obj, "oldObject": None, "request": {"operation": "CREATE"}}
-    return all(cel.evaluate(cel.parse(c["expression"]), env) is True for c in conds)
-
-
 def check_match_conditions(objs):
-    p = []
+    """The matchConditions fit the webhook's config (test/manifests/admission_match.py): their shape,
+    and their verdict on the table of sample pods against the documented rule."""
     mwc = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")
     conds = mwc["webhooks"][0].get("matchConditions") or []
-    refs = set()
-    for c in conds:
-        try:
-            refs |= cel.references(cel.parse(c["expression"]))
-        except cel.CelSyntaxError as e:
-            p.append("matchCondition %s: %s" % (c.get("name"), e))
-    if p:
-        return p
-    for want in ("object.metadata.annotations", "object.spec.containers", "object.spec.initContainers",
-                 "c.resources.limits", "c.resources.requests", "'%s'" % SMCR_ANNOTATION, "'%s'" % RESOURCE,
-                 "'%s'" % OPT_OUT_ANNOTATION):
-        if want not in refs:
-            p.append("matchConditions never mention %s" % want)
     cfg = webhook_config_of(objs) or {}
-    if "'%s'" % cfg.get("resourceName", RESOURCE) not in refs:
-        p.append("matchConditions do not test the configured resourceName %s" % cfg.get("resourceName"))
-    for name, pod, want in sample_pods():
-        try:
-            got = evaluate_conditions(conds, pod)
-        except cel.CelEvalError as e:
-            p.append("matchConditions on %s: evaluation error %s" % (name, e))
-            continue
-        if got != want:
-            p.append("matchConditions on %s: %s, want %s" % (name, "sent" if got else "not sent",
-                                                              "sent" if want else "not sent"))
-    return p
+    return admission_match.check_structure(conds, cfg) + admission_match.check_intended(conds, cfg)
 
 
 def check_agent(objs):
@@ -915,6 +887,9 @@ def breakages():
         ("matchCondition on the wrong annotation", "SMC-R annotation true",
          set_(lambda o: hook(o)["matchConditions"][1].update(
              expression=hook(o)["matchConditions"][1]["expression"].replace("erdma-smcr", "erdma-smc")))),
+        ("NCCL pods sent although the config gives them nothing", "for nothing",
+         set_(lambda o: hook(o)["matchConditions"].__setitem__(1, yaml.safe_load(open(os.path.join(
+             SOURCE_DIR, "manifests/erdma-env/match-erdma-pods.yaml")))[0]["value"]))),
         ("timeout 10 s", "timeoutSeconds", set_(lambda o: hook(o).update(timeoutSeconds=10))),
         ("readiness probe on /healthz", "readinessProbe path",
          set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].update(
@@ -981,6 +956,238 @@ def network_policy_breakages():
          lambda o: pol(o)["ingress"][0]["ports"][0].update(port="metrics")),
         ("a rule without from", "without from or ports", lambda o: pol(o)["ingress"][1].pop("from")),
         ("egress restricted too", "policyTypes", lambda o: pol(o).update(policyTypes=["Ingress", "Egress"])),
+    ]
+
+
+def erdma_env_breakages():
+    """Broken copies of manifests/erdma-env, and of the default's conditions under its config."""
+    def hook(o):
+        return o[("MutatingWebhookConfiguration", "", "erdma-webhook")]["webhooks"][0]
+
+    def default_condition(o):
+        hook(o)["matchConditions"][1] = {
+            "name": "asks-for-smcr",
+            "expression": "has(object.metadata.annotations) && '%s' in object.metadata.annotations && "
+                          "object.metadata.annotations['%s'] != 'false'" % (SMCR_ANNOTATION, SMCR_ANNOTATION)}
+    return [
+        ("erdmaEnv set, eRDMA pods not sent", "do not send pods asking", default_condition),
+        ("erdmaEnv emptied, eRDMA pods still sent", "for nothing",
+         lambda o: webhook_config_edit(o, {"erdmaEnv": []})),
+        ("condition tests another resource name", "do not send pods asking",
+         lambda o: hook(o)["matchConditions"][1].update(
+             expression=hook(o)["matchConditions"][1]["expression"].replace("'aliyun/erdma'", "'aliyun/rdma'"))),
+    ]
+
+
+POOL_LABEL = "erdma-controller/pool"
+# manifests/mixed-pools: DaemonSet -> (pool label value, driver.prefer, smcr.enabled)
+POOLS = {"erdma-agent": ("smcr", "default", True), "erdma-agent-gpu": ("gpu", "ofed", False)}
+
+
+def node_selected(pod_spec, node_labels):
+    """Whether a pod spec's nodeSelector and required nodeAffinity admit a node with these labels."""
+    for k, v in (pod_spec.get("nodeSelector") or {}).items():
+        if node_labels.get(k) != v:
+            return False
+    req = (((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+           .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = req.get("nodeSelectorTerms") or []
+    if terms and not any(selector_matches({"matchExpressions": t.get("matchExpressions") or []}, node_labels)
+                         for t in terms):
+        return False
+    return True
+
+
+def one_pool(objs, name):
+    """The objects with only DaemonSet `name` left, under the name erdma-agent, so that every check
+    of a single agent (check_agent) applies to it."""
+    view = {k: v for k, v in objs.items() if k[0] != "DaemonSet"}
+    ds = copy.deepcopy(objs[("DaemonSet", NS, name)])
+    ds["metadata"]["name"] = "erdma-agent"
+    view[("DaemonSet", NS, "erdma-agent")] = ds
+    return view
+
+
+def check_mixed_pools(objs, default):
+    """manifests/mixed-pools: two agent DaemonSets with distinct names and selectors, each on the
+    nodes of its pool label only, each with its pool's driver mode; everything else as in
+    manifests/default."""
+    p = []
+    dss = {n: o for (k, _, n), o in objs.items() if k == "DaemonSet"}
+    if set(dss) != set(POOLS):
+        return ["mixed-pools: DaemonSets %s, want %s" % (sorted(dss), sorted(POOLS))]
+    # each agent passes every single-agent check
+    for name in POOLS:
+        p += ["%s: %s" % (name, x) for x in check_agent(one_pool(objs, name))]
+    # selectors: each selects its own pods and not the other's
+    for a in POOLS:
+        for b in POOLS:
+            sel = dss[a]["spec"]["selector"]
+            labels = dss[b]["spec"]["template"]["metadata"].get("labels") or {}
+            if selector_matches(sel, labels) != (a == b):
+                p.append("DaemonSet %s's selector %s %s the pods of %s" % (a, sel, "does not select" if a == b
+                                                                         else "also selects", b))
+        labels = dss[a]["spec"]["template"]["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/name") != "erdma-agent":
+            p.append("DaemonSet %s: its pods lost app.kubernetes.io/name=erdma-agent (docs find agents by it)" % a)
+    # nodes: a node of each pool runs exactly its pool's agent; a node without a pool label none
+    base = {"kubernetes.io/os": "linux", "aliyun.accelerator/erdma": "true"}
+    for pool in [v[0] for v in POOLS.values()] + [None, "other"]:
+        node = dict(base, **({POOL_LABEL: pool} if pool else {}))
+        running = sorted(n for n in POOLS if node_selected(dss[n]["spec"]["template"]["spec"], node))
+        want = sorted(n for n, v in POOLS.items() if v[0] == pool)
+        if running != want:
+            p.append("a node labelled %s runs %s, want %s" % (node, running, want))
+    # each pool's config: its driver mode, SMC-R on only where the driver mode carries it
+    base_cfg = agent_config_of(default) or {}
+    for name, (_, prefer, smcr) in POOLS.items():
+        cfg = agent_config_of(one_pool(objs, name)) or {}
+        got = ((cfg.get("driver") or {}).get("prefer"), (cfg.get("smcr") or {}).get("enabled", True))
+        if got != (prefer, smcr):
+            p.append("DaemonSet %s: config driver.prefer %s, smcr.enabled %s; want %s, %s" % ((name,) + got +
+                                                                                            (prefer, smcr)))
+        rest = copy.deepcopy(cfg)
+        rest.get("driver", {}).pop("prefer", None)
+        rest.get("smcr", {}).pop("enabled", None)
+        want_rest = copy.deepcopy(base_cfg)
+        want_rest.get("driver", {}).pop("prefer", None)
+        want_rest.get("smcr", {}).pop("enabled", None)
+        if rest != want_rest:
+            p.append("DaemonSet %s: its config differs from manifests/base/agent-config.yaml in more than "
+                     "driver.prefer and smcr.enabled: keep the copy in step (%s)" %
+                     (name, sorted(k for k in set(rest) | set(want_rest) if rest.get(k) != want_rest.get(k))))
+    # everything else: manifests/default's objects, the SMC-R pool's DaemonSet but for its pool label
+    extra = {k for k in objs if k not in default}
+    want_extra = {("DaemonSet", NS, "erdma-agent-gpu"), ("ConfigMap", NS, agent_config_map(
+        one_pool(objs, "erdma-agent-gpu"))["metadata"]["name"])}
+    if extra != want_extra or set(default) - set(objs):
+        p.append("mixed-pools adds %s and drops %s; want to add only %s" % (sorted(extra), sorted(set(default) -
+                                                                                                  set(objs)),
+                                                                            sorted(want_extra)))
+    for k in default:
+        if k in objs and k[0] != "DaemonSet" and objs[k] != default[k]:
+            p.append("mixed-pools changes %s %s/%s" % k)
+    smcr_ds = copy.deepcopy(dss["erdma-agent"])
+    for part in (smcr_ds["metadata"]["labels"], smcr_ds["spec"]["selector"]["matchLabels"],
+                 smcr_ds["spec"]["template"]["metadata"]["labels"], smcr_ds["spec"]["template"]["spec"]["nodeSelector"]):
+        part.pop(POOL_LABEL, None)
+    if smcr_ds != default.get(("DaemonSet", NS, "erdma-agent")):
+        p.append("mixed-pools changes the SMC-R pool's DaemonSet beyond its pool label")
+    return p
+
+
+PAUSE_IMAGE = re.compile(r"(.*/)?pause:[0-9.]+")
+
+
+def check_cleanup(objs, default):
+    """manifests/cleanup: a DaemonSet that runs `erdma-agent cleanup` from the agent image (the
+    one program that image has: it has no shell) with the installed agent's config, on the host
+    network, on the agent's nodes, with what cleanup needs and no more; its pods are not the
+    agent's; nothing else but the agent ConfigMap (and its ServiceAccount)."""
+    p = []
+    agent = default[("DaemonSet", NS, "erdma-agent")]
+    agent_c = agent["spec"]["template"]["spec"]["containers"][0]
+    want = {("DaemonSet", NS, "erdma-cleanup"), ("ServiceAccount", NS, "erdma-agent"),
+            ("ConfigMap", NS, agent_config_map(default)["metadata"]["name"])}
+    if set(objs) != want:
+        return ["manifests/cleanup renders %s, want %s" % (sorted(objs), sorted(want))]
+    ds = objs[("DaemonSet", NS, "erdma-cleanup")]
+    pod = ds["spec"]["template"]["spec"]
+    labels = ds["spec"]["template"]["metadata"].get("labels") or {}
+    if not selector_matches(ds["spec"]["selector"], labels):
+        p.append("erdma-cleanup: selector does not match its pods")
+    if selector_matches(agent["spec"]["selector"], labels) or \
+            labels.get("app.kubernetes.io/name") == "erdma-agent":
+        p.append("erdma-cleanup: its pods carry the agent's labels; `delete daemonset -l "
+                 "app.kubernetes.io/name=erdma-agent` and the agent's selector would take them")
+    if pod.get("nodeSelector") != agent["spec"]["template"]["spec"].get("nodeSelector") or \
+            pod.get("tolerations") != agent["spec"]["template"]["spec"].get("tolerations"):
+        p.append("erdma-cleanup: nodeSelector/tolerations %s %s are not the agent's" %
+                 (pod.get("nodeSelector"), pod.get("tolerations")))
+    if pod.get("hostNetwork") is not True:
+        p.append("erdma-cleanup: hostNetwork must be true (the node's pnet and UEID tables)")
+    inits, ctrs = pod.get("initContainers") or [], pod.get("containers") or []
+    if len(inits) != 1 or len(ctrs) != 1:
+        return p + ["erdma-cleanup: want one init container (the cleanup) and one container (pause)"]
+    c = inits[0]
+    if c["image"] != agent_c["image"]:
+        p.append("erdma-cleanup: image %s is not the agent's %s" % (c["image"], agent_c["image"]))
+    cmd = (c.get("command") or [None])[0]
+    if cmd not in agent_image_files() or cmd != agent_c["command"][0]:
+        p.append("erdma-cleanup: command %s is not a program the agent image has (%s): it has no shell" %
+                 (c.get("command"), sorted(agent_image_files())))
+    args = c.get("args") or []
+    if not args or args[0] != "cleanup" or "--dry-run" in args:
+        p.append("erdma-cleanup: args %s do not run `erdma-agent cleanup`" % args)
+    caps = (c.get("securityContext") or {}).get("capabilities") or {}
+    if caps.get("drop") != ["ALL"] or set(caps.get("add") or []) != {"NET_ADMIN"}:
+        p.append("erdma-cleanup: capabilities %s, want drop ALL and add NET_ADMIN only (SMC netlink writes)" % caps)
+    # its config is the installed agent's, mounted where --config says
+    path = flag(args, "--config")
+    m = mount_for(c, path or "")
+    v = volume(pod, m["name"]) if m else None
+    cm_name = (v or {}).get("configMap", {}).get("name")
+    if cm_name != agent_config_map(default)["metadata"]["name"] or \
+            os.path.relpath(path, m["mountPath"]) != "config.yaml":
+        p.append("erdma-cleanup: --config %r is not the installed agent's ConfigMap (%s)" % (path, cm_name))
+    cfg = agent_config_of(default) or {}
+    host_root = flag(args, "--host-root") or ""
+    preload = (cfg.get("smcr") or {}).get("preloadHostDir", CONTRACT["kPreloadHostDir"]).rstrip("/")
+    parent = os.path.dirname(preload)
+    pm = mount_for(c, host_root + preload)
+    pv = volume(pod, pm["name"]) if pm else None
+    if not pm or pm.get("readOnly") or not pv or (pv.get("hostPath") or {}).get("path") != parent or \
+            pm["mountPath"] != host_root + parent:
+        p.append("erdma-cleanup: the preload directory's parent %s is not mounted read-write at %s%s (the "
+                 "directory itself is removed when empty, so it cannot be the mount point)" % (parent, host_root, parent))
+    host = sorted((x.get("hostPath") or {}).get("path") for x in pod.get("volumes") or [] if "hostPath" in x)
+    if host != [parent]:
+        p.append("erdma-cleanup: host paths %s, want only %s" % (host, [parent]))
+    done = ctrs[0]
+    if not PAUSE_IMAGE.fullmatch(done["image"]) or done.get("command") or done.get("args"):
+        p.append("erdma-cleanup: the long-running container must be a pause image with its own entrypoint, "
+                 "got %s %s %s" % (done["image"], done.get("command"), done.get("args")))
+    return p
+
+
+def cleanup_breakages():
+    def pod(o):
+        return o[("DaemonSet", NS, "erdma-cleanup")]["spec"]["template"]["spec"]
+    return [
+        ("a shell command", "is not a program the agent image has",
+         lambda o: pod(o)["initContainers"][0].update(command=["/bin/sh", "-c"],
+                                                       args=["erdma-agent cleanup && sleep infinity"])),
+        ("the agent's labels", "carry the agent's labels",
+         lambda o: o[("DaemonSet", NS, "erdma-cleanup")]["spec"]["template"]["metadata"]["labels"].update(
+             {"app.kubernetes.io/name": "erdma-agent"})),
+        ("the preload directory as mount point", "cannot be the mount point",
+         lambda o: pod(o)["initContainers"][0]["volumeMounts"][1].update(
+             mountPath="/host/var/lib/erdma-controller/lib")),
+        ("no host network", "hostNetwork", lambda o: pod(o).pop("hostNetwork")),
+        ("a dry run", "do not run", lambda o: pod(o)["initContainers"][0]["args"].append("--dry-run")),
+    ]
+
+
+def mixed_pools_breakages():
+    def ds(o, name):
+        return o[("DaemonSet", NS, name)]
+
+    def gpu_cfg(o, changes):
+        cm = agent_config_map(one_pool(o, "erdma-agent-gpu"))
+        cfg = yaml.safe_load(cm["data"]["config.yaml"])
+        for k, v in changes.items():
+            cfg.setdefault(k, {}).update(v)
+        cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
+    return [
+        ("GPU pool's selector is the SMC-R pool's", "also selects",
+         lambda o: ds(o, "erdma-agent-gpu")["spec"]["selector"]["matchLabels"].update({POOL_LABEL: "smcr"})),
+        ("GPU pool without its pool in the nodeSelector", "runs ['erdma-agent', 'erdma-agent-gpu']",
+         lambda o: ds(o, "erdma-agent-gpu")["spec"]["template"]["spec"]["nodeSelector"].pop(POOL_LABEL)),
+        ("GPU pool in default driver mode", "driver.prefer default",
+         lambda o: gpu_cfg(o, {"driver": {"prefer": "default"}})),
+        ("GPU pool config drifted", "keep the copy in step", lambda o: gpu_cfg(o, {"devices": {"rescanSeconds": 9}})),
+        ("one agent only", "want ['erdma-agent', 'erdma-agent-gpu']",
+         lambda o: o.pop(("DaemonSet", NS, "erdma-agent-gpu"))),
     ]
 
 
@@ -1115,28 +1322,17 @@ def start_deployment_command_line(objs, workdir, certs_dir, certs_secret):
 
 
 def webhook_verdicts_agree(objs, workdir):
-    """For every sample pod, the real webhook (erdma-webhook mutate with the rendered config) has
-    nothing to say about a pod the matchConditions keep from it: filtering never hides work."""
-    cfg = os.path.join(workdir, "webhook-config.yaml")
-    with open(cfg, "w") as f:
-        f.write(one(objs, "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"])
+    """For the table of sample pods and every example workload, the real webhook (erdma-webhook
+    mutate with the rendered config) and the rendered matchConditions agree: what it changes is
+    sent, what it leaves alone is not (admission_match.check_agreement says the exceptions)."""
+    text = one(objs, "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"]
     conds = one(objs, "MutatingWebhookConfiguration", "erdma-webhook", ns="")["webhooks"][0]["matchConditions"]
-    problems = []
-    for name, pod, _ in sample_pods():
-        path = os.path.join(workdir, "pod.json")
-        with open(path, "w") as f:
-            json.dump(pod, f)
-        r = subprocess.run([WEBHOOK, "mutate", "-f", path, "-o", "review", "-n", "team-a", "--config", cfg],
-                           capture_output=True, text=True, timeout=60)
-        if r.returncode not in (0, 1):
-            problems.append("%s: erdma-webhook mutate exited %d: %s" % (name, r.returncode, r.stderr))
-            continue
-        resp = json.loads(r.stdout)["response"]
-        acts = bool(resp.get("patch") or resp.get("warnings") or not resp.get("allowed", True))
-        sent = evaluate_conditions(conds, pod)
-        if acts and not sent:
-            problems.append("%s: the webhook would act but matchConditions keep the pod from it" % name)
+    resource = (yaml.safe_load(text) or {}).get("resourceName", RESOURCE)
+    problems, verdicts = admission_match.check_agreement(WEBHOOK, text, conds, SOURCE_DIR, workdir, resource)
+    for name, did, sent in verdicts:
+        print("    %-62s webhook %-8s %s" % (name[:62], did, "sent" if sent else "not sent"))
     expect(not problems, problems)
+    return verdicts
 
 
 def main():
@@ -1144,7 +1340,8 @@ def main():
     w = suite.workdir
     found = kubectls()
     if not found:
-        suite.skip("render every overlay", "no kubectl on PATH (scripts/install-deps.sh installs one)")
+        suite.skip("render every overlay", "no kubectl 1.%d or newer on PATH, and test/cluster/build-k8s.sh has not "
+                   "built the pinned one" % MIN_KUBECTL_MINOR)
         suite.finish()
     version = project_version()
     renders = {}  # overlay -> objects, from the first kubectl
@@ -1199,6 +1396,34 @@ def main():
         expect(ds == d[("DaemonSet", NS, "erdma-agent")],
                "manifests/nfd changes the DaemonSet beyond the features.d volume and the config name")
     suite.check("nfd = default + features.d mount + nfdFeatureFile", nfd_is_default_plus_features_dir)
+
+    def erdma_env_is_default_plus_env_and_condition():
+        d, e = renders["default"], renders["erdma-env"]
+        mwc = ("MutatingWebhookConfiguration", "", "erdma-webhook")
+        wcm = ("ConfigMap", NS, "erdma-webhook-config")
+        diff = sorted(k for k in set(d) | set(e) if d.get(k) != e.get(k))
+        expect(diff == sorted([mwc, wcm]), "manifests/erdma-env changes %s, want only the webhook's config and "
+               "its webhook configuration" % diff)
+        d_cfg, e_cfg = webhook_config_of(d), webhook_config_of(e)
+        expect(admission_match.injects_into_erdma_pods(e_cfg), "manifests/erdma-env sets no erdmaEnv or deviceMounts")
+        expect(not admission_match.injects_into_erdma_pods(d_cfg), "manifests/default's webhook config injects into "
+               "eRDMA pods: its matchConditions do not send them")
+        for key in ("erdmaEnv", "deviceMounts"):
+            d_cfg.pop(key, None)
+            e_cfg.pop(key, None)
+        expect(d_cfg == e_cfg, "manifests/erdma-env/webhook-config.yaml differs from manifests/base/webhook-config.yaml "
+               "in more than erdmaEnv and deviceMounts: keep the copy in step (%s)" %
+               sorted(k for k in set(d_cfg) | set(e_cfg) if d_cfg.get(k) != e_cfg.get(k)))
+        dh, eh = copy.deepcopy(d[mwc]), copy.deepcopy(e[mwc])
+        expect([c["name"] for c in dh["webhooks"][0]["matchConditions"]] == ["not-opted-out", "asks-for-smcr"] and
+               [c["name"] for c in eh["webhooks"][0]["matchConditions"]] == ["not-opted-out", "asks-for-smcr-or-erdma"],
+               "matchConditions names: default %s, erdma-env %s" % (dh["webhooks"][0]["matchConditions"],
+                                                                    eh["webhooks"][0]["matchConditions"]))
+        dh["webhooks"][0]["matchConditions"].pop(1)
+        eh["webhooks"][0]["matchConditions"].pop(1)
+        expect(dh == eh, "manifests/erdma-env changes the webhook configuration beyond its second matchCondition")
+    suite.check("erdma-env = default + erdmaEnv + the matchCondition that sends eRDMA pods",
+                erdma_env_is_default_plus_env_and_condition)
 
     def network_policy_is_default_plus_policy():
         d, n = renders["default"], renders["network-policy"]
@@ -1262,7 +1487,8 @@ def main():
         missed = []
         for overlay, label, want, breaker in ([("default",) + b for b in breakages()] +
                                               [("nfd",) + b for b in nfd_breakages()] +
-                                              [("network-policy",) + b for b in network_policy_breakages()]):
+                                              [("network-policy",) + b for b in network_policy_breakages()] +
+                                              [("erdma-env",) + b for b in erdma_env_breakages()]):
             objs = copy.deepcopy(renders[overlay])
             breaker(objs)
             problems = all_problems(overlay, objs, version, certs_patch, certs_secret)
@@ -1270,6 +1496,41 @@ def main():
                 missed.append("%s (%s): no problem mentioning %r (got %s)" % (label, overlay, want, problems))
         expect(not missed, missed)
     suite.check("each deliberately broken copy is reported", broken_copies_are_caught)
+
+    def mixed_pools():
+        per = [render(k, "mixed-pools") for k in found]
+        for k, other in zip(found[1:], per[1:]):
+            expect(other == per[0], "manifests/mixed-pools renders differently with %s and %s" % (found[0], k))
+        problems = check_mixed_pools(per[0], renders["default"])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in mixed_pools_breakages():
+            objs = copy.deepcopy(per[0])
+            breaker(objs)
+            got = check_mixed_pools(objs, renders["default"])
+            if not any(want in x for x in got):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        expect(not missed, missed)
+        if os.access(AGENT, os.X_OK):
+            binary_accepts(AGENT, "config", agent_config_map(one_pool(per[0], "erdma-agent-gpu"))["data"]["config.yaml"],
+                           w, "agent-gpu-pool")
+    suite.check("manifests/mixed-pools: a GPU (ofed) and an SMC-R (default) agent on disjoint nodes, distinct "
+                "selectors (and broken copies caught)", mixed_pools)
+
+    def cleanup():
+        objs = render(found[0], "cleanup")
+        problems = check_cleanup(objs, renders["default"])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in cleanup_breakages():
+            broken = copy.deepcopy(objs)
+            breaker(broken)
+            got = check_cleanup(broken, renders["default"])
+            if not any(want in x for x in got):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        expect(not missed, missed)
+    suite.check("manifests/cleanup: `erdma-agent cleanup` from the agent image on the agent's nodes, with "
+                "the installed config (and broken copies caught)", cleanup)
 
     def dra_class():
         per = [render(k, "dra") for k in found]
@@ -1301,8 +1562,18 @@ def main():
         suite.check("webhook ConfigMap accepted by erdma-webhook config", lambda: binary_accepts(
             WEBHOOK, "config", one(renders["default"], "ConfigMap", "erdma-webhook-config")["data"]["config.yaml"], w,
             "webhook"))
-        suite.check("the real webhook never acts on a pod the matchConditions filter out",
-                    lambda: webhook_verdicts_agree(renders["default"], w))
+        def verdicts(overlay, nccl_sent):
+            got = {name: (did, sent) for name, did, sent in webhook_verdicts_agree(renders[overlay], w)}
+            nccl = [v for n, v in got.items() if n.startswith("examples/nccl-statefulset.yaml")]
+            smcr = [v for n, v in got.items() if n.startswith("examples/smcr-deployment.yaml")]
+            expect(nccl and all(sent == nccl_sent for _, sent in nccl),
+                   "manifests/%s: the NCCL example is %s, want %s" % (overlay, nccl, nccl_sent))
+            expect(smcr and all(did == "injects" and sent for did, sent in smcr),
+                   "manifests/%s: the SMC-R example is %s" % (overlay, smcr))
+        suite.check("manifests/default: the webhook is sent exactly the pods it changes (not the NCCL example)",
+                    lambda: verdicts("default", False))
+        suite.check("manifests/erdma-env: the webhook is sent exactly the pods it changes (the NCCL example too)",
+                    lambda: verdicts("erdma-env", True))
         suite.check("the Deployment's command line starts, answers its probes and drains",
                     lambda: start_deployment_command_line(renders["default"], w, certs_dir, certs_secret))
     else:
