@@ -139,7 +139,13 @@ void SlicePublisher::start() {
   pending_ = true;  // publish at once
   pending_at_ = Clock::now();
   loop_thread_ = std::thread([this] { run_loop(); });
-  watch_thread_ = std::thread([this] { run_watch(stop_.get_token()); });
+  if (api_.can_watch()) {
+    watch_thread_ = std::thread([this] { run_watch(stop_.get_token()); });
+  } else {
+    log::warn("resource slices are not watched (the API client cannot); edits by others are repaired at the "
+              "next resync")
+        .kv("resync_ms", static_cast<int64_t>(options_.resync.count()));
+  }
 }
 
 void SlicePublisher::stop() {
@@ -270,12 +276,6 @@ void SlicePublisher::run_watch(std::stop_token stop) {
         },
         stop);
     if (stop.stop_requested()) return;
-    if (!status && status.error().message.find("cannot watch") != std::string::npos &&
-        status.error().code == ErrorCode::FailedPrecondition) {
-      log::warn("resource slices are not watched; edits by others are repaired at the next resync")
-          .kv("error", status.error().message);
-      return;
-    }
     std::chrono::milliseconds wait{0};
     if (!status) {
       if (errors.failed(status.error().message)) {

@@ -87,13 +87,16 @@ class Api {
   // interrupted at once). An ERROR event ends it with the Error its Status maps to (410 Gone, the
   // resourceVersion is too old: NotFound; list again, then watch from the new list's version).
   // Errors before the stream as for get(); an event that is not JSON: InvalidArgument. Does not
-  // wait for ordinary calls, nor they for it. The default says the client cannot watch.
+  // wait for ordinary calls, nor they for it. The default says the client cannot watch
+  // (FailedPrecondition), and can_watch() is false for it.
   [[nodiscard]] virtual Status watch(std::string_view path, const WatchHandler& on_event, std::stop_token stop) {
     (void)on_event;
     (void)stop;
     return make_error(ErrorCode::FailedPrecondition,
                       "WATCH " + std::string(path) + ": this API client cannot watch; poll with get() instead");
   }
+  // True when watch() is implemented: callers that can do without it (polling) ask first.
+  [[nodiscard]] virtual bool can_watch() const noexcept { return false; }
 };
 
 // The HTTPS client (Boost.Beast over OpenSSL, TLS 1.2+, the server's name or IP verified against

@@ -347,6 +347,7 @@ class HttpsApi final : public Api {
     return {};
   }
   Status watch(std::string_view path, const WatchHandler& on_event, std::stop_token stop) override;
+  bool can_watch() const noexcept override { return true; }
 
  private:
   http::request<http::string_body> make_request(http::verb verb, std::string_view path, const nlohmann::json* body,

@@ -228,6 +228,7 @@ Status FakeKubeApi::remove(std::string_view path, std::string_view resource_vers
 }
 
 Status FakeKubeApi::watch(std::string_view path, const kube::WatchHandler& on_event, std::stop_token stop) {
+  if (!watchable_) return Api::watch(path, on_event, stop);
   std::unique_lock<std::mutex> lock(mu_);
   if (auto injected = begin_call("WATCH", path)) return *injected;
   const auto [base, query] = split_query(path);

@@ -5,6 +5,7 @@
 // and a call log. Thread-safe. Errors are worded by kube::error_from_answer, as the real client's.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -40,6 +41,10 @@ class FakeKubeApi final : public kube::Api {
   // Sees ADDED for every matching object first (a watch without resourceVersion does), then each
   // change and each pushed event; ends when stopped, on end_watches(), or when the handler says so.
   Status watch(std::string_view path, const kube::WatchHandler& on_event, std::stop_token stop) override;
+  bool can_watch() const noexcept override { return watchable_; }
+
+  // Behave as a client without watch (can_watch false; watch() refused).
+  void set_watchable_for_test(bool on) { watchable_ = on; }
 
   // The next `count` calls (of `verb` only, when given) fail with `error`, touching nothing.
   void fail_next(int count, Error error, std::string verb = "");
@@ -90,6 +95,7 @@ class FakeKubeApi final : public kube::Api {
   std::vector<Failure> failures_;
   std::list<Watcher> watchers_;
   int open_watches_ = 0;
+  std::atomic<bool> watchable_{true};
 };
 
 }  // namespace erdma::agent::testing

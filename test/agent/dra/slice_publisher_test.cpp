@@ -311,6 +311,23 @@ TEST_CASE("the loop: a watch ended by the server or by 410 Gone is opened again 
   publisher.stop();
 }
 
+TEST_CASE("the loop: with a client that cannot watch, the resync repairs") {
+  FakeKubeApi api;
+  api.set_watchable_for_test(false);
+  Node node;
+  node.set_cards(1);
+  auto o = options();
+  o.resync = std::chrono::milliseconds(50);
+  SlicePublisher publisher(api, node.wanted(), o);
+  publisher.start();
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  api.delete_for_test(slice_path(0));
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  CHECK(publisher.stats().repairs == 0);
+  for (const auto& call : api.calls()) CHECK(call.verb != "WATCH");
+  publisher.stop();
+}
+
 TEST_CASE("the loop: stop() returns promptly while the watch is open and nothing is due") {
   FakeKubeApi api;
   Node node;
