@@ -435,6 +435,15 @@ void carry_taint_times(json& spec, const json& old_spec) {
 
 }  // namespace
 
+bool slice_has_content(const json& wanted, const json& existing) {
+  const auto has_parts = [](const json& o) {
+    return o.is_object() && o.contains("spec") && o["spec"].is_object() && o.contains("metadata") &&
+           o["metadata"].is_object();
+  };
+  if (!has_parts(wanted) || !has_parts(existing)) return false;
+  return same_content(wanted, existing);
+}
+
 Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& existing) {
   if (wanted.empty()) return make_error(ErrorCode::InvalidArgument, "no ResourceSlices wanted (build_slices gives one at least)");
   const json& first_spec = wanted.front().at("spec");

@@ -132,6 +132,13 @@ struct SlicePlan {
 // metadata.name, resourceVersion or spec), naming the item; nothing is planned then.
 [[nodiscard]] Result<SlicePlan> plan_slices(const std::vector<nlohmann::json>& wanted, const nlohmann::json& existing);
 
+// True when `existing` (a list item or a watch event's object) has the content `wanted` (one of
+// build_slices' slices) asks for, as plan_slices judges it: the same spec apart from the pool
+// generation and the server's taint times, and the wanted ownerReferences. False for an object
+// without a spec or metadata. The slice publisher uses it to tell its own writes, coming back
+// through its watch, from someone else's edit.
+[[nodiscard]] bool slice_has_content(const nlohmann::json& wanted, const nlohmann::json& existing);
+
 // True for an object name as the API server checks it (apimachinery IsDNS1123Subdomain: at most
 // 253 of [a-z0-9.-], each dot-separated part starting and ending with [a-z0-9]; unlike
 // common::config::is_dns_subdomain it sets no 63-character limit per part).

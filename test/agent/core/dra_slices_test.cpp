@@ -545,3 +545,27 @@ TEST_CASE("plan_slices: a malformed list answer is refused, naming the item, and
 }
 
 }  // namespace erdma::agent
+
+namespace erdma::agent {
+namespace {
+
+TEST_CASE("slice_has_content: the publisher's own write matches; an edit, a missing spec or another card does not") {
+  const auto wanted = built({roce_card("erdma_0", "uverbs0", 0, 1)}, facts());
+  REQUIRE(wanted.size() == 1);
+  nlohmann::json stored = wanted[0];
+  stored["metadata"]["resourceVersion"] = "7";
+  stored["spec"]["pool"]["generation"] = 4;  // the generation is the plan's, not content
+  CHECK(slice_has_content(wanted[0], stored));
+  nlohmann::json edited = stored;
+  edited["spec"]["devices"][0]["attributes"]["ibDevice"] = {{"string", "erdma_9"}};
+  CHECK_FALSE(slice_has_content(wanted[0], edited));
+  nlohmann::json no_spec = stored;
+  no_spec.erase("spec");
+  CHECK_FALSE(slice_has_content(wanted[0], no_spec));
+  CHECK_FALSE(slice_has_content(wanted[0], nlohmann::json("x")));
+  const auto other = built({roce_card("erdma_1", "uverbs1", 0, 1)}, facts());
+  CHECK_FALSE(slice_has_content(wanted[0], other[0]));
+}
+
+}  // namespace
+}  // namespace erdma::agent

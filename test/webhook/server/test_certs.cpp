@@ -80,7 +80,7 @@ PemPair make_cert(const CertSpec& spec, const PemPair* issuer) {
     add_ext(cert.get(), signer_cert, NID_basic_constraints, "critical,CA:TRUE");
   } else {
     add_ext(cert.get(), signer_cert, NID_basic_constraints, "critical,CA:FALSE");
-    const std::string san = "DNS:" + spec.common_name;
+    const std::string san = spec.subject_alt_names.empty() ? "DNS:" + spec.common_name : spec.subject_alt_names;
     add_ext(cert.get(), signer_cert, NID_subject_alt_name, san.c_str());
   }
   if (!spec.extended_key_usage.empty()) {

@@ -1,0 +1,297 @@
+// The ResourceSlice publisher (see slice_publisher.hpp).
+#include "agent/dra/slice_publisher.hpp"
+
+#include <algorithm>
+
+#include "common/log.hpp"
+
+namespace erdma::agent {
+namespace {
+
+namespace log = common::log;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::string name_of(const json& object) {
+  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) return "";
+  return object["metadata"].value("name", "");
+}
+
+std::string string_at(const json& object, const char* a, const char* b) {
+  if (!object.is_object() || !object.contains(a) || !object[a].is_object()) return "";
+  const auto& inner = object[a];
+  const auto it = inner.find(b);
+  return it != inner.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
+std::string node_slices_path(std::string_view node_name, std::string_view driver) {
+  return std::string(kResourceSlicesPath) + "?fieldSelector=" +
+         kube::url_query_escape("spec.nodeName=" + std::string(node_name) + ",spec.driver=" + std::string(driver));
+}
+
+bool slice_event_needs_publish(const json& event, const std::vector<json>& wanted, std::string_view node_name,
+                               std::string_view driver) {
+  if (!event.is_object()) return false;
+  const std::string type = event.value("type", "");
+  if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") return false;  // BOOKMARK and others
+  const json& object = event.contains("object") ? event["object"] : json();
+  const std::string name = name_of(object);
+  const auto want = std::find_if(wanted.begin(), wanted.end(), [&](const json& w) { return name_of(w) == name; });
+  if (type == "DELETED") return want != wanted.end();
+  if (want != wanted.end()) return !slice_has_content(*want, object);
+  // Not one of ours by name: news only when it claims our node and driver (an extra slice).
+  return string_at(object, "spec", "nodeName") == node_name && string_at(object, "spec", "driver") == driver;
+}
+
+SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options)
+    : api_(api), wanted_fn_(std::move(wanted)), options_(std::move(options)),
+      list_path_(node_slices_path(options_.node_name, options_.driver)) {}
+
+SlicePublisher::~SlicePublisher() { stop(); }
+
+Result<PublishSummary> SlicePublisher::publish_once() {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  return publish_locked();
+}
+
+Result<PublishSummary> SlicePublisher::publish_locked() {
+  ERDMA_TRY_ASSIGN(SliceSet wanted, wanted_fn_());
+  PublishSummary summary;
+  summary.notes = wanted.notes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_wanted_ = wanted.slices;  // the watch compares against this from now on
+  }
+  const std::string collection(kResourceSlicesPath);
+  for (int attempt = 1; attempt <= std::max(1, options_.max_attempts); ++attempt) {
+    summary.attempts = attempt;
+    ERDMA_TRY_ASSIGN(const json existing, api_.get(list_path_));
+    ERDMA_TRY_ASSIGN(SlicePlan plan, plan_slices(wanted.slices, existing));
+    if (attempt == 1) summary.notes.insert(summary.notes.end(), plan.notes.begin(), plan.notes.end());
+    summary.generation = plan.generation;
+    std::string conflict;  // the action that met one: list again and re-plan
+    for (const auto& action : plan.actions) {
+      const std::string path = collection + "/" + action.name;
+      Status done;
+      switch (action.op) {
+        case SliceOp::Create: {
+          auto r = api_.create(collection, action.object);
+          if (r) {
+            ++summary.created;
+          } else {
+            done = std::move(r).error();
+          }
+          break;
+        }
+        case SliceOp::Update: {
+          auto r = api_.replace(path, action.object);
+          if (r) {
+            ++summary.updated;
+          } else {
+            done = std::move(r).error();
+          }
+          break;
+        }
+        case SliceOp::Delete: {
+          done = api_.remove(path, action.resource_version);
+          if (done || done.error().code == ErrorCode::NotFound) {
+            done = {};
+            ++summary.deleted;  // gone either way
+          }
+          break;
+        }
+      }
+      if (done) {
+        log::info("resource slice written")
+            .kv("op", to_string(action.op))
+            .kv("slice", action.name)
+            .kv("generation", plan.generation);
+        continue;
+      }
+      const ErrorCode code = done.error().code;
+      // A stale resourceVersion, a name taken meanwhile, a slice deleted under an update: the
+      // list was out of date.
+      if (code == ErrorCode::FailedPrecondition || code == ErrorCode::AlreadyExists ||
+          (code == ErrorCode::NotFound && action.op == SliceOp::Update)) {
+        conflict = std::string(to_string(action.op)) + " " + action.name + ": " + done.error().message;
+        break;
+      }
+      return make_error(code, "publishing ResourceSlices of node " + options_.node_name + ": " +
+                                  std::string(to_string(action.op)) + " " + action.name + ": " + done.error().message);
+    }
+    if (conflict.empty()) return summary;
+    summary.notes.push_back("attempt " + std::to_string(attempt) + " met a conflict, listing again: " + conflict);
+    log::info("resource slice conflict, listing again").kv("attempt", attempt).kv("detail", conflict);
+  }
+  return make_error(ErrorCode::FailedPrecondition,
+                    "publishing ResourceSlices of node " + options_.node_name + ": still conflicting after " +
+                        std::to_string(options_.max_attempts) +
+                        " rounds (another writer keeps changing them: is a second agent running for this node "
+                        "and driver?); " + summary.notes.back());
+}
+
+void SlicePublisher::start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) return;
+  started_ = true;
+  pending_ = true;  // publish at once
+  pending_at_ = Clock::now();
+  loop_thread_ = std::thread([this] { run_loop(); });
+  if (api_.can_watch()) {
+    watch_thread_ = std::thread([this] { run_watch(stop_.get_token()); });
+  } else {
+    log::warn("resource slices are not watched (the API client cannot); edits by others are repaired at the "
+              "next resync")
+        .kv("resync_ms", static_cast<int64_t>(options_.resync.count()));
+  }
+}
+
+void SlicePublisher::stop() {
+  stop_.request_stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++wakeups_;
+  }
+  wake_.notify_all();
+  if (loop_thread_.joinable()) loop_thread_.join();
+  if (watch_thread_.joinable()) watch_thread_.join();
+}
+
+void SlicePublisher::trigger() { request(std::chrono::milliseconds(0)); }
+
+void SlicePublisher::request(std::chrono::milliseconds delay) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto at = Clock::now() + delay;
+    if (!pending_ || at < pending_at_) pending_at_ = at;
+    pending_ = true;
+    if (delay.count() > 0) repair_pending_ = true;
+    ++wakeups_;
+  }
+  wake_.notify_all();
+}
+
+PublisherStats SlicePublisher::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void SlicePublisher::run_loop() {
+  const std::stop_token stop = stop_.get_token();
+  auto backoff = options_.backoff_initial;
+  Clock::time_point retry_at{};        // while failing: not before this
+  bool failing = false;
+  auto next_resync = Clock::now() + options_.resync;
+  common::RepeatFilter errors;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop.stop_requested()) {
+    Clock::time_point due = next_resync;
+    if (failing) {
+      due = retry_at;
+    } else if (pending_) {
+      due = std::min(due, pending_at_);
+    }
+    if (Clock::now() < due) {
+      const uint64_t seen = wakeups_;
+      wake_.wait_until(lock, stop, due, [&] { return wakeups_ != seen; });
+      continue;  // recompute: a trigger, a stop, or the time came
+    }
+    const bool repair = repair_pending_;
+    pending_ = false;
+    repair_pending_ = false;
+    lock.unlock();
+    Result<PublishSummary> result = [&] {
+      std::lock_guard<std::mutex> publishing(publish_mu_);
+      return publish_locked();
+    }();
+    lock.lock();
+    if (repair) ++stats_.repairs;
+    if (result) {
+      ++stats_.publishes_ok;
+      stats_.writes += result->writes();
+      stats_.last_error.clear();
+      if (errors.succeeded()) log::info("resource slices published again after failures");
+      if (result->writes() > 0) {
+        log::info("resource slices published")
+            .kv("node", options_.node_name)
+            .kv("created", static_cast<uint64_t>(result->created))
+            .kv("updated", static_cast<uint64_t>(result->updated))
+            .kv("deleted", static_cast<uint64_t>(result->deleted))
+            .kv("generation", result->generation)
+            .kv("attempts", result->attempts)
+            .kv("repair", repair);
+      }
+      failing = false;
+      backoff = options_.backoff_initial;
+      next_resync = Clock::now() + options_.resync;
+    } else {
+      ++stats_.publishes_failed;
+      stats_.last_error = result.error().message;
+      if (errors.failed(result.error().message)) {
+        log::warn("resource slices not published")
+            .kv("code", to_string(result.error().code))
+            .kv("error", result.error().message)
+            .kv("retry_ms", static_cast<int64_t>(backoff.count()));
+      }
+      failing = true;
+      retry_at = Clock::now() + backoff;
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    }
+  }
+}
+
+void SlicePublisher::run_watch(std::stop_token stop) {
+  const std::string path = list_path_ + "&watch=true&allowWatchBookmarks=true&timeoutSeconds=" +
+                           std::to_string(options_.watch_timeout_seconds);
+  auto backoff = options_.backoff_initial;
+  common::RepeatFilter errors;
+  bool first = true;
+  std::mutex idle_mu;
+  std::condition_variable_any idle;
+  while (!stop.stop_requested()) {
+    // A watch without resourceVersion starts with ADDED for every slice there: compared with
+    // what is wanted, that covers the gap since the last watch, except slices deleted in it;
+    // one publish after every restart covers those.
+    if (!first) trigger();
+    first = false;
+    const auto started = Clock::now();
+    const Status status = api_.watch(
+        path,
+        [&](const json& event) {
+          bool news = false;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            news = !last_wanted_.empty() &&
+                   slice_event_needs_publish(event, last_wanted_, options_.node_name, options_.driver);
+          }
+          if (news) {
+            log::info("resource slice changed by someone else, repairing")
+                .kv("event", event.value("type", ""))
+                .kv("slice", name_of(event.contains("object") ? event["object"] : json()));
+            request(options_.repair_delay);
+          }
+          return true;
+        },
+        stop);
+    if (stop.stop_requested()) return;
+    std::chrono::milliseconds wait{0};
+    if (!status) {
+      if (errors.failed(status.error().message)) {
+        log::warn("resource slice watch failed").kv("error", status.error().message);
+      }
+      wait = backoff;
+      backoff = std::min(backoff * 2, options_.backoff_max);
+    } else {
+      errors.succeeded();
+      backoff = options_.backoff_initial;
+      // A server that ends watches at once must not make this a busy loop.
+      if (Clock::now() - started < std::chrono::seconds(1)) wait = options_.backoff_initial;
+    }
+    std::unique_lock<std::mutex> lock(idle_mu);
+    idle.wait_for(lock, stop, wait, [] { return false; });
+  }
+}
+
+}  // namespace erdma::agent

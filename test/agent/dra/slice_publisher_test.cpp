@@ -1,0 +1,347 @@
+// The ResourceSlice publisher against the in-memory API server: publish, no-op, update, repair
+// of others' edits, races, backoff, a shrinking node, a prompt stop.
+#include "agent/dra/slice_publisher.hpp"
+
+#include <atomic>
+#include <mutex>
+
+#include <doctest/doctest.h>
+
+#include "test/eventually.hpp"
+#include "test/fakes/fake_kube_api.hpp"
+#include "test/fakes/fake_rdma_devices.hpp"
+
+namespace erdma::agent {
+namespace {
+
+using nlohmann::json;
+using testing::FakeKubeApi;
+using testing::make_device;
+using erdma::testing::eventually;
+
+const std::string kCollection(kResourceSlicesPath);
+
+// The device scan the daemon would hand over, changeable by the test.
+struct Node {
+  std::mutex mu;
+  std::vector<RdmaDevice> cards;
+
+  void set_cards(size_t n) {
+    std::lock_guard<std::mutex> lock(mu);
+    cards.clear();
+    for (size_t i = 0; i < n; ++i) {
+      cards.push_back(make_device("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0));
+    }
+  }
+  SlicePublisher::WantedFn wanted() {
+    return [this]() -> Result<SliceSet> {
+      std::lock_guard<std::mutex> lock(mu);
+      SliceFacts facts;
+      facts.node_name = "node-a";
+      facts.driver_mode = "default";
+      return build_slices(cards, facts);
+    };
+  }
+};
+
+SlicePublisherOptions options() {
+  SlicePublisherOptions o;
+  o.node_name = "node-a";
+  o.resync = std::chrono::hours(1);  // nothing in these tests waits for a resync
+  o.backoff_initial = std::chrono::milliseconds(20);
+  o.backoff_max = std::chrono::milliseconds(80);
+  o.repair_delay = std::chrono::milliseconds(10);
+  return o;
+}
+
+std::string slice_path(size_t index) { return kCollection + "/" + slice_name("node-a", "erdma.aliyun.com", index); }
+
+int64_t generation_of(const json& slice) { return slice["spec"]["pool"]["generation"].get<int64_t>(); }
+
+TEST_CASE("publish_once: the first publish creates, the second writes nothing") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(2);
+  SlicePublisher publisher(api, node.wanted(), options());
+  auto first = publisher.publish_once();
+  REQUIRE_MESSAGE(first.ok(), first.error().message);
+  CHECK(first->created == 1);
+  CHECK(first->writes() == 1);
+  const auto stored = api.object(slice_path(0));
+  REQUIRE(stored.has_value());
+  CHECK((*stored)["spec"]["devices"].size() == 2);
+  CHECK((*stored)["spec"]["nodeName"] == "node-a");
+
+  api.clear_calls();
+  auto second = publisher.publish_once();
+  REQUIRE(second.ok());
+  CHECK(second->writes() == 0);
+  CHECK(api.writes() == 0);
+  const auto calls = api.calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].verb == "GET");
+  CHECK(calls[0].path == kCollection + "?fieldSelector=spec.nodeName%3Dnode-a%2Cspec.driver%3Derdma.aliyun.com");
+}
+
+TEST_CASE("publish_once: a device change updates the slice with a higher pool generation") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(1);
+  SlicePublisher publisher(api, node.wanted(), options());
+  REQUIRE(publisher.publish_once().ok());
+  const int64_t before = generation_of(*api.object(slice_path(0)));
+  node.set_cards(3);
+  auto changed = publisher.publish_once();
+  REQUIRE(changed.ok());
+  CHECK(changed->updated == 1);
+  CHECK(changed->created == 0);
+  const auto after = api.object(slice_path(0));
+  CHECK((*after)["spec"]["devices"].size() == 3);
+  CHECK(generation_of(*after) > before);
+  CHECK(changed->generation == generation_of(*after));
+}
+
+// Forwards to the fake, letting someone else write just before the publisher's first PUT or POST.
+class RacingApi final : public kube::Api {
+ public:
+  RacingApi(FakeKubeApi& fake, std::function<void()> before_write) : fake_(fake), before_(std::move(before_write)) {}
+  Result<json> get(std::string_view path) override { return fake_.get(path); }
+  Result<json> create(std::string_view path, const json& object) override {
+    race();
+    return fake_.create(path, object);
+  }
+  Result<json> replace(std::string_view path, const json& object) override {
+    race();
+    return fake_.replace(path, object);
+  }
+  Status remove(std::string_view path, std::string_view rv) override { return fake_.remove(path, rv); }
+
+ private:
+  void race() {
+    if (before_) std::exchange(before_, nullptr)();
+  }
+  FakeKubeApi& fake_;
+  std::function<void()> before_;
+};
+
+TEST_CASE("publish_once: a 409 race (stale resourceVersion, or a name taken meanwhile) lists again and converges") {
+  FakeKubeApi fake;
+  Node node;
+  node.set_cards(1);
+  SUBCASE("Conflict on update") {
+    {
+      SlicePublisher setup(fake, node.wanted(), options());
+      REQUIRE(setup.publish_once().ok());
+    }
+    node.set_cards(2);
+    RacingApi api(fake, [&] {
+      json edited = *fake.object(slice_path(0));
+      edited["metadata"]["labels"] = {{"someone", "else"}};
+      fake.put_for_test(slice_path(0), edited);
+    });
+    SlicePublisher publisher(api, node.wanted(), options());
+    auto r = publisher.publish_once();
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    CHECK(r->attempts == 2);
+    CHECK(r->updated == 1);
+    const auto stored = fake.object(slice_path(0));
+    CHECK((*stored)["spec"]["devices"].size() == 2);
+    CHECK((*stored)["metadata"]["labels"]["someone"] == "else");  // the other writer's field survives
+  }
+  SUBCASE("AlreadyExists on create") {
+    RacingApi api(fake, [&] {
+      SlicePublisher other(fake, node.wanted(), options());
+      REQUIRE(other.publish_once().ok());
+    });
+    SlicePublisher publisher(api, node.wanted(), options());
+    auto r = publisher.publish_once();
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    CHECK(r->attempts == 2);
+    CHECK(r->created == 0);
+    CHECK(fake.objects(kCollection).size() == 1);
+  }
+}
+
+TEST_CASE("publish_once: endless conflicts end in FailedPrecondition after max_attempts rounds") {
+  FakeKubeApi fake;
+  Node node;
+  node.set_cards(1);
+  fake.fail_next(100, kube::error_from_answer("POST", kCollection, 409, R"({"reason":"AlreadyExists","message":"x"})"),
+                 "POST");
+  auto o = options();
+  o.max_attempts = 3;
+  SlicePublisher publisher(fake, node.wanted(), o);
+  auto r = publisher.publish_once();
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().code == ErrorCode::FailedPrecondition);
+  CHECK(r.error().message.find("3 rounds") != std::string::npos);
+}
+
+TEST_CASE("publish_once: a shrinking node updates first and deletes the extra slice last") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(kMaxDevicesPerSliceWithTaints + 1);  // two slices
+  SlicePublisher publisher(api, node.wanted(), options());
+  auto grown = publisher.publish_once();
+  REQUIRE_MESSAGE(grown.ok(), grown.error().message);
+  CHECK(grown->created == 2);
+  REQUIRE(api.objects(kCollection).size() == 2);
+
+  node.set_cards(1);
+  api.clear_calls();
+  auto shrunk = publisher.publish_once();
+  REQUIRE(shrunk.ok());
+  CHECK(shrunk->updated == 1);
+  CHECK(shrunk->deleted == 1);
+  CHECK(api.objects(kCollection).size() == 1);
+  CHECK(api.object(slice_path(0)).has_value());
+  const auto calls = api.calls();
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[1].verb == "PUT");
+  CHECK(calls[1].path == slice_path(0));
+  CHECK(calls[2].verb == "DELETE");
+  CHECK(calls[2].path == slice_path(1));
+
+  // A delete that finds the slice gone already (someone deleted it meanwhile) is done.
+  node.set_cards(kMaxDevicesPerSliceWithTaints + 1);
+  REQUIRE(publisher.publish_once().ok());
+  node.set_cards(1);
+  RacingApi racing(api, [&] { api.delete_for_test(slice_path(1)); });  // just before the PUT
+  SlicePublisher raced(racing, node.wanted(), options());
+  auto gone = raced.publish_once();
+  REQUIRE_MESSAGE(gone.ok(), gone.error().message);
+  CHECK(api.objects(kCollection).size() == 1);
+  CHECK(gone->deleted == 1);
+}
+
+TEST_CASE("slice_event_needs_publish: others' edits and deletes are news, the publisher's own writes are not") {
+  Node node;
+  node.set_cards(1);
+  const auto wanted = node.wanted()()->slices;
+  json own = wanted[0];
+  own["metadata"]["resourceVersion"] = "9";
+  own["spec"]["pool"]["generation"] = 3;
+  CHECK_FALSE(slice_event_needs_publish({{"type", "ADDED"}, {"object", own}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK_FALSE(slice_event_needs_publish({{"type", "MODIFIED"}, {"object", own}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK(slice_event_needs_publish({{"type", "DELETED"}, {"object", own}}, wanted, "node-a", "erdma.aliyun.com"));
+  json edited = own;
+  edited["spec"]["devices"] = json::array();
+  CHECK(slice_event_needs_publish({{"type", "MODIFIED"}, {"object", edited}}, wanted, "node-a", "erdma.aliyun.com"));
+  json extra = own;
+  extra["metadata"]["name"] = "node-a-extra";
+  CHECK(slice_event_needs_publish({{"type", "ADDED"}, {"object", extra}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK_FALSE(slice_event_needs_publish({{"type", "DELETED"}, {"object", extra}}, wanted, "node-a", "erdma.aliyun.com"));
+  json foreign = extra;
+  foreign["spec"]["nodeName"] = "node-b";
+  CHECK_FALSE(slice_event_needs_publish({{"type", "ADDED"}, {"object", foreign}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK_FALSE(slice_event_needs_publish({{"type", "BOOKMARK"}, {"object", {}}}, wanted, "node-a", "erdma.aliyun.com"));
+}
+
+TEST_CASE("the loop: publishes at start, repairs others' deletes and edits through its watch, then goes quiet") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(2);
+  SlicePublisher publisher(api, node.wanted(), options());
+  publisher.start();
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value() && api.open_watches() == 1; }));
+  const json original = *api.object(slice_path(0));
+
+  api.delete_for_test(slice_path(0));
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  CHECK(slice_has_content(node.wanted()()->slices[0], *api.object(slice_path(0))));
+
+  json edited = *api.object(slice_path(0));
+  edited["spec"]["devices"] = json::array();
+  api.put_for_test(slice_path(0), edited);
+  REQUIRE(eventually([&] {
+    const auto now = api.object(slice_path(0));
+    return now && (*now)["spec"]["devices"].size() == 2;
+  }));
+  REQUIRE(eventually([&] { return publisher.stats().repairs >= 2; }));
+
+  // Its own writes come back through the watch and cause nothing: a trigger publishes once more
+  // and writes nothing.
+  const uint64_t writes = api.writes();
+  const uint64_t published = publisher.stats().publishes_ok;
+  publisher.trigger();
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok > published; }));
+  CHECK(api.writes() == writes);
+  CHECK(publisher.stats().publishes_failed == 0);
+
+  // A device change through trigger().
+  node.set_cards(3);
+  publisher.trigger();
+  REQUIRE(eventually([&] { return (*api.object(slice_path(0)))["spec"]["devices"].size() == 3; }));
+  publisher.stop();
+}
+
+TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds; the watch failing is retried") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(1);
+  api.fail_next(3, make_error(ErrorCode::Unavailable, "GET: connection refused"), "GET");
+  api.fail_next(2, make_error(ErrorCode::Unavailable, "WATCH: connection refused"), "WATCH");
+  SlicePublisher publisher(api, node.wanted(), options());
+  const auto start = std::chrono::steady_clock::now();
+  publisher.start();
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  const auto took = std::chrono::steady_clock::now() - start;
+  const auto stats = publisher.stats();
+  CHECK(stats.publishes_failed == 3);
+  CHECK(stats.publishes_ok >= 1);
+  CHECK(stats.last_error.empty());
+  CHECK(took >= std::chrono::milliseconds(20 + 40 + 80));  // 20, 40, then the 80 ms cap
+  REQUIRE(eventually([&] { return api.open_watches() == 1; }));
+  publisher.stop();
+}
+
+TEST_CASE("the loop: a watch ended by the server or by 410 Gone is opened again and the state checked") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(1);
+  SlicePublisher publisher(api, node.wanted(), options());
+  publisher.start();
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value() && api.open_watches() == 1; }));
+  const auto before = publisher.stats().publishes_ok;
+  api.push_watch_error(410, "Expired", "too old resource version");
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok > before && api.open_watches() == 1; }));
+  const auto again = publisher.stats().publishes_ok;
+  api.end_watches();
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok > again && api.open_watches() == 1; }));
+  publisher.stop();
+}
+
+TEST_CASE("the loop: with a client that cannot watch, the resync repairs") {
+  FakeKubeApi api;
+  api.set_watchable_for_test(false);
+  Node node;
+  node.set_cards(1);
+  auto o = options();
+  o.resync = std::chrono::milliseconds(50);
+  SlicePublisher publisher(api, node.wanted(), o);
+  publisher.start();
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  api.delete_for_test(slice_path(0));
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  CHECK(publisher.stats().repairs == 0);
+  for (const auto& call : api.calls()) CHECK(call.verb != "WATCH");
+  publisher.stop();
+}
+
+TEST_CASE("the loop: stop() returns promptly while the watch is open and nothing is due") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(1);
+  auto publisher = std::make_unique<SlicePublisher>(api, node.wanted(), options());
+  publisher->start();
+  REQUIRE(eventually([&] { return api.open_watches() == 1 && publisher->stats().publishes_ok == 1; }));
+  const auto asked = std::chrono::steady_clock::now();
+  publisher->stop();
+  CHECK(std::chrono::steady_clock::now() - asked < std::chrono::seconds(1));
+  CHECK(api.open_watches() == 0);
+  publisher->stop();  // idempotent
+  publisher.reset();  // and the destructor after it
+}
+
+}  // namespace
+}  // namespace erdma::agent
