@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "agent/daemon/device_source.hpp"
+#include "agent/daemon/dra_driver.hpp"
 #include "agent/daemon/exit_status.hpp"
 #include "agent/daemon/node_reporter.hpp"
 #include "agent/plugin/agent_metrics.hpp"
@@ -91,6 +93,27 @@ int run_daemon(const AgentConfig& cfg) {
                                                    nullptr);
   }
   std::unique_ptr<SmcrService> smcr;
+  // The DRA driver (dra.enabled) beside the device plugin, on the same device view. A start that
+  // fails (no token, no node name, a corrupt checkpoint) is logged and tried again every 10 s; the
+  // device plugin serves meanwhile and the readiness probe says why DRA is not there.
+  std::unique_ptr<DraDriver> dra;
+  std::string dra_error;
+  std::chrono::steady_clock::time_point next_dra_start{};
+  std::mutex dra_mu;  // guards dra_error for the probe thread
+  const auto try_start_dra = [&] {
+    auto driver = std::make_unique<DraDriver>(cfg, runtime.state(), registry);
+    if (auto s = driver->start(); !s) {
+      std::lock_guard lock(dra_mu);
+      if (s.error().message != dra_error) log::error("DRA driver did not start; retrying every 10 s").kv("error", s.error().message);
+      dra_error = s.error().message;
+      next_dra_start = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      return;
+    }
+    if (pod_setup) pod_setup->set_event_sink(driver->events());
+    std::lock_guard lock(dra_mu);
+    dra = std::move(driver);
+    dra_error.clear();
+  };
 
   boost::asio::io_context ioc;
   auto work = boost::asio::make_work_guard(ioc);
@@ -100,6 +123,11 @@ int run_daemon(const AgentConfig& cfg) {
     auto not_ready = [&]() -> std::optional<std::string> {
       if (!runtime.registered()) return "not registered with kubelet";
       if (smcr_runtime && !smcr_runtime->registered()) return "the SMC-R resource is not registered with kubelet";
+      if (cfg.dra.enabled) {
+        std::lock_guard lock(dra_mu);
+        if (!dra) return "the DRA driver did not start: " + (dra_error.empty() ? std::string("starting") : dra_error);
+        return dra->not_ready();
+      }
       return std::nullopt;
     };
     metrics_server = std::make_unique<common::http::MetricsServer>(ioc, common::http::probe_handler(registry, not_ready));
@@ -125,10 +153,16 @@ int run_daemon(const AgentConfig& cfg) {
       smcr = std::make_unique<SmcrService>(cfg, runtime.state(), *host_setup, pod_setup.get(), stats.get(), &metrics);
       smcr->start();
     }
+    if (cfg.dra.enabled) try_start_dra();
     NodeReporter reporter(cfg, registry, runtime);
     reporter.check();
     auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
     for (;;) {
+      if (dra) {
+        dra->tick();
+      } else if (cfg.dra.enabled && std::chrono::steady_clock::now() >= next_dra_start) {
+        try_start_dra();
+      }
       if (std::chrono::steady_clock::now() >= next_check) {
         reporter.check();
         next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
@@ -146,6 +180,8 @@ int run_daemon(const AgentConfig& cfg) {
       }
     }
   }
+  if (pod_setup) pod_setup->set_event_sink(nullptr);
+  if (dra) dra->stop();
   if (smcr) smcr->stop();
   if (smcr_runtime) smcr_runtime->stop();
   runtime.stop();

@@ -367,13 +367,14 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool co
     }
     line.kv("smcr_detail", o.prediction->detail);
   }
-  if (events_ != nullptr && bad && !o.pod.empty()) {
+  PodEventSink* events = events_.load();
+  if (events != nullptr && bad && !o.pod.empty()) {
     if (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack) {
-      events_->warning(o.pod, kEventSmcrWillFallBack,
+      events->warning(o.pod, kEventSmcrWillFallBack,
                        "SMC-R will fall back to TCP (" + std::string(to_string(o.prediction->reason)) +
                            "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
     } else if (o.result != PodSetupResult::Configured && o.result != PodSetupResult::HostNetwork) {
-      events_->warning(o.pod, kEventSmcrSetupFailed,
+      events->warning(o.pod, kEventSmcrSetupFailed,
                        "SMC-R pod setup " + std::string(to_string(o.result)) + ": " + o.message +
                            "; the pod's TCP stays plain TCP (docs/troubleshooting.md)");
     }

@@ -96,9 +96,9 @@ class SmcrPodSetup final : public PreStartHook {
 
   // The pre_start work with its outcome, the prediction made inline (what pre_start logs and counts).
   [[nodiscard]] PodSetupOutcome set_up(const std::vector<std::string>& device_ids, Deadline deadline);
-  // Also report setups that failed and predictions of a fall-back as Events on the pod. Set
-  // before the first setup; `sink` must outlive the hook; null turns it off.
-  void set_event_sink(PodEventSink* sink) noexcept { events_ = sink; }
+  // Also report setups that failed and predictions of a fall-back as Events on the pod. May be
+  // set while setups run; `sink` must outlive the hook (or be replaced by null first).
+  void set_event_sink(PodEventSink* sink) noexcept { events_.store(sink); }
 
   // Predictions pre_start queued and not yet logged. Past kMaxQueuedPredictions a setup is logged
   // at once with an `unknown` prediction that says so; at destruction the one being made finishes
@@ -182,7 +182,7 @@ class SmcrPodSetup final : public PreStartHook {
   SandboxSource& sandboxes_;
   PodNetnsConfigurator& configurator_;
   AgentMetrics* metrics_;
-  PodEventSink* events_ = nullptr;
+  std::atomic<PodEventSink*> events_{nullptr};
   PodNetworkInspector& inspector_;
 
   std::vector<std::string> netns_dirs_ = kRuntimeNetnsDirs;

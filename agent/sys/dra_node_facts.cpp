@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <system_error>
 
 #include "agent/core/dra_slices.hpp"
@@ -55,6 +56,57 @@ std::map<std::string, std::string> ipv4_by_netdev(std::vector<std::string>& note
     out.emplace(a->ifa_name, text);  // the first address of an interface wins
   }
   freeifaddrs(list);
+  return out;
+}
+
+namespace {
+
+int prefix_length(const unsigned char* mask, size_t bytes) {
+  int n = 0;
+  for (size_t i = 0; i < bytes; ++i) n += __builtin_popcount(mask[i]);
+  return n;
+}
+
+}  // namespace
+
+std::map<std::string, CardNetwork> card_networks(const std::vector<RdmaDevice>& cards, const std::string& sys_root) {
+  std::map<std::string, std::vector<std::string>> v4, v6;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) == 0) {
+    for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+      if (a->ifa_addr == nullptr || a->ifa_name == nullptr) continue;
+      char text[INET6_ADDRSTRLEN] = {};
+      if (a->ifa_addr->sa_family == AF_INET) {
+        sockaddr_in sin{}, mask{};
+        std::memcpy(&sin, a->ifa_addr, sizeof sin);
+        if (a->ifa_netmask != nullptr) std::memcpy(&mask, a->ifa_netmask, sizeof mask);
+        if (inet_ntop(AF_INET, &sin.sin_addr, text, sizeof text) == nullptr) continue;
+        const int len = prefix_length(reinterpret_cast<const unsigned char*>(&mask.sin_addr), sizeof mask.sin_addr);
+        v4[a->ifa_name].push_back(std::string(text) + "/" + std::to_string(len));
+      } else if (a->ifa_addr->sa_family == AF_INET6) {
+        sockaddr_in6 sin{}, mask{};
+        std::memcpy(&sin, a->ifa_addr, sizeof sin);
+        if (IN6_IS_ADDR_LINKLOCAL(&sin.sin6_addr)) continue;
+        if (a->ifa_netmask != nullptr) std::memcpy(&mask, a->ifa_netmask, sizeof mask);
+        if (inet_ntop(AF_INET6, &sin.sin6_addr, text, sizeof text) == nullptr) continue;
+        const int len = prefix_length(reinterpret_cast<const unsigned char*>(&mask.sin6_addr), sizeof mask.sin6_addr);
+        v6[a->ifa_name].push_back(std::string(text) + "/" + std::to_string(len));
+      }
+    }
+    freeifaddrs(list);
+  }
+  std::map<std::string, CardNetwork> out;
+  for (const auto& card : cards) {
+    if (card.netdev.empty()) continue;
+    CardNetwork n;
+    n.interface_name = card.netdev;
+    if (auto it = v4.find(card.netdev); it != v4.end()) n.ips = it->second;
+    if (auto it = v6.find(card.netdev); it != v6.end()) n.ips.insert(n.ips.end(), it->second.begin(), it->second.end());
+    std::ifstream mac(std::filesystem::path(sys_root) / "class/net" / card.netdev / "address");
+    std::string line;
+    if (mac && std::getline(mac, line) && line.size() == 17) n.hardware_address = line;
+    out.emplace(card.name, std::move(n));
+  }
   return out;
 }
 

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "agent/core/dra_claim.hpp"
+#include "agent/core/rdma_device.hpp"
+
 namespace erdma::agent::sysfs {
 
 // card -> extended BDF ("0000:00:05.0"): the last part of the target of the symlink
@@ -24,5 +27,12 @@ namespace erdma::agent {
 // netdev -> its first IPv4 address ("10.0.0.5"), from getifaddrs(3) in the caller's network
 // namespace. Interfaces without one are absent; an error of getifaddrs gives an empty map and a note.
 [[nodiscard]] std::map<std::string, std::string> ipv4_by_netdev(std::vector<std::string>& notes);
+
+// card -> its netdev's network data for a claim's status (dra_claim.hpp CardNetwork): the
+// interface name, every address as CIDR ("10.0.0.5/24", IPv4 first, then IPv6 other than
+// link-local) from getifaddrs(3), and the MAC from <sys_root>/class/net/<netdev>/address. Cards
+// without a netdev are absent.
+[[nodiscard]] std::map<std::string, CardNetwork> card_networks(const std::vector<RdmaDevice>& cards,
+                                                               const std::string& sys_root);
 
 }  // namespace erdma::agent

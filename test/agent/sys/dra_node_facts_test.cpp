@@ -33,4 +33,21 @@ TEST_CASE("ipv4_by_netdev: the loopback interface has 127.0.0.1") {
   CHECK(got.at("lo") == "127.0.0.1");
 }
 
+TEST_CASE("card_networks: the netdev's addresses as CIDR and its MAC; cards without a netdev are absent") {
+  FakeSysfs sys;
+  sys.file("class/net/lo/address", "00:00:00:00:00:00\n");
+  RdmaDevice on_lo;
+  on_lo.name = "erdma_0";
+  on_lo.netdev = "lo";
+  RdmaDevice no_netdev;
+  no_netdev.name = "erdma_1";
+  auto got = card_networks({on_lo, no_netdev}, sys.root());
+  REQUIRE(got.size() == 1);
+  const auto& n = got.at("erdma_0");
+  CHECK(n.interface_name == "lo");
+  REQUIRE_FALSE(n.ips.empty());
+  CHECK(n.ips.front() == "127.0.0.1/8");
+  CHECK(n.hardware_address == "00:00:00:00:00:00");
+}
+
 }  // namespace erdma::agent

@@ -1,0 +1,85 @@
+// The DRA driver as the daemon runs it (dra.enabled, docs/dra.md): the API client from the pod's
+// service account, the kubelet plugin (registration, NodePrepare/UnprepareResources, health), the
+// slice publisher, and pod Events through the same client. It reads the device plugin's scan (one
+// view of the node's cards for both models) and is told by the daemon's loop when it changed.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "agent/core/config.hpp"
+#include "agent/dra/dra_plugin.hpp"
+#include "agent/dra/slice_publisher.hpp"
+#include "agent/kube/api.hpp"
+#include "agent/kube/events.hpp"
+#include "agent/plugin/device_state.hpp"
+#include "agent/plugin/pod_events.hpp"
+#include "common/metrics.hpp"
+#include "common/work_queue.hpp"
+
+namespace erdma::agent {
+
+// PodEventSink over the API: the pod's UID is looked up (GET pod), then the Event posted once per
+// window (kube::EventPoster). A small queue and one worker thread: warning() never blocks; when
+// the queue is full the Event is dropped and the log line says so (the pod's own log line and
+// metric were written already).
+class ApiPodEvents final : public PodEventSink {
+ public:
+  ApiPodEvents(kube::Api& api, std::string node_name);
+  ~ApiPodEvents() override;
+  void warning(const std::string& pod, std::string_view reason, const std::string& message) override;
+  // Waits until every queued Event is posted or dropped (tests).
+  void stop();
+
+ private:
+  struct Job {
+    std::string pod, reason, message;
+  };
+  void post(const Job& job);
+
+  kube::Api& api_;
+  kube::EventPoster poster_;
+  common::WorkQueue<Job> queue_;
+};
+
+class DraDriver {
+ public:
+  // `state` is the device plugin's view (PluginRuntime::state()); it must outlive the driver.
+  DraDriver(const AgentConfig& cfg, DeviceState& state, common::metrics::Registry& registry);
+  ~DraDriver();
+  DraDriver(const DraDriver&) = delete;
+  DraDriver& operator=(const DraDriver&) = delete;
+
+  // Node name, API client, the Node's UID (for the slices' owner; logged and left out when it
+  // cannot be read), the kubelet plugin (its checkpoint), the publisher. Errors say what to fix:
+  // no NODE_NAME, no service-account token (manifests/dra mounts it), a corrupt checkpoint.
+  [[nodiscard]] Status start();
+  void stop();
+  // Once a second from the daemon's loop: a new device scan triggers a publish and the health
+  // stream; the counters go to the metrics.
+  void tick();
+  // Why the driver is not ready (readiness probe), or nothing.
+  [[nodiscard]] std::optional<std::string> not_ready() const;
+  // The Event sink for the SMC-R pod setup; null before start().
+  [[nodiscard]] PodEventSink* events() noexcept { return events_.get(); }
+
+ private:
+  Result<SliceSet> wanted();
+
+  const AgentConfig& cfg_;
+  DeviceState& state_;
+  common::metrics::Registry& registry_;
+  std::string node_name_;
+  std::string node_uid_;
+  std::unique_ptr<kube::Api> api_;
+  std::unique_ptr<dra::DraKubeletPlugin> plugin_;
+  std::unique_ptr<SlicePublisher> publisher_;
+  std::unique_ptr<ApiPodEvents> events_;
+  std::shared_ptr<const DeviceState::Snapshot> last_snapshot_;
+  std::vector<std::string> last_notes_;
+  dra::DraCounters last_counters_;
+  PublisherStats last_stats_;
+};
+
+}  // namespace erdma::agent
