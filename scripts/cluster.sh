@@ -271,6 +271,10 @@ sandbox_main() {
   ip addr add "$NODE_IP/24" dev eth0
   ip link set eth0-peer up
   ip link set eth0 up
+  # A default route, as every node has: without one a host-network pod cannot even start a
+  # connection to a Service's ClusterIP (the route lookup comes before kube-proxy's DNAT), and
+  # in-cluster API clients (the agent's DRA driver) dial https://$KUBERNETES_SERVICE_HOST.
+  ip route add default dev eth0
 
   declare -A cmds=()
   start() {  # NAME CMD...: in the background, output appended to logs/NAME.log
