@@ -1089,6 +1089,105 @@ def dra_breakages():
     ]
 
 
+def dra_examples():
+    """examples/dra/*.yaml: {file name: [documents]}."""
+    d = os.path.join(SOURCE_DIR, "examples/dra")
+    out = {}
+    for fname in sorted(os.listdir(d)):
+        if fname.endswith(".yaml"):
+            with open(os.path.join(d, fname)) as f:
+                out[fname] = [x for x in yaml.safe_load_all(f) if x]
+    return out
+
+
+def pod_spec_of(doc):
+    if doc.get("kind") == "Pod":
+        return doc.get("spec") or {}
+    if doc.get("kind") in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        return doc["spec"]["template"].get("spec") or {}
+    return None
+
+
+def check_dra_examples(examples, objs):
+    """Every claim of examples/dra asks for a DeviceClass manifests/dra renders, in
+    resource.k8s.io/v1's shape; every pod's claims name a template or claim of its file, and each
+    container's resources.claims one of its pod's claims."""
+    p = []
+    classes = {k[2] for k in objs if k[0] == "DeviceClass"}
+    if not examples:
+        return ["examples/dra has no example"]
+    for fname, docs in examples.items():
+        templates = {d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceClaimTemplate"}
+        claims = {d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceClaim"}
+        for d in docs:
+            kind, name = d.get("kind"), d["metadata"]["name"]
+            if kind in ("ResourceClaimTemplate", "ResourceClaim"):
+                if d.get("apiVersion") != "resource.k8s.io/v1":
+                    p.append("examples/dra/%s: %s %s is %s, want resource.k8s.io/v1 (what manifests/dra's classes "
+                             "are)" % (fname, kind, name, d.get("apiVersion")))
+                spec = d["spec"]["spec"] if kind == "ResourceClaimTemplate" else d["spec"]
+                requests = ((spec.get("devices") or {}).get("requests")) or []
+                if not requests:
+                    p.append("examples/dra/%s: %s %s requests no device" % (fname, kind, name))
+                for r in requests:
+                    # v1: a request is exactly one device request or a list of alternatives
+                    alternatives = [r["exactly"]] if "exactly" in r else list(r.get("firstAvailable") or [])
+                    if not alternatives:
+                        p.append("examples/dra/%s: request %s has neither exactly nor firstAvailable (the v1 shape)" %
+                                 (fname, r.get("name")))
+                    for a in alternatives:
+                        if a.get("deviceClassName") not in classes:
+                            p.append("examples/dra/%s: request %s asks for DeviceClass %r; manifests/dra has %s" %
+                                     (fname, r.get("name"), a.get("deviceClassName"), sorted(classes)))
+                continue
+            pod = pod_spec_of(d)
+            if pod is None:
+                p.append("examples/dra/%s: unexpected %s %s" % (fname, kind, name))
+                continue
+            pod_claims = set()
+            for c in pod.get("resourceClaims") or []:
+                pod_claims.add(c["name"])
+                if c.get("resourceClaimTemplateName") not in templates and c.get("resourceClaimName") not in claims:
+                    p.append("examples/dra/%s: %s %s's claim %s names no ResourceClaimTemplate or ResourceClaim of "
+                             "the file" % (fname, kind, name, c["name"]))
+            if not pod_claims:
+                p.append("examples/dra/%s: %s %s has no resourceClaims" % (fname, kind, name))
+            used = set()
+            for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
+                for ref in ((c.get("resources") or {}).get("claims")) or []:
+                    used.add(ref["name"])
+                    if ref["name"] not in pod_claims:
+                        p.append("examples/dra/%s: container %s uses claim %s, not one of its pod's %s" %
+                                 (fname, c["name"], ref["name"], sorted(pod_claims)))
+            for unused in sorted(pod_claims - used):
+                p.append("examples/dra/%s: %s %s's claim %s is used by no container: none would get the card" %
+                         (fname, kind, name, unused))
+    return p
+
+
+def dra_example_breakages():
+    def first(examples, fname, kind):
+        return [d for d in examples[fname] if d.get("kind") == kind][0]
+
+    def template_spec(examples, fname):
+        return first(examples, fname, "ResourceClaimTemplate")["spec"]["spec"]["devices"]["requests"][0]
+    return [
+        ("class renamed", "asks for DeviceClass 'erdma'",
+         lambda e: template_spec(e, "nccl-all-cards.yaml")["exactly"].update(deviceClassName="erdma")),
+        ("SMC-R class name of the old draft", "asks for DeviceClass 'erdma-smcr.aliyun.com'",
+         lambda e: template_spec(e, "smcr-one-card.yaml")["exactly"].update(deviceClassName="erdma-smcr.aliyun.com")),
+        ("v1beta1 shape", "neither exactly nor firstAvailable",
+         lambda e: template_spec(e, "nccl-all-cards.yaml").update(template_spec(e, "nccl-all-cards.yaml").pop("exactly"))),
+        ("v1beta1 apiVersion", "want resource.k8s.io/v1",
+         lambda e: first(e, "nccl-all-cards.yaml", "ResourceClaimTemplate").update(apiVersion="resource.k8s.io/v1beta1")),
+        ("pod names a missing template", "names no ResourceClaimTemplate",
+         lambda e: pod_spec_of(first(e, "smcr-one-card.yaml", "Deployment"))["resourceClaims"][0].update(
+             resourceClaimTemplateName="erdma-smcr-x")),
+        ("container uses no claim", "is used by no container",
+         lambda e: pod_spec_of(first(e, "nccl-all-cards.yaml", "Pod"))["containers"][0]["resources"].pop("claims")),
+    ]
+
+
 # --- deliberately broken copies: each must be caught ------------------------------------------
 
 def breakages():
@@ -1797,6 +1896,21 @@ def main():
         expect(not missed, missed)
     suite.check("dra = default + dra.enabled, RBAC, token, NODE_NAME, the DRA directories, two DeviceClasses "
                 "(and broken copies caught)", dra_is_default_plus_driver)
+
+    def dra_examples_name_the_classes():
+        examples = dra_examples()
+        problems = check_dra_examples(examples, renders["dra"])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in dra_example_breakages():
+            broken = copy.deepcopy(examples)
+            breaker(broken)
+            got = check_dra_examples(broken, renders["dra"])
+            if not any(want in x for x in got):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        expect(not missed, missed)
+    suite.check("examples/dra: each claim asks for a DeviceClass of manifests/dra, each container uses its pod's "
+                "claim (and broken copies caught)", dra_examples_name_the_classes)
 
     def cel_rejects_outside_subset():
         for bad in ("object.metadata.annotations.size() > 0", "has(object)", "a ||", "'x' in", "x == 'y"):
