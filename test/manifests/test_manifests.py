@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The kustomize manifests: every overlay renders, and what one object says about another holds.
 
-Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy,erdma-env} with `kubectl kustomize` (the
+Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy,erdma-env,dra} with `kubectl kustomize` (the
 kubectl on PATH when it is 1.21 or newer, else the pinned one test/cluster/build-k8s.sh built, or
 each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the same
 objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
@@ -16,7 +16,8 @@ dra.enabled in the agent config, the documented RBAC bound to the agent's Servic
 token, NODE_NAME and the driver's three host directories at the paths the config names (no other
 overlay has any of these), and two DeviceClasses whose CEL selectors, evaluated on sample devices,
 pick the agent's DRA driver (common/contract.hpp), the SMC-R class only its smcrCapable cards,
-with an opaque config the agent accepts (agent/core/dra_claim.hpp).
+with an opaque config the agent accepts (agent/core/dra_claim.hpp); the claims of examples/dra
+ask for those classes.
 The agent's ConfigMap is generated (erdma-agent-config-<content hash>): a copy of manifests/ with
 an edited agent config must render a new name that the DaemonSet mounts, so applying it rolls the
 DaemonSet. The ConfigMaps are fed to the real binaries (`erdma-webhook config`, `erdma-agent config`), and
