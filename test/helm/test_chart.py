@@ -859,6 +859,8 @@ def main():
             ({"agent": {"config": {"dra": {"driverName": "erdma"}}}}, (), "/agent/config/dra/driverName"),
             ({"agent": {"config": {"dra": {"cdiDir": "run/cdi"}}}}, (), "/agent/config/dra/cdiDir"),
             ({"agent": {"config": {"dra": {"slotsPerDevice": -1}}}}, (), "/agent/config/dra/slotsPerDevice"),
+            ({"agent": {"config": {"dra": {"extendedResource": True}}}}, (),
+             "agent.config.dra.extendedResource: needs agent.config.dra.enabled"),
         ]
         missed = []
         for values, args, want in cases:

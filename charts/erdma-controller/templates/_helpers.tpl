@@ -79,6 +79,9 @@ with the agent's defaults for the keys left out: {enabled, driverName, registryD
 cdiDir}. The RBAC, the DeviceClasses and the DaemonSet's host directories follow them. */}}
 {{- define "erdma.dra" -}}
 {{- $dra := .Values.agent.config.dra | default dict -}}
+{{- if and $dra.extendedResource (not $dra.enabled) -}}
+{{- fail "agent.config.dra.extendedResource: needs agent.config.dra.enabled: true (without the DRA driver nothing would serve the resource)" -}}
+{{- end -}}
 enabled: {{ $dra.enabled | default false }}
 driverName: {{ $dra.driverName | default "erdma.aliyun.com" | quote }}
 registryDir: {{ $dra.registryDir | default "/var/lib/kubelet/plugins_registry" | trimSuffix "/" | quote }}
