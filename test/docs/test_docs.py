@@ -68,6 +68,7 @@ def doc_files():
     files += sorted(os.path.relpath(p, SOURCE_DIR) for p in glob.glob(os.path.join(SOURCE_DIR, "docs/*.md")))
     files += sorted(os.path.relpath(p, SOURCE_DIR) for p in glob.glob(os.path.join(SOURCE_DIR, "monitoring/grafana/*.json")))
     files += sorted(os.path.relpath(p, SOURCE_DIR) for p in glob.glob(os.path.join(SOURCE_DIR, "examples/*")))
+    files += sorted(os.path.relpath(p, SOURCE_DIR) for p in glob.glob(os.path.join(SOURCE_DIR, "examples/*/*.yaml")))
     files += sorted(os.path.relpath(p, SOURCE_DIR) for p in glob.glob(os.path.join(SOURCE_DIR, "manifests/*/*.yaml")))
     return [f for f in files if os.path.isfile(os.path.join(SOURCE_DIR, f))]
 

@@ -2,8 +2,8 @@
 """charts/erdma-controller, checked by a real helm (test/helm/build-helm.sh builds it once per machine).
 
 1. Same objects as kustomize. `helm template` with values equivalent to an overlay must render the
-   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the six
-   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring,network-policy}, the four
+   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the eight
+   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring,network-policy,erdma-env,dra}, the four
    other combinations of certificate source, failure policy and NFD (as kustomize overlays
    composed here the way manifests/nfd's comment tells), and test/cluster/lib.sh's site overlay
    with a static device.
@@ -27,6 +27,8 @@
 3. values.schema.json refuses bad values with a message naming the field.
 4. Chart.yaml's version and appVersion are the project version (CMakeLists.txt); NOTES.txt tells
    each mode's next steps.
+5. agent.config.dra: with another driver name and other directories, the RBAC, the DeviceClasses
+   (their CEL evaluated on sample devices) and the DaemonSet's mounts follow the config.
 
 The agent ConfigMaps the chart renders are also fed to `erdma-agent config` and the webhook's to
 `erdma-webhook config` when those are built. Runs with Debian's /usr/bin/python3 (python3-yaml).
@@ -52,6 +54,7 @@ SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HER
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/manifests"))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
 import admission_match  # noqa: E402
+import cel  # noqa: E402  (test/manifests/cel.py: the DeviceClasses' selectors on sample devices)
 import test_manifests as tm  # noqa: E402  (kubectl discovery and rendering, the binaries' config check)
 from harness import Suite, expect  # noqa: E402
 
@@ -68,6 +71,11 @@ STATIC_DEVICES = [{"name": "erdma_0", "uverbs": "uverbs0", "netdev": "eth0"}]
 # the node's IP.
 MONITORING_VALUES = {"agent": {"metricsOnNodeIP": True},
                      "monitoring": {"prometheusRule": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
+# manifests/dra: the agent's DRA driver, its RBAC and DeviceClasses.
+DRA_VALUES = {"agent": {"config": {"dra": {"enabled": True}}}}
+# ... with another driver name and other directories (a trailing slash, as the agent allows).
+DRA_ELSEWHERE = {"enabled": True, "driverName": "rdma.example.com", "registryDir": "/var/lib/k0s/kubelet/plugins_registry",
+                 "pluginDir": "/var/lib/k0s/kubelet/plugins", "cdiDir": "/etc/cdi/"}
 SITE_SETS = ["--set", "agent.config.devices.source=static",
              "--set-json", "agent.config.devices.static=" + json.dumps(STATIC_DEVICES, separators=(",", ":"))]
 
@@ -359,6 +367,14 @@ def check_invariants(objs, mode, fail_open, nfd, ns, create, replicas):
         p.append("the DaemonSet's %s is not the ConfigMap's sha256" % CHECKSUM)
     if tm.volume(pod, "config")["configMap"]["name"] != AGENT_CM:
         p.append("the DaemonSet mounts ConfigMap %s" % tm.volume(pod, "config")["configMap"]["name"])
+    # no DRA driver unless asked for: no token, no RBAC, no DeviceClass, none of its directories
+    dra_objs = sorted(k for k in objs if k[0] in ("ClusterRole", "ClusterRoleBinding", "DeviceClass"))
+    dra_dirs = sorted(v["hostPath"]["path"] for v in pod["volumes"]
+                      if "hostPath" in v and v["hostPath"]["path"] in tm.DRA_DIRS.values())
+    if pod.get("automountServiceAccountToken") is not False or dra_objs or dra_dirs or \
+            (agent_cfg.get("dra") or {}).get("enabled"):
+        p.append("without agent.config.dra.enabled: token %s, DRA objects %s, DRA directories %s" %
+                 (pod.get("automountServiceAccountToken"), dra_objs, dra_dirs))
     return p
 
 
@@ -469,6 +485,7 @@ def main():
     def lint_each_mode():
         bad = []
         for name, values in modes + [("monitoring", MONITORING_VALUES),
+                                     ("dra", DRA_VALUES),
                                      ("fail-open and nfd", {"webhook": {"failurePolicy": "Ignore"},
                                                               "agent": {"nfd": {"enabled": True}}}),
                                      ("one replica in another namespace", {"webhook": {"replicas": 1},
@@ -495,7 +512,8 @@ def main():
                 ("cert-manager", {"certificates": {"mode": "certManager"}}),
                 ("monitoring", MONITORING_VALUES),
                 ("network-policy", {"networkPolicy": {"enabled": True, "apiserverCIDRs": [tm.APISERVER_PLACEHOLDER]}}),
-                ("erdma-env", {"webhook": {"config": {"erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]}}})]
+                ("erdma-env", {"webhook": {"config": {"erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]}}}),
+                ("dra", DRA_VALUES)]
     for kubectl in kubectls:
         label = " (%s)" % kubectl if len(kubectls) > 1 else ""
         for overlay, values in overlays:
@@ -723,6 +741,11 @@ def main():
         expect("wait certificate/erdma-webhook" in t and "erdma-certs" not in t and "placeholder" not in t, t)
         t = text({"certificates": {"mode": "generate"}})
         expect("delete secret erdma-webhook-tls" in t and "erdma-certs" not in t, t)
+        expect("DRA" not in t and "resourceslices" not in t, "NOTES mention DRA with the driver off:\n" + t)
+        t = text(DRA_VALUES)
+        for want in ("DeviceClasses erdma.aliyun.com (RDMA) and", "smcr.erdma.aliyun.com (SMC-R)", "examples/dra/",
+                     "kubectl get resourceslices"):
+            expect(want in t, "NOTES (dra) lack %r:\n%s" % (want, t))
         shutil.rmtree(copy_dir, ignore_errors=True)
     suite.check("NOTES.txt: the next steps of each mode", notes)
 
@@ -764,6 +787,45 @@ def main():
                 "deviceMounts%s" % ("" if have_webhook else " (without the webhook binary: CEL only)"),
                 match_conditions_follow_the_config)
 
+    # 5. the DRA objects follow agent.config.dra
+    def dra_follows_the_config():
+        objs = helm.template({"agent": {"config": {"dra": DRA_ELSEWHERE}}})
+        driver = DRA_ELSEWHERE["driverName"]
+        problems = tm.check_agent(objs)  # token, NODE_NAME, exactly the host paths the config names
+        pod = objs[("DaemonSet", NS, "erdma-agent")]["spec"]["template"]["spec"]
+        mounts = {m["mountPath"]: tm.volume(pod, m["name"])["hostPath"]["path"]
+                  for m in pod["containers"][0]["volumeMounts"] if "hostPath" in tm.volume(pod, m["name"])}
+        for key in tm.DRA_DIRS:
+            path = DRA_ELSEWHERE[key].rstrip("/")
+            if mounts.get(path) != path:
+                problems.append("dra.%s %s is not mounted from the host at the same path: %s" % (key, path, mounts))
+        rules = objs[("ClusterRole", "", tm.DRA_ROLE)]["rules"]
+        names = [r.get("resourceNames") for r in rules if "resourceclaims/driver" in r["resources"]]
+        if names != [[driver]]:
+            problems.append("ClusterRole: resourceclaims/driver for %s, want [%s]" % (names, driver))
+        classes = sorted(k[2] for k in objs if k[0] == "DeviceClass")
+        if classes != sorted([driver, "smcr." + driver]):
+            problems.append("DeviceClasses %s, want %s and smcr.%s" % (classes, driver, driver))
+        else:
+            def device(d, smcr):
+                return {"device": {"driver": d, "attributes": {d: {"smcrCapable": smcr}}, "capacity": {d: {}}}}
+            for name, wants in ((driver, lambda d, smcr: d == driver),
+                                ("smcr." + driver, lambda d, smcr: d == driver and smcr)):
+                spec = objs[("DeviceClass", "", name)]["spec"]
+                exprs = [sel["cel"]["expression"] for sel in spec["selectors"]]
+                for d in (driver, tm.DRA_DRIVER, "gpu.nvidia.com"):
+                    for smcr in (True, False):
+                        got = all(cel.evaluate(cel.parse(e), device(d, smcr)) is True for e in exprs)
+                        if got != wants(d, smcr):
+                            problems.append("DeviceClass %s: %s %s a device of %s (smcrCapable %s)" %
+                                            (name, exprs, "accepts" if got else "refuses", d, smcr))
+                for c in spec.get("config") or []:
+                    if c["opaque"]["driver"] != driver:
+                        problems.append("DeviceClass %s: opaque config for driver %s" % (name, c["opaque"]["driver"]))
+        expect(not problems, "\n".join(problems))
+    suite.check("agent.config.dra with another driver name and directories: RBAC, DeviceClasses and mounts follow",
+                dra_follows_the_config)
+
     # 3. refusals
     def refusals():
         cases = [
@@ -791,6 +853,14 @@ def main():
             ({"networkPolicy": {"enabled": True}}, (), "networkPolicy.apiserverCIDRs: list the addresses"),
             ({"networkPolicy": {"apiserverCIDRs": ["10.0.0.1"]}}, (), "/networkPolicy/apiserverCIDRs/0"),
             ({"networkPolicy": {"metricsNamespaceSelector": {"matchLabel": {}}}}, (), "'matchLabel' not allowed"),
+            ({"agent": {"config": {"dra": {"enable": True}}}}, (), "'enable' not allowed"),
+            ({"agent": {"config": {"dra": {"enabled": "yes"}}}}, (), "/agent/config/dra/enabled"),
+            ({"agent": {"config": {"dra": {"healthPolicy": "ignore"}}}}, (), "/agent/config/dra/healthPolicy"),
+            ({"agent": {"config": {"dra": {"driverName": "erdma"}}}}, (), "/agent/config/dra/driverName"),
+            ({"agent": {"config": {"dra": {"cdiDir": "run/cdi"}}}}, (), "/agent/config/dra/cdiDir"),
+            ({"agent": {"config": {"dra": {"slotsPerDevice": -1}}}}, (), "/agent/config/dra/slotsPerDevice"),
+            ({"agent": {"config": {"dra": {"extendedResource": True}}}}, (),
+             "agent.config.dra.extendedResource: needs agent.config.dra.enabled"),
         ]
         missed = []
         for values, args, want in cases:
@@ -811,7 +881,8 @@ def main():
                               ["config.yaml"], w, "helm-webhook")
         if have_agent:
             for name, values, args in (("default", {}, ()), ("nfd", {"agent": {"nfd": {"enabled": True}}}, ()),
-                                       ("site", {}, SITE_SETS), ("metrics", {"agent": {"metricsListen": "[::1]:9500"}}, ())):
+                                       ("site", {}, SITE_SETS), ("metrics", {"agent": {"metricsListen": "[::1]:9500"}}, ()),
+                                       ("dra", DRA_VALUES, ()), ("dra-elsewhere", {"agent": {"config": {"dra": DRA_ELSEWHERE}}}, ())):
                 cm = helm.template(values, args)[("ConfigMap", NS, AGENT_CM)]
                 tm.binary_accepts(tm.AGENT, "config", cm["data"]["config.yaml"], w, "helm-agent-" + name)
     if have_webhook or have_agent:

@@ -106,13 +106,15 @@ def sample_pods(resource):
 
 
 def example_pods(source_dir):
-    """(name, pod) for every workload in examples/*.yaml: a Pod as it is, a Deployment's or
+    """(name, pod) for every workload in examples/*.yaml and examples/dra/*.yaml (DRA pods ask
+    for nothing the webhook serves: it must not be sent them): a Pod as it is, a Deployment's or
     StatefulSet's pod template as its controller would create it."""
     out = []
     d = os.path.join(source_dir, "examples")
-    for fname in sorted(os.listdir(d)):
-        if not fname.endswith(".yaml"):
-            continue
+    names = sorted(f for f in os.listdir(d) if f.endswith(".yaml"))
+    if os.path.isdir(os.path.join(d, "dra")):
+        names += sorted("dra/" + f for f in os.listdir(os.path.join(d, "dra")) if f.endswith(".yaml"))
+    for fname in names:
         with open(os.path.join(d, fname)) as f:
             for doc in yaml.safe_load_all(f):
                 if not doc:

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The kustomize manifests: every overlay renders, and what one object says about another holds.
 
-Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy,erdma-env} with `kubectl kustomize` (the
+Renders manifests/{base,default,cert-manager,fail-open,nfd,network-policy,erdma-env,dra} with `kubectl kustomize` (the
 kubectl on PATH when it is 1.21 or newer, else the pinned one test/cluster/build-k8s.sh built, or
 each binary in ERDMA_KUBECTL, colon-separated; with several, their outputs must be the same
 objects), parses the YAML and cross-checks names, namespaces, selectors, ports, probes,
@@ -11,8 +11,13 @@ compared with what the real webhook does to the same pods and to examples/: admi
 the agent's host paths and privileges, and the certificate sources (erdma-certs' defaults,
 cert-manager's Certificate). manifests/mixed-pools (two agent DaemonSets on disjoint nodes) and
 manifests/cleanup (erdma-agent cleanup from the agent image) have checks of their own.
-manifests/dra (the DeviceClass, applied beside an overlay) renders on its own, and its CEL
-selector, evaluated on sample devices, picks exactly the agent's DRA driver (common/contract.hpp).
+manifests/dra is manifests/default with the agent's DRA driver on and exactly what that needs:
+dra.enabled in the agent config, the documented RBAC bound to the agent's ServiceAccount, the
+token, NODE_NAME and the driver's three host directories at the paths the config names (no other
+overlay has any of these), and two DeviceClasses whose CEL selectors, evaluated on sample devices,
+pick the agent's DRA driver (common/contract.hpp), the SMC-R class only its smcrCapable cards,
+with an opaque config the agent accepts (agent/core/dra_claim.hpp); the claims of examples/dra
+ask for those classes.
 The agent's ConfigMap is generated (erdma-agent-config-<content hash>): a copy of manifests/ with
 an edited agent config must render a new name that the DaemonSet mounts, so applying it rolls the
 DaemonSet. The ConfigMaps are fed to the real binaries (`erdma-webhook config`, `erdma-agent config`), and
@@ -48,7 +53,7 @@ from harness import Suite, expect  # noqa: E402  (the shared runner of the Pytho
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env", "dra"]
 NS = "erdma-system"
 # configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
 AGENT_CONFIG = "erdma-agent-config"
@@ -60,6 +65,8 @@ AGENT_CONFIG_LABELS = {"app.kubernetes.io/name": "erdma-agent", "app.kubernetes.
 APISERVER_PLACEHOLDER = "192.0.2.0/24"
 # node-feature-discovery's local source reads this host directory (manifests/nfd mounts it).
 NFD_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+# Kinds without a namespace that overlays render.
+CLUSTER_SCOPED = {"Namespace", "MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding", "DeviceClass"}
 
 
 def contract_names():
@@ -78,6 +85,34 @@ SMCR_ANNOTATION = CONTRACT["kSmcrAnnotation"]
 OPT_OUT_ANNOTATION = CONTRACT["kInjectAnnotation"]
 RESOURCE = CONTRACT["kResourceName"]
 DRA_DRIVER = CONTRACT["kDraDriverName"]
+SMCR_CLASS = "smcr." + DRA_DRIVER
+DRA_ROLE = "erdma-agent-dra"
+# The DRA driver's host directories: config key -> the agent's default (agent/core/config.hpp).
+DRA_DIRS = {"registryDir": "/var/lib/kubelet/plugins_registry", "pluginDir": "/var/lib/kubelet/plugins",
+            "cdiDir": "/var/run/cdi"}
+# What the driver does with the API (manifests/dra/rbac.yaml and docs/dra.md say why): exactly
+# these rules, as (apiGroup, resource, resourceNames, verbs).
+DRA_RULES = sorted([
+    ("resource.k8s.io", "resourceslices", (), ("create", "delete", "get", "list", "update", "watch")),
+    ("resource.k8s.io", "resourceclaims", (), ("get",)),
+    ("resource.k8s.io", "resourceclaims/status", (), ("update",)),
+    ("resource.k8s.io", "resourceclaims/driver", (DRA_DRIVER,), ("associated-node:update",)),
+    ("", "nodes", (), ("get",)),
+    ("", "events", (), ("create", "patch")),
+])
+
+
+def erdma_config_contract():
+    """The opaque config the agent's DRA driver accepts (agent/core/dra_claim.hpp): apiVersion and kind."""
+    with open(os.path.join(SOURCE_DIR, "agent/core/dra_claim.hpp")) as f:
+        names = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "([^"]*)";', f.read()))
+    for want in ("kErdmaConfigApiVersion", "kErdmaConfigKind"):
+        if want not in names:
+            raise SystemExit("agent/core/dra_claim.hpp no longer defines %s; update test/manifests" % want)
+    return names["kErdmaConfigApiVersion"], names["kErdmaConfigKind"]
+
+
+ERDMA_CONFIG_API_VERSION, ERDMA_CONFIG_KIND = erdma_config_contract()
 
 # The agent's host paths: exactly these, each with its container path and access.
 AGENT_HOST_PATHS = {
@@ -274,6 +309,9 @@ def check_inventory(name, objs):
             ("DaemonSet", NS, "erdma-agent")}
     if name == "network-policy":
         want |= {("NetworkPolicy", NS, "erdma-webhook")}
+    if name == "dra":
+        want |= {("ClusterRole", "", DRA_ROLE), ("ClusterRoleBinding", "", DRA_ROLE), ("DeviceClass", "", DRA_DRIVER),
+                 ("DeviceClass", "", SMCR_CLASS)}
     if name == "cert-manager":
         want |= {("Issuer", NS, "erdma-selfsigned"), ("Issuer", NS, "erdma-ca"),
                  ("Certificate", NS, "erdma-webhook-ca"), ("Certificate", NS, "erdma-webhook")}
@@ -294,8 +332,10 @@ def check_inventory(name, objs):
     for k in sorted(have - want):
         p.append("unexpected %s %s/%s" % k)
     for (kind, ns, n), o in objs.items():
-        if kind not in ("Namespace", "MutatingWebhookConfiguration") and ns != NS:
+        if kind not in CLUSTER_SCOPED and ns != NS:
             p.append("%s %s is in namespace %r, not %s" % (kind, n, ns, NS))
+        if kind in CLUSTER_SCOPED and ns:
+            p.append("%s %s is cluster-scoped but has namespace %r" % (kind, n, ns))
         if kind == "Secret":
             p.append("Secret %s is in the manifests: keys never live in git" % n)
     return p
@@ -527,8 +567,14 @@ def check_agent(objs):
         p.append("DaemonSet erdma-agent: selector does not match its pod labels")
     if not one(objs, "ServiceAccount", pod.get("serviceAccountName") or ""):
         p.append("DaemonSet erdma-agent: serviceAccountName %r is not in the manifests" % pod.get("serviceAccountName"))
-    if pod.get("automountServiceAccountToken") is not False:
-        p.append("DaemonSet erdma-agent: the agent needs no API token")
+    cfg = agent_config_of(objs) or {}
+    dra = dra_config(cfg)
+    if dra["enabled"] and pod.get("automountServiceAccountToken") is not True:
+        p.append("DaemonSet erdma-agent: dra.enabled, but no API token (automountServiceAccountToken: true): the "
+                 "DRA driver publishes ResourceSlices and reads claims through the API")
+    if not dra["enabled"] and pod.get("automountServiceAccountToken") is not False:
+        p.append("DaemonSet erdma-agent: the agent needs no API token without the DRA driver "
+                 "(automountServiceAccountToken: false)")
     if pod.get("hostNetwork") is not True:
         p.append("DaemonSet erdma-agent: hostNetwork must be true (the node's SMC pnet table)")
     if pod.get("hostPID") or pod.get("hostIPC"):
@@ -558,12 +604,15 @@ def check_agent(objs):
             if r not in (res.get(part) or {}):
                 p.append("agent container: resources.%s.%s missing" % (part, r))
     # host paths: exactly the expected set, each mounted where and how the agent needs it; with
-    # nfdFeatureFile set, also the file's directory, read-write at the same path
-    cfg = agent_config_of(objs) or {}
+    # nfdFeatureFile set, also the file's directory, read-write at the same path; with the DRA
+    # driver on, its three directories, read-write at the paths its config names
     nfd_file = cfg.get("nfdFeatureFile") or ""
     want_host = dict(AGENT_HOST_PATHS)
     if nfd_file:
         want_host[os.path.dirname(nfd_file)] = (os.path.dirname(nfd_file), False)
+    if dra["enabled"]:
+        for key in DRA_DIRS:
+            want_host[dra[key]] = (dra[key], False)
     host = {}
     for v in pod.get("volumes") or []:
         if "hostPath" in v:
@@ -588,6 +637,11 @@ def check_agent(objs):
     for name in host:
         if name not in mounted:
             p.append("agent: host path volume %s is not mounted" % name)
+    node_name = [e for e in c.get("env") or [] if e.get("name") == "NODE_NAME"]
+    if dra["enabled"] and not dra["nodeName"] and \
+            [e.get("valueFrom") for e in node_name] != [{"fieldRef": {"fieldPath": "spec.nodeName"}}]:
+        p.append("agent: dra.enabled with dra.nodeName unset, but env NODE_NAME is %s, not the pod's "
+                 "spec.nodeName: the driver would not know its node" % node_name)
     # configuration: file under the ConfigMap mount; its values agree with the mounts and ports
     args = c.get("args") or []
     if (c.get("command") or [None])[0] != "/usr/bin/erdma-agent" or not args or args[0] != "run":
@@ -793,6 +847,152 @@ def check_network_policy(objs):
     return p
 
 
+def dra_config(cfg):
+    """The agent config's dra section with the agent's defaults for keys left out, dirs without a
+    trailing slash (as the agent reads them)."""
+    d = cfg.get("dra") or {}
+    out = {"enabled": bool(d.get("enabled", False)), "driverName": d.get("driverName") or DRA_DRIVER,
+           "nodeName": d.get("nodeName") or ""}
+    for key, default in DRA_DIRS.items():
+        path = d.get(key) or default
+        out[key] = path.rstrip("/") or "/"
+    return out
+
+
+def check_dra(name, objs):
+    """The DRA driver: on in manifests/dra alone. There: the RBAC exactly the documented rules, bound
+    to the agent's ServiceAccount; the DeviceClasses select the agent's driver (the SMC-R class
+    only smcrCapable cards), the SMC-R class's opaque config is one the agent accepts, the RDMA
+    class serves the agent's resourceName as its extended resource."""
+    p = []
+    cfg = agent_config_of(objs) or {}
+    dra = dra_config(cfg)
+    if dra["enabled"] != (name == "dra"):
+        p.append("%s: dra.enabled is %s; the DRA driver is on in manifests/dra alone" % (name, dra["enabled"]))
+    if name != "dra":
+        return p
+    if dra["driverName"] != DRA_DRIVER:
+        p.append("dra: dra.driverName %s is not common/contract.hpp's %s, which the DeviceClasses select" %
+                 (dra["driverName"], DRA_DRIVER))
+    # RBAC
+    role = one(objs, "ClusterRole", DRA_ROLE, ns="")
+    if role:
+        rules = []
+        for r in role.get("rules") or []:
+            for g in r.get("apiGroups") or []:
+                for res in r.get("resources") or []:
+                    rules.append((g, res, tuple(sorted(r.get("resourceNames") or [])), tuple(sorted(r.get("verbs") or []))))
+        if sorted(rules) != DRA_RULES:
+            p.append("ClusterRole %s: rules %s, want exactly %s (docs/dra.md, manifests/dra/rbac.yaml)" %
+                     (DRA_ROLE, sorted(set(rules) ^ set(DRA_RULES)), DRA_RULES))
+    binding = one(objs, "ClusterRoleBinding", DRA_ROLE, ns="")
+    ds = one(objs, "DaemonSet", "erdma-agent")
+    sa = ((ds or {}).get("spec", {}).get("template", {}).get("spec", {}).get("serviceAccountName"))
+    if binding:
+        ref = binding.get("roleRef") or {}
+        if (ref.get("apiGroup"), ref.get("kind"), ref.get("name")) != ("rbac.authorization.k8s.io", "ClusterRole",
+                                                                       DRA_ROLE):
+            p.append("ClusterRoleBinding %s: roleRef %s is not ClusterRole %s" % (DRA_ROLE, ref, DRA_ROLE))
+        subjects = [(x.get("kind"), x.get("namespace"), x.get("name")) for x in binding.get("subjects") or []]
+        if subjects != [("ServiceAccount", NS, sa)]:
+            p.append("ClusterRoleBinding %s: subjects %s, want only the agent's ServiceAccount %s/%s" %
+                     (DRA_ROLE, subjects, NS, sa))
+    # DeviceClasses: CEL on sample devices as DRA's CEL environment sees them (driver, attributes
+    # and capacity by domain); the agent publishes smcrCapable on every card (agent/core/dra_slices).
+    def device(driver, smcr):
+        return {"device": {"driver": driver, "attributes": {driver: {"smcrCapable": smcr}}, "capacity": {driver: {}}}}
+    samples = [(d, smcr) for d in (DRA_DRIVER, "gpu.nvidia.com", "dra.net", DRA_DRIVER + ".example.com", SMCR_CLASS)
+               for smcr in (True, False)]
+    for class_name, wants in ((DRA_DRIVER, lambda d, smcr: d == DRA_DRIVER),
+                              (SMCR_CLASS, lambda d, smcr: d == DRA_DRIVER and smcr)):
+        dc = one(objs, "DeviceClass", class_name, ns="")
+        if not dc:
+            continue
+        if dc.get("apiVersion") != "resource.k8s.io/v1":
+            p.append("DeviceClass %s: apiVersion %r, want resource.k8s.io/v1" % (class_name, dc.get("apiVersion")))
+        spec = dc.get("spec") or {}
+        exprs = [(sel.get("cel") or {}).get("expression") for sel in spec.get("selectors") or []]
+        if not exprs or not all(isinstance(e, str) for e in exprs):
+            p.append("DeviceClass %s has no CEL selectors: it would match every driver's devices" % class_name)
+            continue
+        for driver, smcr in samples:
+            try:
+                got = all(cel.evaluate(cel.parse(e), device(driver, smcr)) is True for e in exprs)
+            except cel.CelEvalError as e:
+                p.append("DeviceClass %s: selectors %s fail on a device of driver %s (smcrCapable %s): %s" %
+                         (class_name, exprs, driver, smcr, e))
+                continue
+            if got != wants(driver, smcr):
+                p.append("DeviceClass %s: selectors %s %s a device of driver %s with smcrCapable %s" %
+                         (class_name, exprs, "accept" if got else "refuse", driver, smcr))
+        configs = spec.get("config") or []
+        if class_name == DRA_DRIVER:
+            if configs:
+                p.append("DeviceClass %s: config %s; the RDMA class needs none (mode rdma is the default)" %
+                         (class_name, configs))
+            resource = cfg.get("resourceName", RESOURCE)
+            if spec.get("extendedResourceName") != resource:
+                p.append("DeviceClass %s: extendedResourceName %r, want the agent's resourceName %s (what "
+                         "dra.extendedResource serves)" % (class_name, spec.get("extendedResourceName"), resource))
+        else:
+            if "extendedResourceName" in spec:
+                p.append("DeviceClass %s: extendedResourceName %s; the SMC-R class serves none" %
+                         (class_name, spec["extendedResourceName"]))
+            want = {"apiVersion": ERDMA_CONFIG_API_VERSION, "kind": ERDMA_CONFIG_KIND, "mode": "smcr"}
+            opaque = [c.get("opaque") or {} for c in configs]
+            if len(configs) != 1 or set(configs[0]) != {"opaque"} or opaque[0].get("driver") != DRA_DRIVER or \
+                    opaque[0].get("parameters") != want:
+                p.append("DeviceClass %s: config %s, want one opaque.driver %s with parameters %s (an ErdmaConfig "
+                         "the agent accepts: agent/core/dra_claim.hpp)" % (class_name, configs, DRA_DRIVER, want))
+    return p
+
+
+def dra_differences(default, dra):
+    """manifests/dra against manifests/default: the four DRA objects added; the agent config
+    differs in dra.enabled alone; the DaemonSet in its config name, the token, NODE_NAME and the
+    three directories alone; nothing else changes."""
+    p = []
+    d_cm, r_cm = agent_config_map(default), agent_config_map(dra)
+    if not d_cm or not r_cm:
+        return ["dra: no agent ConfigMap"]
+    added = {("ClusterRole", "", DRA_ROLE), ("ClusterRoleBinding", "", DRA_ROLE), ("DeviceClass", "", DRA_DRIVER),
+             ("DeviceClass", "", SMCR_CLASS)}
+    skip = added | {("ConfigMap", NS, d_cm["metadata"]["name"]), ("ConfigMap", NS, r_cm["metadata"]["name"]),
+                    ("DaemonSet", NS, "erdma-agent")}
+    diff = sorted(set(k for k in set(default) | set(dra) if k not in skip and default.get(k) != dra.get(k)))
+    if diff:
+        p.append("manifests/dra changes more than the agent's ConfigMap and DaemonSet and the DRA objects: %s" % diff)
+    if d_cm["metadata"]["name"] == r_cm["metadata"]["name"]:
+        p.append("manifests/dra: the merged agent config kept the base's name: the DaemonSet would not roll")
+    d_cfg, r_cfg = copy.deepcopy(agent_config_of(default)), copy.deepcopy(agent_config_of(dra))
+    d_on, r_on = (d_cfg.get("dra") or {}).pop("enabled", None), (r_cfg.get("dra") or {}).pop("enabled", None)
+    if (d_on, r_on) != (False, True):
+        p.append("dra.enabled is %r in manifests/dra and %r in the base; want true and false" % (r_on, d_on))
+    if d_cfg != r_cfg:
+        p.append("manifests/dra/agent-config.yaml differs from manifests/base/agent-config.yaml in more than "
+                 "dra.enabled: keep the copy in step (%s)" %
+                 sorted(k for k in set(r_cfg) | set(d_cfg) if r_cfg.get(k) != d_cfg.get(k)))
+    ds = copy.deepcopy(dra.get(("DaemonSet", NS, "erdma-agent")))
+    if not ds:
+        return p + ["dra: no DaemonSet erdma-agent"]
+    pod = ds["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    dirs = {v["name"] for v in pod.get("volumes") or []
+            if (v.get("hostPath") or {}).get("path") in {dra_config(agent_config_of(dra) or {})[k] for k in DRA_DIRS}}
+    c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m["name"] not in dirs]
+    pod["volumes"] = [v for v in pod.get("volumes") or [] if v["name"] not in dirs]
+    c["env"] = [e for e in c.get("env") or [] if e.get("name") != "NODE_NAME"]
+    if not c["env"]:
+        del c["env"]
+    pod["automountServiceAccountToken"] = False
+    if volume(pod, "config"):
+        volume(pod, "config")["configMap"]["name"] = d_cm["metadata"]["name"]
+    if ds != default.get(("DaemonSet", NS, "erdma-agent")):
+        p.append("manifests/dra changes the DaemonSet beyond the token, NODE_NAME, the DRA directories and the "
+                 "config name")
+    return p
+
+
 def all_problems(name, objs, version, certs_patch, certs_secret):
     secret_name = "erdma-webhook-tls"
     if name == "cert-manager":
@@ -801,48 +1001,191 @@ def all_problems(name, objs, version, certs_patch, certs_secret):
         secret_name = certs_secret["metadata"]["name"]
     return (check_inventory(name, objs) + check_images(objs, version) + check_webhook_workload(objs, secret_name) +
             check_webhook_configuration(objs, "Ignore" if name == "fail-open" else "Fail") +
-            check_match_conditions(objs) + check_agent(objs) + check_nfd(name, objs) + check_network_policy(objs) +
+            check_match_conditions(objs) + check_agent(objs) + check_nfd(name, objs) + check_dra(name, objs) +
+            check_network_policy(objs) +
             check_certificate_source(name, objs, certs_patch, certs_secret))
 
 
-def check_dra(objs):
-    """manifests/dra: one DeviceClass (resource.k8s.io/v1, the API of Kubernetes >= 1.34) whose CEL
-    selectors accept a device of the agent's DRA driver and nothing else."""
+def dra_breakages():
+    """Broken copies of manifests/dra: each must be reported by all_problems or dra_differences."""
+    def agent(o):
+        return o[("DaemonSet", NS, "erdma-agent")]["spec"]["template"]["spec"]
+
+    def mount(o, path):
+        return [m for m in agent(o)["containers"][0]["volumeMounts"] if m["mountPath"] == path][0]
+
+    def drop_dir(o, path):
+        name = mount(o, path)["name"]
+        agent(o)["containers"][0]["volumeMounts"].remove(mount(o, path))
+        agent(o)["volumes"] = [v for v in agent(o)["volumes"] if v["name"] != name]
+
+    def role(o):
+        return o[("ClusterRole", "", DRA_ROLE)]["rules"]
+
+    def dc(o, name):
+        return o[("DeviceClass", "", name)]["spec"]
+
+    def set_expr(name, e):
+        return lambda o: dc(o, name)["selectors"][0]["cel"].__setitem__("expression", e)
+
+    def params(o):
+        return dc(o, SMCR_CLASS)["config"][0]["opaque"]["parameters"]
+
+    def dra_edit(o, changes):
+        cm = agent_config_map(o)
+        cfg = yaml.safe_load(cm["data"]["config.yaml"])
+        cfg["dra"].update(changes)
+        cm["data"]["config.yaml"] = yaml.safe_dump(cfg)
+
+    def namespaced_role(o):
+        r = o.pop(("ClusterRole", "", DRA_ROLE))
+        r["metadata"]["namespace"] = NS
+        o[("ClusterRole", NS, DRA_ROLE)] = r
+
+    registry, plugins, cdi = DRA_DIRS["registryDir"], DRA_DIRS["pluginDir"], DRA_DIRS["cdiDir"]
+    return [
+        ("dra.enabled off", "dra.enabled is False", lambda o: dra_edit(o, {"enabled": False})),
+        ("config drifted beside dra.enabled", "more than dra.enabled", lambda o: dra_edit(o, {"slotsPerDevice": 8})),
+        ("another driver name in the config", "dra.driverName", lambda o: dra_edit(o, {"driverName": "rdma.example.com"})),
+        ("no token", "no API token", lambda o: agent(o).update(automountServiceAccountToken=False)),
+        ("no NODE_NAME", "NODE_NAME", lambda o: agent(o)["containers"][0].pop("env")),
+        ("NODE_NAME from the host IP", "NODE_NAME",
+         lambda o: agent(o)["containers"][0]["env"][0]["valueFrom"]["fieldRef"].update(fieldPath="status.hostIP")),
+        ("registry directory not mounted", "host paths", lambda o: drop_dir(o, registry)),
+        ("plugins directory read-only", "readOnly=True", lambda o: mount(o, plugins).update(readOnly=True)),
+        ("CDI directory mounted elsewhere", "mounted at /host/cdi", lambda o: mount(o, cdi).update(mountPath="/host/cdi")),
+        ("pluginDir moved without the mount", "host paths",
+         lambda o: dra_edit(o, {"pluginDir": "/var/lib/kubelet/dra-plugins"})),
+        ("an extra env var", "changes the DaemonSet beyond",
+         lambda o: agent(o)["containers"][0]["env"].append({"name": "DEBUG", "value": "1"})),
+        ("RBAC: claims writable", "ClusterRole erdma-agent-dra: rules",
+         lambda o: role(o)[1]["verbs"].append("update")),
+        ("RBAC: any driver's claims", "ClusterRole erdma-agent-dra: rules", lambda o: role(o)[3].pop("resourceNames")),
+        ("RBAC: secrets", "ClusterRole erdma-agent-dra: rules",
+         lambda o: role(o).append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]})),
+        ("binding to the webhook's ServiceAccount", "want only the agent's ServiceAccount",
+         lambda o: o[("ClusterRoleBinding", "", DRA_ROLE)]["subjects"][0].update(name="erdma-webhook")),
+        ("binding to another role", "roleRef",
+         lambda o: o[("ClusterRoleBinding", "", DRA_ROLE)]["roleRef"].update(name="cluster-admin")),
+        ("RDMA class selects another driver", "refuse a device of driver " + DRA_DRIVER,
+         set_expr(DRA_DRIVER, 'device.driver == "erdma.example.com"')),
+        ("RDMA class selects every driver", "accept a device of driver gpu.nvidia.com",
+         set_expr(DRA_DRIVER, 'device.driver != ""')),
+        ("SMC-R class without smcrCapable", "accept a device of driver %s with smcrCapable False" % DRA_DRIVER,
+         set_expr(SMCR_CLASS, 'device.driver == "%s"' % DRA_DRIVER)),
+        ("SMC-R class testing smcrCapable of any driver", "accept a device of driver gpu.nvidia.com",
+         set_expr(SMCR_CLASS, 'device.attributes[device.driver].smcrCapable == true')),
+        ("no selectors", "no CEL selectors", lambda o: dc(o, DRA_DRIVER).pop("selectors")),
+        ("v1beta1", "apiVersion", lambda o: o[("DeviceClass", "", SMCR_CLASS)].update(apiVersion="resource.k8s.io/v1beta1")),
+        ("SMC-R class in mode rdma", "parameters", lambda o: params(o).update(mode="rdma")),
+        ("SMC-R config of another kind", "parameters", lambda o: params(o).update(kind="Config")),
+        ("SMC-R config with an unknown member", "parameters", lambda o: params(o).update(sysctls={})),
+        ("SMC-R config for another driver", "opaque.driver",
+         lambda o: dc(o, SMCR_CLASS)["config"][0]["opaque"].update(driver="erdma.example.com")),
+        ("RDMA class serves another resource", "extendedResourceName",
+         lambda o: dc(o, DRA_DRIVER).update(extendedResourceName="aliyun/rdma")),
+        ("SMC-R class renamed", "missing DeviceClass",
+         lambda o: o.__setitem__(("DeviceClass", "", "smcr"), o.pop(("DeviceClass", "", SMCR_CLASS)))),
+        ("a ClusterRole with a namespace", "cluster-scoped", namespaced_role),
+    ]
+
+
+def dra_examples():
+    """examples/dra/*.yaml: {file name: [documents]}."""
+    d = os.path.join(SOURCE_DIR, "examples/dra")
+    out = {}
+    for fname in sorted(os.listdir(d)):
+        if fname.endswith(".yaml"):
+            with open(os.path.join(d, fname)) as f:
+                out[fname] = [x for x in yaml.safe_load_all(f) if x]
+    return out
+
+
+def pod_spec_of(doc):
+    if doc.get("kind") == "Pod":
+        return doc.get("spec") or {}
+    if doc.get("kind") in ("Deployment", "StatefulSet", "DaemonSet", "Job"):
+        return doc["spec"]["template"].get("spec") or {}
+    return None
+
+
+def check_dra_examples(examples, objs):
+    """Every claim of examples/dra asks for a DeviceClass manifests/dra renders, in
+    resource.k8s.io/v1's shape; every pod's claims name a template or claim of its file, and each
+    container's resources.claims one of its pod's claims."""
     p = []
-    if set(objs) != {("DeviceClass", "", DRA_DRIVER)}:
-        return ["manifests/dra renders %s, want exactly DeviceClass %s" % (sorted(objs), DRA_DRIVER)]
-    dc = objs[("DeviceClass", "", DRA_DRIVER)]
-    if dc.get("apiVersion") != "resource.k8s.io/v1":
-        p.append("DeviceClass apiVersion %r, want resource.k8s.io/v1" % dc.get("apiVersion"))
-    selectors = (dc.get("spec") or {}).get("selectors") or []
-    exprs = [(sel.get("cel") or {}).get("expression") for sel in selectors]
-    if not exprs or not all(isinstance(e, str) for e in exprs):
-        return p + ["DeviceClass has no CEL selectors: it would match every driver's devices"]
-    # A device as DRA's CEL environment sees it: driver and attributes by domain.
-    def device(driver):
-        return {"device": {"driver": driver, "attributes": {driver: {}}, "capacity": {driver: {}}}}
-    for driver, want in ((DRA_DRIVER, True), ("gpu.nvidia.com", False), ("dra.net", False),
-                         (DRA_DRIVER + ".example.com", False)):
-        got = all(cel.evaluate(cel.parse(e), device(driver)) is True for e in exprs)
-        if got != want:
-            p.append("DeviceClass selectors %s %s a device of driver %s" % (exprs, "accept" if got else "refuse",
-                                                                               driver))
+    classes = {k[2] for k in objs if k[0] == "DeviceClass"}
+    if not examples:
+        return ["examples/dra has no example"]
+    for fname, docs in examples.items():
+        templates = {d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceClaimTemplate"}
+        claims = {d["metadata"]["name"] for d in docs if d.get("kind") == "ResourceClaim"}
+        for d in docs:
+            kind, name = d.get("kind"), d["metadata"]["name"]
+            if kind in ("ResourceClaimTemplate", "ResourceClaim"):
+                if d.get("apiVersion") != "resource.k8s.io/v1":
+                    p.append("examples/dra/%s: %s %s is %s, want resource.k8s.io/v1 (what manifests/dra's classes "
+                             "are)" % (fname, kind, name, d.get("apiVersion")))
+                spec = d["spec"]["spec"] if kind == "ResourceClaimTemplate" else d["spec"]
+                requests = ((spec.get("devices") or {}).get("requests")) or []
+                if not requests:
+                    p.append("examples/dra/%s: %s %s requests no device" % (fname, kind, name))
+                for r in requests:
+                    # v1: a request is exactly one device request or a list of alternatives
+                    alternatives = [r["exactly"]] if "exactly" in r else list(r.get("firstAvailable") or [])
+                    if not alternatives:
+                        p.append("examples/dra/%s: request %s has neither exactly nor firstAvailable (the v1 shape)" %
+                                 (fname, r.get("name")))
+                    for a in alternatives:
+                        if a.get("deviceClassName") not in classes:
+                            p.append("examples/dra/%s: request %s asks for DeviceClass %r; manifests/dra has %s" %
+                                     (fname, r.get("name"), a.get("deviceClassName"), sorted(classes)))
+                continue
+            pod = pod_spec_of(d)
+            if pod is None:
+                p.append("examples/dra/%s: unexpected %s %s" % (fname, kind, name))
+                continue
+            pod_claims = set()
+            for c in pod.get("resourceClaims") or []:
+                pod_claims.add(c["name"])
+                if c.get("resourceClaimTemplateName") not in templates and c.get("resourceClaimName") not in claims:
+                    p.append("examples/dra/%s: %s %s's claim %s names no ResourceClaimTemplate or ResourceClaim of "
+                             "the file" % (fname, kind, name, c["name"]))
+            if not pod_claims:
+                p.append("examples/dra/%s: %s %s has no resourceClaims" % (fname, kind, name))
+            used = set()
+            for c in (pod.get("initContainers") or []) + (pod.get("containers") or []):
+                for ref in ((c.get("resources") or {}).get("claims")) or []:
+                    used.add(ref["name"])
+                    if ref["name"] not in pod_claims:
+                        p.append("examples/dra/%s: container %s uses claim %s, not one of its pod's %s" %
+                                 (fname, c["name"], ref["name"], sorted(pod_claims)))
+            for unused in sorted(pod_claims - used):
+                p.append("examples/dra/%s: %s %s's claim %s is used by no container: none would get the card" %
+                         (fname, kind, name, unused))
     return p
 
 
-def dra_breakages():
-    def dc(o):
-        return o[("DeviceClass", "", DRA_DRIVER)]
+def dra_example_breakages():
+    def first(examples, fname, kind):
+        return [d for d in examples[fname] if d.get("kind") == kind][0]
 
-    def set_expr(e):
-        return lambda o: dc(o)["spec"]["selectors"][0]["cel"].__setitem__("expression", e)
+    def template_spec(examples, fname):
+        return first(examples, fname, "ResourceClaimTemplate")["spec"]["spec"]["devices"]["requests"][0]
     return [
-        ("another driver", "refuse a device of driver " + DRA_DRIVER,
-         set_expr('device.driver == "erdma.example.com"')),
-        ("no selectors", "no CEL selectors", lambda o: dc(o)["spec"].pop("selectors")),
-        ("v1beta1", "apiVersion", lambda o: dc(o).__setitem__("apiVersion", "resource.k8s.io/v1beta1")),
-        ("renamed", "want exactly DeviceClass",
-         lambda o: o.__setitem__(("DeviceClass", "", "other"), o.pop(("DeviceClass", "", DRA_DRIVER)))),
+        ("class renamed", "asks for DeviceClass 'erdma'",
+         lambda e: template_spec(e, "nccl-all-cards.yaml")["exactly"].update(deviceClassName="erdma")),
+        ("SMC-R class name of the old draft", "asks for DeviceClass 'erdma-smcr.aliyun.com'",
+         lambda e: template_spec(e, "smcr-one-card.yaml")["exactly"].update(deviceClassName="erdma-smcr.aliyun.com")),
+        ("v1beta1 shape", "neither exactly nor firstAvailable",
+         lambda e: template_spec(e, "nccl-all-cards.yaml").update(template_spec(e, "nccl-all-cards.yaml").pop("exactly"))),
+        ("v1beta1 apiVersion", "want resource.k8s.io/v1",
+         lambda e: first(e, "nccl-all-cards.yaml", "ResourceClaimTemplate").update(apiVersion="resource.k8s.io/v1beta1")),
+        ("pod names a missing template", "names no ResourceClaimTemplate",
+         lambda e: pod_spec_of(first(e, "smcr-one-card.yaml", "Deployment"))["resourceClaims"][0].update(
+             resourceClaimTemplateName="erdma-smcr-x")),
+        ("container uses no claim", "is used by no container",
+         lambda e: pod_spec_of(first(e, "nccl-all-cards.yaml", "Pod"))["containers"][0]["resources"].pop("claims")),
     ]
 
 
@@ -894,6 +1237,12 @@ def breakages():
         ("readiness probe on /healthz", "readinessProbe path",
          set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"].update(
              path="/healthz"))),
+        ("agent mounts the API token", "needs no API token",
+         set_(lambda o: agent(o).update(automountServiceAccountToken=True))),
+        ("agent gets the CDI directory", "host paths",
+         set_(lambda o: agent(o)["volumes"].append({"name": "cdi", "hostPath": {"path": "/var/run/cdi"}}))),
+        ("DRA driver on outside manifests/dra", "dra.enabled is True",
+         set_(lambda o: agent_config_edit(o, {"dra": {"enabled": True}}))),
         ("agent gets /etc", "host paths",
          set_(lambda o: agent(o)["volumes"].append({"name": "etc", "hostPath": {"path": "/etc"}}))),
         ("agent privileged", "privileged",
@@ -1532,20 +1881,37 @@ def main():
     suite.check("manifests/cleanup: `erdma-agent cleanup` from the agent image on the agent's nodes, with "
                 "the installed config (and broken copies caught)", cleanup)
 
-    def dra_class():
-        per = [render(k, "dra") for k in found]
-        for k, other in zip(found[1:], per[1:]):
-            expect(other == per[0], "manifests/dra renders differently with %s and %s" % (found[0], k))
-        problems = check_dra(per[0])
+    def dra_is_default_plus_driver():
+        d, r = renders["default"], renders["dra"]
+        problems = dra_differences(d, r)
         expect(not problems, problems)
         missed = []
         for label, want, breaker in dra_breakages():
-            objs = copy.deepcopy(per[0])
+            objs = copy.deepcopy(r)
             breaker(objs)
-            if not any(want in p for p in check_dra(objs)):
-                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, check_dra(objs)))
+            got = all_problems("dra", objs, version, certs_patch, certs_secret) + dra_differences(d, objs)
+            hits = [x for x in got if want in x]
+            print("    broken: %-48s -> %s" % (label, (hits[0] if hits else "NOT CAUGHT")[:110]))
+            if not hits:
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
         expect(not missed, missed)
-    suite.check("manifests/dra: a DeviceClass selecting the agent's DRA driver (and broken copies caught)", dra_class)
+    suite.check("dra = default + dra.enabled, RBAC, token, NODE_NAME, the DRA directories, two DeviceClasses "
+                "(and broken copies caught)", dra_is_default_plus_driver)
+
+    def dra_examples_name_the_classes():
+        examples = dra_examples()
+        problems = check_dra_examples(examples, renders["dra"])
+        expect(not problems, problems)
+        missed = []
+        for label, want, breaker in dra_example_breakages():
+            broken = copy.deepcopy(examples)
+            breaker(broken)
+            got = check_dra_examples(broken, renders["dra"])
+            if not any(want in x for x in got):
+                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        expect(not missed, missed)
+    suite.check("examples/dra: each claim asks for a DeviceClass of manifests/dra, each container uses its pod's "
+                "claim (and broken copies caught)", dra_examples_name_the_classes)
 
     def cel_rejects_outside_subset():
         for bad in ("object.metadata.annotations.size() > 0", "has(object)", "a ||", "'x' in", "x == 'y"):
@@ -1579,7 +1945,7 @@ def main():
     else:
         suite.skip("webhook ConfigMap and command line", "%s is not built" % WEBHOOK)
     if have_agent:
-        for overlay in ("default", "nfd"):
+        for overlay in ("default", "nfd", "dra"):
             suite.check("manifests/%s: agent ConfigMap accepted by erdma-agent config" % overlay,
                         lambda o=overlay: binary_accepts(
                             AGENT, "config", agent_config_map(renders[o])["data"]["config.yaml"], w, "agent-" + o))

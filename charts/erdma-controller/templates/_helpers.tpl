@@ -73,3 +73,18 @@ for a wildcard address, where kubelet's probes go to the pod's (the node's) IP i
 host: {{ $host | quote }}
 port: {{ $port }}
 {{- end }}
+
+{{/* The DRA driver's settings as the agent reads them from its config (agent.config.dra),
+with the agent's defaults for the keys left out: {enabled, driverName, registryDir, pluginDir,
+cdiDir}. The RBAC, the DeviceClasses and the DaemonSet's host directories follow them. */}}
+{{- define "erdma.dra" -}}
+{{- $dra := .Values.agent.config.dra | default dict -}}
+{{- if and $dra.extendedResource (not $dra.enabled) -}}
+{{- fail "agent.config.dra.extendedResource: needs agent.config.dra.enabled: true (without the DRA driver nothing would serve the resource)" -}}
+{{- end -}}
+enabled: {{ $dra.enabled | default false }}
+driverName: {{ $dra.driverName | default "erdma.aliyun.com" | quote }}
+registryDir: {{ $dra.registryDir | default "/var/lib/kubelet/plugins_registry" | trimSuffix "/" | quote }}
+pluginDir: {{ $dra.pluginDir | default "/var/lib/kubelet/plugins" | trimSuffix "/" | quote }}
+cdiDir: {{ $dra.cdiDir | default "/var/run/cdi" | trimSuffix "/" | quote }}
+{{- end }}
