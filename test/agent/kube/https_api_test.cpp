@@ -468,6 +468,22 @@ TEST_CASE("watch: stop from another thread ends a quiet stream at once; ordinary
   CHECK(result->ok());
 }
 
+TEST_CASE("watch: a stream quiet for longer than watch_idle_timeout is taken as dead: DeadlineExceeded") {
+  Fixture f([](ServerConn& c, const Request&) {
+    c.begin_chunked(200);
+    c.chunk(event("ADDED", "a"));
+    c.wait_for_client_close();
+  });
+  auto config = f.config();
+  config.watch_idle_timeout = std::chrono::milliseconds(200);
+  auto api = std::move(make_https_api(config)).value();
+  int events = 0;
+  const Status done = api->watch("/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, std::stop_token());
+  REQUIRE_FALSE(done.ok());
+  CHECK(done.error().code == ErrorCode::DeadlineExceeded);
+  CHECK(events == 1);
+}
+
 TEST_CASE("in_cluster_config_from: the service's address and the account's files, or what is missing") {
   TempDir dir;
   std::map<std::string, std::string> env = {{"KUBERNETES_SERVICE_HOST", "10.96.0.1"},
