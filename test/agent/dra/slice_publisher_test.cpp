@@ -275,7 +275,7 @@ TEST_CASE("the loop: publishes at start, repairs others' deletes and edits throu
   publisher.stop();
 }
 
-TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds; the watch failing is retried") {
+TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds, the watch failing is retried") {
   FakeKubeApi api;
   Node node;
   node.set_cards(1);
