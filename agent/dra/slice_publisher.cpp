@@ -159,15 +159,15 @@ void SlicePublisher::stop() {
   if (watch_thread_.joinable()) watch_thread_.join();
 }
 
-void SlicePublisher::trigger() { request(std::chrono::milliseconds(0)); }
+void SlicePublisher::trigger() { request(std::chrono::milliseconds(0), /*repair=*/false); }
 
-void SlicePublisher::request(std::chrono::milliseconds delay) {
+void SlicePublisher::request(std::chrono::milliseconds delay, bool repair) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto at = Clock::now() + delay;
     if (!pending_ || at < pending_at_) pending_at_ = at;
     pending_ = true;
-    if (delay.count() > 0) repair_pending_ = true;
+    if (repair) repair_pending_ = true;
     ++wakeups_;
   }
   wake_.notify_all();
@@ -270,7 +270,7 @@ void SlicePublisher::run_watch(std::stop_token stop) {
             log::info("resource slice changed by someone else, repairing")
                 .kv("event", event.value("type", ""))
                 .kv("slice", name_of(event.contains("object") ? event["object"] : json()));
-            request(options_.repair_delay);
+            request(options_.repair_delay, /*repair=*/true);
           }
           return true;
         },

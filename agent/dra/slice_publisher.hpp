@@ -104,7 +104,7 @@ class SlicePublisher {
  private:
   void run_loop();
   void run_watch(std::stop_token stop);
-  void request(std::chrono::milliseconds delay);
+  void request(std::chrono::milliseconds delay, bool repair);
   Result<PublishSummary> publish_locked();
 
   kube::Api& api_;

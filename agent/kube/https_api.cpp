@@ -128,6 +128,10 @@ class TokenFile {
                          st.st_mtim.tv_sec != mtime_.tv_sec || st.st_mtim.tv_nsec != mtime_.tv_nsec;
     if (changed || Clock::now() - read_at_ > kTokenMaxAge) {
       std::ifstream in(path_, std::ios::binary);
+      if (!in.is_open()) {
+        return make_error(ErrorCode::FailedPrecondition,
+                          "service-account token " + path_ + ": cannot open: " + std::strerror(errno));
+      }
       std::string text(kMaxTokenBytes + 1, '\0');
       in.read(text.data(), static_cast<std::streamsize>(text.size()));
       if (in.bad()) return make_error(ErrorCode::FailedPrecondition, "service-account token " + path_ + ": unreadable");
@@ -372,7 +376,9 @@ class HttpsApi final : public Api {
                               bool want_object = true) {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string what = verb_name(verb) + " " + std::string(path);
-    ERDMA_TRY_ASSIGN(const std::string token, token_.current());
+    auto token_read = token_.current();
+    if (!token_read) return make_error(token_read.error().code, what + ": " + token_read.error().message);
+    const std::string token = std::move(token_read).value();
     auto req = make_request(verb, path, body, token);
     const auto deadline = Clock::now() + config_.timeout;
     // At most two tries: the second only when a reused connection failed before any answer
@@ -432,7 +438,9 @@ class HttpsApi final : public Api {
 // The watch body: newline-delimited JSON events, read a buffer at a time as they arrive.
 Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std::stop_token stop) {
   const std::string what = "WATCH " + std::string(path);
-  ERDMA_TRY_ASSIGN(const std::string token, token_.current());
+  auto token_read = token_.current();
+  if (!token_read) return make_error(token_read.error().code, what + ": " + token_read.error().message);
+  const std::string token = std::move(token_read).value();
   Connection conn(*tls_, endpoint_);
   std::stop_callback on_stop(stop, [&conn] { conn.cancel_from_any_thread(); });
   const auto stopped = [&] { return stop.stop_requested(); };
@@ -455,10 +463,11 @@ Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std:
   const unsigned status = parser.get().result_int();
   std::string pending;  // bytes of the event being read
   std::array<char, 16 * 1024> buf{};
-  const auto read_some = [&]() -> beast::error_code {
+  // What has arrived, into `pending`, waiting until `deadline` at most.
+  const auto read_some = [&](Clock::time_point deadline) -> beast::error_code {
     parser.get().body().data = buf.data();
     parser.get().body().size = buf.size();
-    auto e = conn.read_some(parser, Clock::now() + config_.watch_idle_timeout);
+    auto e = conn.read_some(parser, deadline);
     if (e == http::error::need_buffer) e = {};
     pending.append(buf.data(), buf.size() - parser.get().body().size);
     return e;
@@ -466,7 +475,7 @@ Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std:
   if (status < 200 || status > 299) {
     if (status == 401) token_.invalidate();
     while (!parser.is_done() && pending.size() <= kMaxAnswerBytes) {
-      if (read_some()) break;
+      if (read_some(start_deadline)) break;
     }
     return error_from_answer("GET", path, status, pending);
   }
@@ -500,7 +509,7 @@ Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std:
     }
     if (parser.is_done()) return {};  // the server ended the stream (timeoutSeconds)
     if (stopped()) return {};
-    ec = read_some();
+    ec = read_some(Clock::now() + config_.watch_idle_timeout);
     if (stopped()) return {};
     if (ec == http::error::end_of_stream || ec == net::error::eof || ec == ssl::error::stream_truncated) {
       // The server closed the connection: a watch ends this way too. A partial last line is lost,

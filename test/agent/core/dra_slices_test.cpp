@@ -460,7 +460,7 @@ TEST_CASE("plan_slices: a change updates every slice of the pool to a higher gen
   CHECK(seen == 1);
 }
 
-TEST_CASE("plan_slices: the node's cards come and go; the server converges each time") {
+TEST_CASE("plan_slices: the node's cards come and go, the server converges each time") {
   FakeSliceStore store;
   std::vector<RdmaDevice> many;
   for (int i = 0; i < 100; ++i) many.push_back(make_device("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0));
@@ -479,7 +479,7 @@ TEST_CASE("plan_slices: the node's cards come and go; the server converges each 
   CHECK(store.objects.size() == 1);
 }
 
-TEST_CASE("plan_slices: other nodes' and drivers' slices are left alone; a name taken by one is an error") {
+TEST_CASE("plan_slices: other nodes' and drivers' slices are left alone, a name taken by one is an error") {
   const auto wanted = built({make_device("erdma_0", "uverbs0", 0)}, facts());
   json other = wanted[0];
   other["metadata"]["name"] = "node-b-erdma.aliyun.com-0";
@@ -549,7 +549,7 @@ TEST_CASE("plan_slices: a malformed list answer is refused, naming the item, and
 namespace erdma::agent {
 namespace {
 
-TEST_CASE("slice_has_content: the publisher's own write matches; an edit, a missing spec or another card does not") {
+TEST_CASE("slice_has_content: the publisher's own write matches, an edit, a missing spec or another card does not") {
   const auto wanted = built({roce_card("erdma_0", "uverbs0", 0, 1)}, facts());
   REQUIRE(wanted.size() == 1);
   nlohmann::json stored = wanted[0];

@@ -243,8 +243,7 @@ TEST_CASE("the loop: publishes at start, repairs others' deletes and edits throu
   node.set_cards(2);
   SlicePublisher publisher(api, node.wanted(), options());
   publisher.start();
-  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value() && api.open_watches() == 1; }));
-  const json original = *api.object(slice_path(0));
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok == 1 && api.open_watches() == 1; }));
 
   api.delete_for_test(slice_path(0));
   REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
@@ -275,7 +274,7 @@ TEST_CASE("the loop: publishes at start, repairs others' deletes and edits throu
   publisher.stop();
 }
 
-TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds; the watch failing is retried") {
+TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds, the watch failing is retried") {
   FakeKubeApi api;
   Node node;
   node.set_cards(1);
@@ -284,8 +283,10 @@ TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds; the wat
   SlicePublisher publisher(api, node.wanted(), options());
   const auto start = std::chrono::steady_clock::now();
   publisher.start();
-  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  // The stats are updated once the publish returns, after its writes.
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok >= 1; }));
   const auto took = std::chrono::steady_clock::now() - start;
+  CHECK(api.object(slice_path(0)).has_value());
   const auto stats = publisher.stats();
   CHECK(stats.publishes_failed == 3);
   CHECK(stats.publishes_ok >= 1);
@@ -301,7 +302,7 @@ TEST_CASE("the loop: a watch ended by the server or by 410 Gone is opened again 
   node.set_cards(1);
   SlicePublisher publisher(api, node.wanted(), options());
   publisher.start();
-  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value() && api.open_watches() == 1; }));
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok == 1 && api.open_watches() == 1; }));
   const auto before = publisher.stats().publishes_ok;
   api.push_watch_error(410, "Expired", "too old resource version");
   REQUIRE(eventually([&] { return publisher.stats().publishes_ok > before && api.open_watches() == 1; }));

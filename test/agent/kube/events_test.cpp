@@ -55,7 +55,7 @@ TEST_CASE("rfc3339: UTC, whole seconds") {
   CHECK(rfc3339(std::chrono::system_clock::time_point(std::chrono::seconds(1796551200))) == "2026-12-06T10:00:00Z");
 }
 
-TEST_CASE("EventPoster: posts to the pod's namespace; the same news once per window; failures are retried") {
+TEST_CASE("EventPoster: posts to the pod's namespace, the same news once per window, failures are retried") {
   agent::testing::FakeKubeApi api;
   auto now = std::chrono::system_clock::time_point(std::chrono::seconds(1796551200));
   EventPoster poster(api, "node-a", std::chrono::minutes(10), [&] { return now; });

@@ -38,7 +38,7 @@ TEST_CASE("fake API: create, AlreadyExists, optimistic concurrency on replace an
   CHECK(api.writes() == 3);
 }
 
-TEST_CASE("fake API: lists filter by escaped field selectors; unsupported fields are refused") {
+TEST_CASE("fake API: lists filter by escaped field selectors, unsupported fields are refused") {
   FakeKubeApi api;
   REQUIRE(api.create(kSlices, slice("a", "n1")).ok());
   REQUIRE(api.create(kSlices, slice("b", "n2")).ok());
@@ -75,7 +75,7 @@ TEST_CASE("fake API: injected failures, the call log") {
   CHECK(calls[4].verb == "DELETE");
 }
 
-TEST_CASE("fake API: a watch sees what is there, then every change of its selection; ERROR and stop end it") {
+TEST_CASE("fake API: a watch sees what is there, then every change of its selection, ERROR and stop end it") {
   FakeKubeApi api;
   REQUIRE(api.create(kSlices, slice("a", "n1")).ok());
   std::mutex mu;

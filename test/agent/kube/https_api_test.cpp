@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -102,7 +103,7 @@ std::string status_body(unsigned code, const std::string& reason, const std::str
       .dump();
 }
 
-TEST_CASE("GET, POST, PUT and DELETE send the token, JSON headers and bodies; answers come back parsed") {
+TEST_CASE("GET, POST, PUT and DELETE send the token, JSON headers and bodies, answers come back parsed") {
   Fixture f([](ServerConn& c, const Request& req) {
     c.reply(req.method() == http::verb::post ? 201 : 200,
             nlohmann::json{{"method", std::string(req.method_string())}, {"echo", req.body()}}.dump());
@@ -196,7 +197,7 @@ TEST_CASE("every HTTP error maps to its code and carries the server's reason and
   }
 }
 
-TEST_CASE("error_from_answer: 409 without a reason is AlreadyExists only for POST; 401 and 403 say which") {
+TEST_CASE("error_from_answer: 409 without a reason is AlreadyExists only for POST, 401 and 403 say which") {
   CHECK(error_from_answer("POST", "/p", 409, "").code == ErrorCode::AlreadyExists);
   CHECK(error_from_answer("PUT", "/p", 409, "").code == ErrorCode::FailedPrecondition);
   CHECK(error_from_answer("POST", "/p", 409, status_body(409, "Conflict", "m")).code == ErrorCode::FailedPrecondition);
@@ -248,7 +249,7 @@ TEST_CASE("a server certificate from another CA is refused") {
   CHECK(f.server.received().empty());
 }
 
-TEST_CASE("a server certificate for another name or address is refused; names go by SNI") {
+TEST_CASE("a server certificate for another name or address is refused, names go by SNI") {
   SUBCASE("IP not in the certificate") {
     const PemPair cert = make_cert(spec("kubernetes", "IP:10.0.0.1"), &pki().ca);
     Fixture f([](ServerConn& c, const Request&) { c.reply(200, "{}"); }, cert);
@@ -266,7 +267,7 @@ TEST_CASE("a server certificate for another name or address is refused; names go
     CHECK(got.error().code == ErrorCode::Unavailable);
     CHECK(f.server.received().empty());
   }
-  SUBCASE("the right name, sent as SNI; an IP sends none") {
+  SUBCASE("the right name, sent as SNI, an IP sends none") {
     Fixture f([](ServerConn& c, const Request&) { c.reply(200, "{}"); });
     CHECK(f.api("localhost")->get("/api/v1/nodes/n1").ok());
     CHECK(f.api("127.0.0.1")->get("/api/v1/nodes/n1").ok());
@@ -327,9 +328,14 @@ TEST_CASE("an answer over the size cap is ResourceExhausted, announced or chunke
   }
   SUBCASE("chunks") {
     Fixture f([](ServerConn& c, const Request&) {
+      // Three chunks of 1 MiB, then one announced just big enough to pass the cap in total
+      // (sending all 64 MiB through TLS would make the case slow on a loaded machine).
       c.begin_chunked(200);
       const std::string piece(1 << 20, ' ');
-      for (size_t sent = 0; sent <= kMaxAnswerBytes; sent += piece.size()) c.chunk(piece);
+      for (int i = 0; i < 3; ++i) c.chunk(piece);
+      char header[32];
+      std::snprintf(header, sizeof header, "%zx\r\n", kMaxAnswerBytes - 3 * piece.size() + 1);
+      c.write_raw(std::string(header) + piece);
       c.wait_for_client_close();
     });
     auto got = f.api()->get("/big");
@@ -373,7 +379,7 @@ std::string event(const std::string& type, const std::string& name) {
   return nlohmann::json{{"type", type}, {"object", {{"metadata", {{"name", name}}}}}}.dump() + "\n";
 }
 
-TEST_CASE("watch: events split across chunks arrive whole and in order; the server's end ends it") {
+TEST_CASE("watch: events split across chunks arrive whole and in order, the server's end ends it") {
   Fixture f([](ServerConn& c, const Request&) {
     c.begin_chunked(200);
     c.chunk(event("ADDED", "a") + event("MODIFIED", "a").substr(0, 10));
@@ -415,7 +421,7 @@ TEST_CASE("watch: an ERROR event with 410 ends it as NotFound with the server's 
   CHECK(events == 1);
 }
 
-TEST_CASE("watch: the handler returning false ends it; a non-2xx start is mapped like any call") {
+TEST_CASE("watch: the handler returning false ends it, a non-2xx start is mapped like any call") {
   Fixture f([](ServerConn& c, const Request& req) {
     if (req.target() == "/forbidden?watch=true") {
       c.reply(403, status_body(403, "Forbidden", "cannot watch resourceslices"));
@@ -436,7 +442,7 @@ TEST_CASE("watch: the handler returning false ends it; a non-2xx start is mapped
   CHECK(forbidden.error().message.find("cannot watch resourceslices") != std::string::npos);
 }
 
-TEST_CASE("watch: stop from another thread ends a quiet stream at once; ordinary calls do not wait for it") {
+TEST_CASE("watch: stop from another thread ends a quiet stream at once, ordinary calls do not wait for it") {
   Fixture f([](ServerConn& c, const Request& req) {
     if (req.target().starts_with("/w")) {
       c.begin_chunked(200);
@@ -466,6 +472,22 @@ TEST_CASE("watch: stop from another thread ends a quiet stream at once; ordinary
   CHECK(std::chrono::steady_clock::now() - asked < std::chrono::seconds(2));
   REQUIRE(result.has_value());
   CHECK(result->ok());
+}
+
+TEST_CASE("watch: a stream quiet for longer than watch_idle_timeout is taken as dead: DeadlineExceeded") {
+  Fixture f([](ServerConn& c, const Request&) {
+    c.begin_chunked(200);
+    c.chunk(event("ADDED", "a"));
+    c.wait_for_client_close();
+  });
+  auto config = f.config();
+  config.watch_idle_timeout = std::chrono::milliseconds(200);
+  auto api = std::move(make_https_api(config)).value();
+  int events = 0;
+  const Status done = api->watch("/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, std::stop_token());
+  REQUIRE_FALSE(done.ok());
+  CHECK(done.error().code == ErrorCode::DeadlineExceeded);
+  CHECK(events == 1);
 }
 
 TEST_CASE("in_cluster_config_from: the service's address and the account's files, or what is missing") {
