@@ -127,34 +127,33 @@ void DraDriver::tick() {
     plugin_->devices_changed();
   }
   // Monotonic counters to metrics, by their growth since the last tick.
-  const auto grow = [this](const char* name, const char* help, const common::metrics::Labels& labels, uint64_t now,
-                           uint64_t before) {
-    auto& c = registry_.counter(name, help, labels);
-    if (now > before) c.inc(now - before);
+  const auto grow = [](common::metrics::Counter& counter, uint64_t now, uint64_t before) {
+    if (now > before) counter.inc(now - before);
   };
+  auto& r = registry_;
   if (auto* service = plugin_->service()) {
     const auto c = service->counters();
-    const char* prep = "erdma_agent_dra_prepares_total";
-    const char* prep_help = "Claims NodePrepareResources answered, by result (prepared, already: from the checkpoint, error)";
-    grow(prep, prep_help, {{"result", "prepared"}}, c.prepared, last_counters_.prepared);
-    grow(prep, prep_help, {{"result", "already"}}, c.already, last_counters_.already);
-    grow(prep, prep_help, {{"result", "error"}}, c.prepare_errors, last_counters_.prepare_errors);
-    const char* unprep = "erdma_agent_dra_unprepares_total";
-    const char* unprep_help = "Claims NodeUnprepareResources answered, by result (ok, error)";
-    grow(unprep, unprep_help, {{"result", "ok"}}, c.unprepared, last_counters_.unprepared);
-    grow(unprep, unprep_help, {{"result", "error"}}, c.unprepare_errors, last_counters_.unprepare_errors);
+    const auto& l = last_counters_;
+    static constexpr const char* kPrepares =
+        "Claims NodePrepareResources answered, by result (prepared, already: from the checkpoint, error)";
+    grow(r.counter("erdma_agent_dra_prepares_total", kPrepares, {{"result", "prepared"}}), c.prepared, l.prepared);
+    grow(r.counter("erdma_agent_dra_prepares_total", kPrepares, {{"result", "already"}}), c.already, l.already);
+    grow(r.counter("erdma_agent_dra_prepares_total", kPrepares, {{"result", "error"}}), c.prepare_errors,
+         l.prepare_errors);
+    static constexpr const char* kUnprepares = "Claims NodeUnprepareResources answered, by result (ok, error)";
+    grow(r.counter("erdma_agent_dra_unprepares_total", kUnprepares, {{"result", "ok"}}), c.unprepared, l.unprepared);
+    grow(r.counter("erdma_agent_dra_unprepares_total", kUnprepares, {{"result", "error"}}), c.unprepare_errors,
+         l.unprepare_errors);
     last_counters_ = c;
   }
   const auto s = publisher_->stats();
-  const char* pub = "erdma_agent_dra_slice_publishes_total";
-  const char* pub_help = "ResourceSlice publishes (list, plan, write), by result (ok, error)";
-  grow(pub, pub_help, {{"result", "ok"}}, s.publishes_ok, last_stats_.publishes_ok);
-  grow(pub, pub_help, {{"result", "error"}}, s.publishes_failed, last_stats_.publishes_failed);
-  grow("erdma_agent_dra_slice_repairs_total", "Publishes caused by a change someone else made to the node's slices", {},
+  static constexpr const char* kPublishes = "ResourceSlice publishes (list, plan, write), by result (ok, error)";
+  grow(r.counter("erdma_agent_dra_slice_publishes_total", kPublishes, {{"result", "ok"}}), s.publishes_ok,
+       last_stats_.publishes_ok);
+  grow(r.counter("erdma_agent_dra_slice_publishes_total", kPublishes, {{"result", "error"}}), s.publishes_failed,
+       last_stats_.publishes_failed);
+  grow(r.counter("erdma_agent_dra_slice_repairs_total", "Publishes caused by a change someone else made to the node's slices"),
        s.repairs, last_stats_.repairs);
-  if (s.last_error != last_stats_.last_error && !s.last_error.empty()) {
-    log::warn("DRA slices not published; retrying with backoff").kv("error", s.last_error);
-  }
   last_stats_ = s;
   registry_
       .gauge("erdma_agent_dra_registered", "1 while the kubelet has accepted the DRA driver's registration")

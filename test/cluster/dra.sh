@@ -161,8 +161,10 @@ must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status d
 must "the agent DaemonSet rolls out" agent_rolled_out
 
 phase "registration and ResourceSlices"
-must "the kubelet registered the DRA driver (its plugin registry)" wait_for 60 \
-  grep -m1 -E "Register new plugin.*$DRIVER|registered.*plugin.*$DRIVER|$DRIVER.*registered" "$STATE/logs/kubelet.log"
+must "the kubelet connected to the DRA driver it found in its plugin registry" wait_for 60 \
+  grep -m1 -E "Connection changed.*driverName=\"$DRIVER\".*connected=true" "$STATE/logs/kubelet.log"
+must "and told the agent so (NotifyRegistrationStatus)" wait_for 30 sh -c \
+  "kubectl -n erdma-system logs ds/erdma-agent | grep -m1 'DRA driver registered with the kubelet'"
 must "one ResourceSlice for the node with both cards" wait_for 60 devices_are "erdma-0 erdma-1"
 check "the slice's devices carry the attributes a claim selects on" attributes_published
 check "the slice is owned by the Node (garbage-collected with it)" sh -c \
@@ -216,6 +218,9 @@ check "NCCL_IB_HCA names exactly the claim's cards (from the agent's CDI spec)" 
   "kubectl -n $NS exec nccl -- sh -c 'echo \$NCCL_IB_HCA' | tee /dev/stderr | grep -qx '=erdma_0,erdma_1'"
 check "the agent's CDI spec for the claim is in the node's /var/run/cdi" spec_file_for "$nccl_uid"
 check "the agent's checkpoint records the claim" prepared "$nccl_uid"
+check "the claim's status carries each card's network data (interface, IPs)" wait_for 30 sh -c \
+  "kubectl -n $NS get resourceclaim $nccl_claim -o jsonpath='{range .status.devices[*]}{.device}:{.networkData.interfaceName}:{.networkData.ips[0]} {end}' |
+   tee /dev/stderr | grep -qx 'erdma-0:eth0:10.255.0.1/24 erdma-1:eth0:10.255.0.1/24 '"
 
 # ---------------------------------------------------------------------------------------------
 phase "aliyun/erdma: 1 the device-plugin way, served by DRA"
@@ -245,6 +250,29 @@ check "the container has one card's uverbs and rdma_cm" sh -c \
    grep -Eqx 'rdma_cm uverbs[01] '"
 
 # ---------------------------------------------------------------------------------------------
+phase "an Event a user sees"
+# The webhook gives this pod the SMC-R resource; the node's kernel has no SMC, so the agent's pod
+# setup fails, and with API access (manifests/dra) it says so on the pod.
+kubectl label namespace "$NS" erdma-injection=enabled >/dev/null
+cat >"$work/smcr.yaml" <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: smcr
+  namespace: $NS
+  annotations: {network.alibabacloud.com/erdma-smcr: "true"}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: c, image: $WORKLOAD, imagePullPolicy: Never, command: [sleep, "100000"]}
+EOF
+check "an SMC-R pod is created and runs (the failed setup never fails the container)" sh -c \
+  "kubectl apply -f '$work/smcr.yaml' >/dev/null && kubectl -n $NS wait --for=condition=Ready pod/smcr --timeout=120s"
+check "kubectl describe pod shows the agent's Warning with the reason" wait_for 60 sh -c \
+  "kubectl -n $NS describe pod smcr | grep -E 'Warning +SmcrSetupFailed .*erdma-agent.*SMC-R pod setup failed'"
+check "the SMC-R pod is deleted" kubectl -n "$NS" delete pod smcr --wait=true --timeout=60s
+
+# ---------------------------------------------------------------------------------------------
 phase "an agent restart keeps the prepared claims"
 old_pod=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].metadata.name}')
 check "the agent pod is deleted" kubectl -n erdma-system delete pod "$old_pod" --wait=true --timeout=60s
@@ -259,8 +287,15 @@ check "the agent logged the claims it found" wait_for 30 sh -c \
 # ---------------------------------------------------------------------------------------------
 phase "the slices repaired, cards gone and down"
 first=$(node_slices | jq_py "d[0]['metadata']['name']")
+first_uid=$(kubectl get resourceslice "$first" -o jsonpath='{.metadata.uid}')
+# put_back: the slice exists again as a new object with both cards.
+put_back() {
+  local uid
+  uid=$(kubectl get resourceslice "$first" -o jsonpath='{.metadata.uid}') || return 1
+  [ -n "$uid" ] && [ "$uid" != "$first_uid" ] && devices_are "erdma-0 erdma-1"
+}
 check "a slice deleted by someone else" kubectl delete resourceslice "$first"
-check "is put back by the agent" wait_for 60 devices_are "erdma-0 erdma-1"
+check "is put back by the agent (a new object)" wait_for 60 put_back
 site_config "[{name: erdma_0, uverbs: uverbs0, netdev: eth0}]" &&
   check "the site's config without erdma_1 is applied" kubectl apply -k "$work/site"
 check "the agent rolls out with it" agent_rolled_out

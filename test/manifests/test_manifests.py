@@ -99,6 +99,7 @@ DRA_RULES = sorted([
     ("resource.k8s.io", "resourceclaims/driver", (DRA_DRIVER,), ("associated-node:update",)),
     ("", "nodes", (), ("get",)),
     ("", "events", (), ("create", "patch")),
+    ("", "pods", (), ("get",)),
 ])
 
 
