@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -33,7 +34,9 @@ std::string hex8(uint32_t v) {
 }
 
 json device_json(const PreparedDevice& d) {
-  return json{{"requests", d.requests}, {"pool", d.pool}, {"device", d.device}, {"card", d.card}, {"cdiDeviceIds", d.cdi_ids}};
+  json out{{"requests", d.requests}, {"pool", d.pool}, {"device", d.device}, {"card", d.card}, {"cdiDeviceIds", d.cdi_ids}};
+  if (!d.share_id.empty()) out["shareID"] = d.share_id;  // optional: files without shares read as before
+  return out;
 }
 
 json claim_json(const PreparedClaim& c) {
@@ -122,8 +125,16 @@ bool valid_uid(std::string_view s) { return is_claim_uid(s); }
 
 Result<PreparedDevice> read_device(const json& j, const std::string& where) {
   const Fields f(j, where);
-  ERDMA_TRY(f.exactly({"requests", "pool", "device", "card", "cdiDeviceIds"}));
+  const bool shared = j.is_object() && j.contains("shareID");
+  if (shared) {
+    ERDMA_TRY(f.exactly({"requests", "pool", "device", "card", "cdiDeviceIds", "shareID"}));
+  } else {
+    ERDMA_TRY(f.exactly({"requests", "pool", "device", "card", "cdiDeviceIds"}));
+  }
   PreparedDevice d;
+  if (shared) {
+    ERDMA_TRY_ASSIGN(d.share_id, f.string("shareID", valid_uid, "a share UID"));
+  }
   ERDMA_TRY_ASSIGN(d.requests, f.strings("requests", is_request_name, "a list of request names", false));
   ERDMA_TRY_ASSIGN(d.pool, f.string("pool", valid_pool, "a pool name"));
   ERDMA_TRY_ASSIGN(d.device, f.string("device", valid_device_name, "a DNS label"));
@@ -146,10 +157,13 @@ Result<PreparedClaim> read_claim(const json& j, size_t index) {
   c.smcr = j["smcr"].get<bool>();
   const json& devs = j["devices"];
   if (!devs.is_array() || devs.empty()) return g.bad("devices is not a non-empty array");
-  std::set<std::pair<std::string, std::string>> seen;
+  std::set<std::tuple<std::string, std::string, std::string>> seen;
   for (size_t i = 0; i < devs.size(); ++i) {
     ERDMA_TRY_ASSIGN(auto d, read_device(devs[i], where + " device " + std::to_string(i)));
-    if (!seen.emplace(d.pool, d.device).second) return g.bad("lists device " + d.pool + "/" + d.device + " twice");
+    if (!seen.emplace(d.pool, d.device, d.share_id).second) {
+      return g.bad("lists device " + d.pool + "/" + d.device + (d.share_id.empty() ? "" : " share " + d.share_id) +
+                   " twice");
+    }
     c.devices.push_back(std::move(d));
   }
   return c;
@@ -166,7 +180,10 @@ bool same_allocation(const PreparedClaim& a, const PreparedClaim& b) {
   if (a.smcr != b.smcr || a.devices.size() != b.devices.size()) return false;
   for (size_t i = 0; i < a.devices.size(); ++i) {
     const auto &x = a.devices[i], &y = b.devices[i];
-    if (x.pool != y.pool || x.device != y.device || x.card != y.card || x.requests != y.requests) return false;
+    if (x.pool != y.pool || x.device != y.device || x.card != y.card || x.requests != y.requests ||
+        x.share_id != y.share_id) {
+      return false;
+    }
   }
   return true;
 }
@@ -254,7 +271,7 @@ Result<Checkpoint> decode_checkpoint(std::string_view text) {
 PreparedClaim normalized(PreparedClaim claim) {
   for (auto& d : claim.devices) std::sort(d.requests.begin(), d.requests.end());
   std::sort(claim.devices.begin(), claim.devices.end(), [](const PreparedDevice& a, const PreparedDevice& b) {
-    return std::tie(a.pool, a.device) < std::tie(b.pool, b.device);
+    return std::tie(a.pool, a.device, a.share_id) < std::tie(b.pool, b.device, b.share_id);
   });
   return claim;
 }

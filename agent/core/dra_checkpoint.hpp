@@ -34,6 +34,7 @@ struct PreparedDevice {
   std::string device;                 // device name in the slice (dra_device_name)
   std::string card;                   // the RDMA card behind it
   std::vector<std::string> cdi_ids;   // CDI device names the kubelet hands to the runtime
+  std::string share_id;               // the allocation's shareID on a shared device; "" = none
 
   friend bool operator==(const PreparedDevice&, const PreparedDevice&) = default;
 };
@@ -44,7 +45,7 @@ struct PreparedClaim {
   std::string name;
   bool smcr = false;
   std::string cdi_spec_file;            // file name in the CDI spec directory
-  std::vector<PreparedDevice> devices;  // sorted by pool, then device
+  std::vector<PreparedDevice> devices;  // sorted by pool, device, share
 
   friend bool operator==(const PreparedClaim&, const PreparedClaim&) = default;
 };

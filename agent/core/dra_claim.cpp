@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "agent/core/dra_slices.hpp"
 #include "common/text.hpp"
@@ -188,7 +189,7 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
 
   ClaimPlan plan;
   plan.ref = ref;
-  std::map<std::pair<std::string, std::string>, ClaimDevice> devices;  // (pool, device)
+  std::map<std::tuple<std::string, std::string, std::string>, ClaimDevice> devices;  // (pool, device, share)
   std::optional<ClaimMode> claim_mode;
   std::string first_request;
   size_t others = 0;
@@ -203,6 +204,14 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
     ERDMA_TRY_ASSIGN(const std::string request, string_at(r, "request", where));
     ERDMA_TRY_ASSIGN(const std::string rpool, string_at(r, "pool", where));
     ERDMA_TRY_ASSIGN(const std::string device, string_at(r, "device", where));
+    std::string share;
+    if (const auto s = r.find("shareID"); s != r.end() && !s->is_null()) {
+      if (!s->is_string() || !is_claim_uid(s->get_ref<const std::string&>())) {
+        return make_error(ErrorCode::InvalidArgument, where + ".shareID is not a UID: " +
+                                                          common::cut_for_message(s->dump(), 80));
+      }
+      share = s->get<std::string>();
+    }
     if (rpool != pool) {
       return make_error(ErrorCode::NotFound, who + ": device " + rpool + "/" + device + " is in pool " +
                                                  json_quote(rpool) + ", not this node's pool " +
@@ -233,10 +242,11 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
       claim_mode = mode;
       first_request = request;
     }
-    auto& d = devices[{rpool, device}];
+    auto& d = devices[{rpool, device, share}];
     d.pool = rpool;
     d.device = device;
     d.card = card->second;
+    d.share_id = share;
     const std::string base = base_request(request);
     if (std::find(d.requests.begin(), d.requests.end(), base) == d.requests.end()) d.requests.push_back(base);
   }
@@ -272,7 +282,7 @@ Result<PreparedClaim> prepared_claim(const ClaimPlan& plan, const CdiSpec& spec)
     if (id == spec.cdi_ids.end()) {
       return make_error(ErrorCode::Internal, ref_text(plan.ref) + ": the CDI spec has no device for card " + d.card);
     }
-    out.devices.push_back(PreparedDevice{d.requests, d.pool, d.device, d.card, {id->second}});
+    out.devices.push_back(PreparedDevice{d.requests, d.pool, d.device, d.card, {id->second}, d.share_id});
   }
   return normalized(std::move(out));
 }
@@ -282,6 +292,8 @@ Result<json> device_status_entries(const PreparedClaim& claim, const std::map<st
   json out = json::array();
   for (const auto& d : claim.devices) {
     json entry = {{"driver", driver}, {"pool", d.pool}, {"device", d.device}};
+    // types.go AllocatedDeviceStatus: an entry of a shared device names the share it is about.
+    if (!d.share_id.empty()) entry["shareID"] = d.share_id;
     const auto net = networks.find(d.card);
     if (net != networks.end()) {
       const CardNetwork& n = net->second;

@@ -59,6 +59,9 @@ struct ClaimDevice {
   std::string pool;
   std::string device;
   std::string card;
+  // The result's shareID: set when the device allows several allocations (consumable capacity)
+  // and this is one share of it; the answer and the claim's status.devices must name it.
+  std::string share_id;
 
   friend bool operator==(const ClaimDevice&, const ClaimDevice&) = default;
 };
@@ -66,8 +69,8 @@ struct ClaimDevice {
 struct ClaimPlan {
   ClaimRef ref;
   ClaimMode mode = ClaimMode::Rdma;
-  std::vector<ClaimDevice> devices;  // sorted by pool, then device; a device allocated for two
-                                     // requests is one entry naming both
+  std::vector<ClaimDevice> devices;  // sorted by pool, device, share; a device (share) allocated
+                                     // for two requests is one entry naming both
   CdiClaim cdi;                      // what build_cdi_spec takes
   std::vector<std::string> notes;    // other drivers' results skipped, and the like
 };

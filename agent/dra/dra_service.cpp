@@ -30,6 +30,7 @@ void fill_devices(const PreparedClaim& claim, drapb::NodePrepareResourceResponse
     dev->set_pool_name(d.pool);
     dev->set_device_name(d.device);
     for (const auto& id : d.cdi_ids) dev->add_cdi_device_ids(id);
+    if (!d.share_id.empty()) dev->set_share_id(d.share_id);
   }
 }
 

@@ -218,9 +218,18 @@ check "NCCL_IB_HCA names exactly the claim's cards (from the agent's CDI spec)" 
   "kubectl -n $NS exec nccl -- sh -c 'echo \$NCCL_IB_HCA' | tee /dev/stderr | grep -qx '=erdma_0,erdma_1'"
 check "the agent's CDI spec for the claim is in the node's /var/run/cdi" spec_file_for "$nccl_uid"
 check "the agent's checkpoint records the claim" prepared "$nccl_uid"
-check "the claim's status carries each card's network data (interface, IPs)" wait_for 30 sh -c \
-  "kubectl -n $NS get resourceclaim $nccl_claim -o jsonpath='{range .status.devices[*]}{.device}:{.networkData.interfaceName}:{.networkData.ips[0]} {end}' |
-   tee /dev/stderr | grep -qx 'erdma-0:eth0:10.255.0.1/24 erdma-1:eth0:10.255.0.1/24 '"
+# network_data CLAIM: each device's interface and first IP in the claim's status, as the agent wrote
+# them after preparing it; the agent's word on a write that failed otherwise.
+network_data() {
+  local got
+  got=$(kubectl -n "$NS" get resourceclaim "$1" \
+    -o jsonpath='{range .status.devices[*]}{.device}:{.networkData.interfaceName}:{.networkData.ips[0]} {end}')
+  echo "status.devices: $got"
+  [ "$got" = "erdma-0:eth0:10.255.0.1/24 erdma-1:eth0:10.255.0.1/24 " ] && return 0
+  kubectl -n erdma-system logs ds/erdma-agent | grep -i "status" | tail -n 3
+  return 1
+}
+check "the claim's status carries each card's network data (interface, IPs)" wait_for 30 network_data "$nccl_claim"
 
 # ---------------------------------------------------------------------------------------------
 phase "aliyun/erdma: 1 the device-plugin way, served by DRA"

@@ -18,7 +18,7 @@ constexpr const char* kUidB = "7a2d3b0f-1c8e-4d64-8b52-4f9c3e8a1d22";
 constexpr const char* kUidC = "8b3e4c1a-2d9f-4e75-9c63-5a0d4f9b2e33";
 
 PreparedDevice device(std::string dev, std::string card, std::string uid, std::vector<std::string> requests = {"rdma"}) {
-  return PreparedDevice{std::move(requests), "node-a", std::move(dev), card, {cdi_device_id("erdma.aliyun.com", uid, card)}};
+  return PreparedDevice{std::move(requests), "node-a", std::move(dev), card, {cdi_device_id("erdma.aliyun.com", uid, card)}, ""};
 }
 
 PreparedClaim claim_a() {

@@ -50,8 +50,8 @@ TEST_CASE("plan_claim: an RDMA claim of two cards") {
   REQUIRE(plan.ok());
   CHECK(plan->mode == ClaimMode::Rdma);
   REQUIRE(plan->devices.size() == 2);
-  CHECK(plan->devices[0] == ClaimDevice{{"nics"}, kPool, "erdma-0", "erdma_0"});
-  CHECK(plan->devices[1] == ClaimDevice{{"nics"}, kPool, "erdma-1", "erdma_1"});
+  CHECK(plan->devices[0] == ClaimDevice{{"nics"}, kPool, "erdma-0", "erdma_0", ""});
+  CHECK(plan->devices[1] == ClaimDevice{{"nics"}, kPool, "erdma-1", "erdma_1", ""});
   CHECK(plan->cdi.uid == kUid);
   CHECK(plan->cdi.cards == std::vector<std::string>{"erdma_0", "erdma_1"});
   CHECK_FALSE(plan->cdi.smcr);
@@ -154,6 +154,39 @@ TEST_CASE("plan_claim: one device for two requests is one device naming both") {
   CHECK(plan->devices[0].requests == std::vector<std::string>{"a", "b"});
 }
 
+TEST_CASE("plan_claim: shares of a shared card (consumable capacity) keep their shareID to the status") {
+  constexpr const char* kShare1 = "0b7d6f1c-2a9e-4c53-9a41-3e8b2d7f0c11";
+  constexpr const char* kShare2 = "1c8e7a2d-3b0f-4d64-8b52-4f9c3e8a1d22";
+  json r1 = result("a", "erdma-0");
+  r1["shareID"] = kShare1;
+  json r2 = result("b", "erdma-0");
+  r2["shareID"] = kShare2;
+  auto plan = plan_claim(claim_of(json::array({r2, r1})), ref(), node(), kPool);
+  REQUIRE(plan.ok());
+  REQUIRE(plan->devices.size() == 2);  // two shares of one card: two devices of the answer
+  CHECK(plan->devices[0] == ClaimDevice{{"a"}, kPool, "erdma-0", "erdma_0", kShare1});
+  CHECK(plan->devices[1] == ClaimDevice{{"b"}, kPool, "erdma-0", "erdma_0", kShare2});
+  auto spec = build_cdi_spec(plan->cdi, node(), AllocateOptions{});
+  REQUIRE(spec.ok());
+  auto prepared = prepared_claim(*plan, *spec);
+  REQUIRE(prepared.ok());
+  CHECK(prepared->devices[0].share_id == kShare1);
+  auto entries = device_status_entries(*prepared, {});
+  REQUIRE(entries.ok());
+  CHECK((*entries)[0]["shareID"] == kShare1);
+  CHECK((*entries)[1]["shareID"] == kShare2);
+  auto back = decode_checkpoint(encode_checkpoint(with_claim({}, *prepared)));
+  REQUIRE(back.ok());
+  CHECK(back->claims.at(kUid) == *prepared);
+
+  json bad = result("a", "erdma-0");
+  bad["shareID"] = "not a uid!";
+  auto refused = plan_claim(claim_of(json::array({bad})), ref(), node(), kPool);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code == ErrorCode::InvalidArgument);
+  CHECK(refused.error().message.find("shareID") != std::string::npos);
+}
+
 TEST_CASE("prepared_claim takes the CDI names and file from the spec") {
   auto plan = plan_claim(claim_of(json::array({result("nics", "erdma-0")})), ref(), node(), kPool);
   REQUIRE(plan.ok());
@@ -170,7 +203,7 @@ TEST_CASE("prepared_claim takes the CDI names and file from the spec") {
 
 TEST_CASE("device_status_entries: networkData from card facts, limits checked") {
   PreparedClaim c{kUid, "team-a", "train-0", false, "f.json",
-                  {PreparedDevice{{"r"}, kPool, "erdma-0", "erdma_0", {"x"}}, PreparedDevice{{"r"}, kPool, "erdma-1", "erdma_1", {"y"}}}};
+                  {PreparedDevice{{"r"}, kPool, "erdma-0", "erdma_0", {"x"}, ""}, PreparedDevice{{"r"}, kPool, "erdma-1", "erdma_1", {"y"}, ""}}};
   std::map<std::string, CardNetwork> nets = {{"erdma_0", {"eth0", {"10.0.0.5/24", "2001:db8::5/64"}, "00:16:3e:00:00:01"}}};
   auto e = device_status_entries(c, nets);
   REQUIRE(e.ok());
