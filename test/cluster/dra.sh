@@ -230,6 +230,21 @@ network_data() {
   return 1
 }
 check "the claim's status carries each card's network data (interface, IPs)" wait_for 30 network_data "$nccl_claim"
+# pod_health POD: each allocated device's health in the pod's status, as the kubelet has it from
+# the agent's health stream (ResourceHealthStatus): "<card>=<health>" per device, sorted.
+pod_health() {
+  kubectl -n "$NS" get pod "$1" \
+    -o jsonpath='{range .status.containerStatuses[0].allocatedResourcesStatus[*].resources[*]}{.resourceID}={.health}{"\n"}{end}' |
+    sed 's/.*-\(erdma_[0-9]*\)=/\1=/' | sort | tr '\n' ' '
+}
+health_is() {
+  local got
+  got=$(pod_health "$1")
+  echo "health: $got"
+  [ "$got" = "$2" ]
+}
+check "the pod's status shows both cards Healthy (the agent's health stream)" wait_for 60 \
+  health_is nccl "erdma_0=Healthy erdma_1=Healthy "
 
 # ---------------------------------------------------------------------------------------------
 phase "aliyun/erdma: 1 the device-plugin way, served by DRA"
@@ -315,6 +330,8 @@ check "the agent rolls out with it" agent_rolled_out
 check "erdma_1 is back and erdma_0 is tainted NoSchedule" wait_for 60 sh -c \
   "kubectl get resourceslices -o jsonpath='{range .items[*].spec.devices[*]}{.name}={.taints[0].effect} {end}' |
    grep -qx 'erdma-0=NoSchedule erdma-1= '"
+check "the pod holding erdma_0 sees it Unhealthy in its status" wait_for 60 \
+  health_is nccl "erdma_0=Unhealthy erdma_1=Healthy "
 
 # ---------------------------------------------------------------------------------------------
 phase "unprepare on pod deletion"
