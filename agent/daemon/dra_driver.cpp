@@ -26,7 +26,12 @@ ApiPodEvents::~ApiPodEvents() { stop(); }
 void ApiPodEvents::stop() { queue_.stop(); }
 
 void ApiPodEvents::warning(const std::string& pod, std::string_view reason, const std::string& message) {
-  Job job{pod, std::string(reason), message};
+  Job job{pod, std::string(reason), message, kube::EventType::Warning};
+  if (queue_.submit(job)) log::warn("pod Event dropped: the queue is full").kv("pod", pod).kv("reason", reason);
+}
+
+void ApiPodEvents::normal(const std::string& pod, std::string_view reason, const std::string& message) {
+  Job job{pod, std::string(reason), message, kube::EventType::Normal};
   if (queue_.submit(job)) log::warn("pod Event dropped: the queue is full").kv("pod", pod).kv("reason", reason);
 }
 
@@ -44,7 +49,7 @@ void ApiPodEvents::post(const Job& job) {
                                                                                   (*uid)["uid"].is_string()) {
     ref.uid = (*uid)["uid"].get<std::string>();
   }
-  auto posted = poster_.post(ref, kube::EventType::Warning, job.reason, job.message);
+  auto posted = poster_.post(ref, job.type, job.reason, job.message);
   if (!posted) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", posted.error().message);
   }
@@ -78,6 +83,10 @@ Status DraDriver::start() {
   pc.allocate = erdma_endpoint(cfg_).allocate;
   pc.report_status = true;
   pc.networks = [this] { return card_networks(state_.snapshot()->devices, kSysRoot); };
+  events_ = std::make_unique<ApiPodEvents>(*api_, node_name_);
+  pc.on_prepared = [this](const std::string& pod, const std::string& message) {
+    events_->normal(pod, kEventClaimPrepared, message);
+  };
   plugin_ = std::make_unique<dra::DraKubeletPlugin>(pc, *api_, [this] { return state_.snapshot()->devices; });
   ERDMA_TRY(plugin_->start());
 
@@ -86,7 +95,6 @@ Status DraDriver::start() {
   po.driver = cfg_.dra.driver_name;
   publisher_ = std::make_unique<SlicePublisher>(*api_, [this] { return wanted(); }, po);
   publisher_->start();
-  events_ = std::make_unique<ApiPodEvents>(*api_, node_name_);
   last_snapshot_ = state_.snapshot();
   log::info("DRA driver started")
       .kv("driver", cfg_.dra.driver_name)

@@ -29,12 +29,15 @@ class ApiPodEvents final : public PodEventSink {
   ApiPodEvents(kube::Api& api, std::string node_name);
   ~ApiPodEvents() override;
   void warning(const std::string& pod, std::string_view reason, const std::string& message) override;
+  // The same for news that needs no action (type Normal).
+  void normal(const std::string& pod, std::string_view reason, const std::string& message);
   // Waits until every queued Event is posted or dropped (tests).
   void stop();
 
  private:
   struct Job {
     std::string pod, reason, message;
+    kube::EventType type = kube::EventType::Warning;
   };
   void post(const Job& job);
 

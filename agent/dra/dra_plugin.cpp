@@ -122,6 +122,7 @@ Status DraKubeletPlugin::start() {
   sc.allocate = config_.allocate;
   sc.report_status = config_.report_status;
   sc.networks = config_.networks;
+  sc.on_prepared = config_.on_prepared;
   ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_));
   std::vector<grpc::Service*> services{service_.get()};
   if (config_.health) {

@@ -218,6 +218,8 @@ check "NCCL_IB_HCA names exactly the claim's cards (from the agent's CDI spec)" 
   "kubectl -n $NS exec nccl -- sh -c 'echo \$NCCL_IB_HCA' | tee /dev/stderr | grep -qx '=erdma_0,erdma_1'"
 check "the agent's CDI spec for the claim is in the node's /var/run/cdi" spec_file_for "$nccl_uid"
 check "the agent's checkpoint records the claim" prepared "$nccl_uid"
+check "kubectl describe pod says which model served it and which cards (a Normal Event)" wait_for 30 sh -c \
+  "kubectl -n $NS describe pod nccl | grep -E 'Normal +ErdmaClaimPrepared .*erdma-agent.*prepared by the DRA driver $DRIVER: rdma, cards erdma_0,erdma_1'"
 # network_data CLAIM: each device's interface and first IP in the claim's status, as the agent wrote
 # them after preparing it; the agent's word on a write that failed otherwise.
 network_data() {

@@ -488,6 +488,31 @@ TEST_CASE("with report_status the claim's status.devices get this driver's entri
   CHECK(api.puts() == 2);
 }
 
+TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepared, naming mode and cards") {
+  Dirs dirs;
+  MapApi api;
+  auto cfg = dirs.config();
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::string>> told;
+  cfg.on_prepared = [&](const std::string& pod, const std::string& message) {
+    std::lock_guard lock(mu);
+    told.emplace_back(pod, message);
+  };
+  DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+  REQUIRE(plugin.start().ok());
+  Kubelet k(cfg);
+  json c = claim(31, json::array({result("nics", "erdma-0"), result("nics", "erdma-1")}));
+  c["status"]["reservedFor"] = json::array({json{{"resource", "pods"}, {"name", "train-0"}, {"uid", uid(90)}},
+                                            json{{"resource", "widgets"}, {"name", "w"}, {"uid", uid(91)}}});
+  api.put(c);
+  REQUIRE(k.prepare({ref(31)}).claims().at(uid(31)).error().empty());
+  REQUIRE(k.prepare({ref(31)}).claims().at(uid(31)).error().empty());  // already prepared: nothing new to tell
+  std::lock_guard lock(mu);
+  REQUIRE(told.size() == 1);
+  CHECK(told[0].first == "team-a/train-0");
+  CHECK(told[0].second == "claim claim-31 prepared by the DRA driver erdma.aliyun.com: rdma, cards erdma_0,erdma_1");
+}
+
 TEST_CASE("the health stream: every card by its device name, again when one goes down, stop ends it") {
   Dirs dirs;
   MapApi api;
