@@ -61,43 +61,9 @@ finish() {
 }
 trap finish EXIT
 
-# check NAME CMD...: runs CMD; PASS or FAIL with its output (the evidence either way).
-check() {
-  local name=$1
-  shift
-  local out rc=0
-  out=$("$@" 2>&1) || rc=$?
-  if [ $rc -eq 0 ]; then
-    passed=$((passed + 1))
-    echo "PASS $name"
-    [ -z "$out" ] || printf '%s\n' "$out" | head -n 8 | sed 's/^/     /'
-  else
-    failed=$((failed + 1))
-    echo "FAIL $name (exit $rc)"
-    printf '%s\n' "$out" | tail -n 30 | sed 's/^/     /'
-  fi
-  return $rc
-}
-phase() { echo "== $* ($((SECONDS - t_start)) s)"; }
-# must NAME CMD...: a check the rest depends on; on failure the run ends here, counted.
-must() {
-  check "$@" && return 0
-  echo "journey: stopping: the checks after this one need it"
-  echo "$passed passed, $failed failed"
-  exit 1
-}
-
-# wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS; its last output on failure.
-wait_for() {
-  local secs=$1
-  shift
-  local end=$((SECONDS + secs)) out
-  while :; do
-    out=$("$@" 2>&1) && { [ -z "$out" ] || printf '%s\n' "$out"; return 0; }
-    [ $SECONDS -lt $end ] || { printf 'gave up after %s s; last answer:\n%s\n' "$secs" "$out"; return 1; }
-    sleep 0.5
-  done
-}
+CHECKS_NAME=journey
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
 
 # ---------------------------------------------------------------------------------------------
 phase "cluster"
