@@ -24,16 +24,11 @@ STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 NS=team-a
 # shellcheck source=test/cluster/lib.sh
 . "$SRC/test/cluster/lib.sh"
+CHECKS_NAME=journey
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
 t_start=$SECONDS
 
-skip_or_fail() {
-  if [ "${CI:-}" = true ]; then
-    echo "journey: FAILED: $* (the install step provides what this needs)" >&2
-    exit 1
-  fi
-  echo "journey: skipped: $*" >&2
-  exit 0
-}
 [ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
 for tool in containerd runc ctr openssl curl /usr/bin/python3 /usr/lib/cni/bridge; do
   command -v "$tool" >/dev/null 2>&1 || skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
@@ -60,10 +55,6 @@ finish() {
   exit $rc
 }
 trap finish EXIT
-
-CHECKS_NAME=journey
-# shellcheck source=test/cluster/checks.sh
-. "$SRC/test/cluster/checks.sh"
 
 # ---------------------------------------------------------------------------------------------
 phase "cluster"

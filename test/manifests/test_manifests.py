@@ -948,6 +948,22 @@ def check_dra(name, objs):
     return p
 
 
+def uncaught_breakages(objs, check, breakages, show=False):
+    """Each (label, want, breaker) of `breakages` applied to a copy of `objs`: the labels whose
+    breakage `check(copy)` does not report with a problem mentioning `want`."""
+    missed = []
+    for label, want, breaker in breakages:
+        broken = copy.deepcopy(objs)
+        breaker(broken)
+        got = check(broken)
+        hits = [x for x in got if want in x]
+        if show:
+            print("    broken: %-48s -> %s" % (label, (hits[0] if hits else "NOT CAUGHT")[:110]))
+        if not hits:
+            missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+    return missed
+
+
 def dra_differences(default, dra):
     """manifests/dra against manifests/default: the four DRA objects added; the agent config
     differs in dra.enabled alone; the DaemonSet in its config name, the token, NODE_NAME and the
@@ -1853,13 +1869,8 @@ def main():
             expect(other == per[0], "manifests/mixed-pools renders differently with %s and %s" % (found[0], k))
         problems = check_mixed_pools(per[0], renders["default"])
         expect(not problems, problems)
-        missed = []
-        for label, want, breaker in mixed_pools_breakages():
-            objs = copy.deepcopy(per[0])
-            breaker(objs)
-            got = check_mixed_pools(objs, renders["default"])
-            if not any(want in x for x in got):
-                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        missed = uncaught_breakages(per[0], lambda o: check_mixed_pools(o, renders["default"]),
+                                    mixed_pools_breakages())
         expect(not missed, missed)
         if os.access(AGENT, os.X_OK):
             binary_accepts(AGENT, "config", agent_config_map(one_pool(per[0], "erdma-agent-gpu"))["data"]["config.yaml"],
@@ -1871,13 +1882,7 @@ def main():
         objs = render(found[0], "cleanup")
         problems = check_cleanup(objs, renders["default"])
         expect(not problems, problems)
-        missed = []
-        for label, want, breaker in cleanup_breakages():
-            broken = copy.deepcopy(objs)
-            breaker(broken)
-            got = check_cleanup(broken, renders["default"])
-            if not any(want in x for x in got):
-                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        missed = uncaught_breakages(objs, lambda o: check_cleanup(o, renders["default"]), cleanup_breakages())
         expect(not missed, missed)
     suite.check("manifests/cleanup: `erdma-agent cleanup` from the agent image on the agent's nodes, with "
                 "the installed config (and broken copies caught)", cleanup)
@@ -1886,15 +1891,9 @@ def main():
         d, r = renders["default"], renders["dra"]
         problems = dra_differences(d, r)
         expect(not problems, problems)
-        missed = []
-        for label, want, breaker in dra_breakages():
-            objs = copy.deepcopy(r)
-            breaker(objs)
-            got = all_problems("dra", objs, version, certs_patch, certs_secret) + dra_differences(d, objs)
-            hits = [x for x in got if want in x]
-            print("    broken: %-48s -> %s" % (label, (hits[0] if hits else "NOT CAUGHT")[:110]))
-            if not hits:
-                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        missed = uncaught_breakages(
+            r, lambda o: all_problems("dra", o, version, certs_patch, certs_secret) + dra_differences(d, o),
+            dra_breakages(), show=True)
         expect(not missed, missed)
     suite.check("dra = default + dra.enabled, RBAC, token, NODE_NAME, the DRA directories, two DeviceClasses "
                 "(and broken copies caught)", dra_is_default_plus_driver)
@@ -1903,13 +1902,8 @@ def main():
         examples = dra_examples()
         problems = check_dra_examples(examples, renders["dra"])
         expect(not problems, problems)
-        missed = []
-        for label, want, breaker in dra_example_breakages():
-            broken = copy.deepcopy(examples)
-            breaker(broken)
-            got = check_dra_examples(broken, renders["dra"])
-            if not any(want in x for x in got):
-                missed.append("%s: no problem mentioning %r (got %s)" % (label, want, got))
+        missed = uncaught_breakages(examples, lambda o: check_dra_examples(o, renders["dra"]),
+                                    dra_example_breakages())
         expect(not missed, missed)
     suite.check("examples/dra: each claim asks for a DeviceClass of manifests/dra, each container uses its pod's "
                 "claim (and broken copies caught)", dra_examples_name_the_classes)
