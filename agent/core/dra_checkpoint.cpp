@@ -314,6 +314,19 @@ Checkpoint without_claim(Checkpoint checkpoint, std::string_view uid) {
   return checkpoint;
 }
 
+std::map<std::string, std::vector<std::string>> claims_on_cards(const Checkpoint& checkpoint,
+                                                                const std::set<std::string>& cards) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& [uid, claim] : checkpoint.claims) {
+    std::set<std::string> held;
+    for (const auto& d : claim.devices) {
+      if (cards.count(d.card) != 0) held.insert(d.card);
+    }
+    if (!held.empty()) out.emplace(uid, std::vector<std::string>(held.begin(), held.end()));
+  }
+  return out;
+}
+
 std::vector<std::string> stale_spec_files(const Checkpoint& checkpoint, const std::vector<std::string>& files_in_dir,
                                           std::string_view driver) {
   std::set<std::string> owned;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +102,11 @@ struct UnprepareDecision {
 // The checkpoint with `claim` recorded (normalized), or with the UID removed.
 [[nodiscard]] Checkpoint with_claim(Checkpoint checkpoint, PreparedClaim claim);
 [[nodiscard]] Checkpoint without_claim(Checkpoint checkpoint, std::string_view uid);
+
+// The recorded claims holding a device on one of `cards`: claim UID -> those of its cards, sorted.
+// For telling the pods of a claim that a card they hold went down or away.
+[[nodiscard]] std::map<std::string, std::vector<std::string>> claims_on_cards(const Checkpoint& checkpoint,
+                                                                              const std::set<std::string>& cards);
 
 // Of the file names in the CDI spec directory, the claim specs of this driver (cdi_spec.hpp
 // is_claim_spec_file) that no recorded claim owns: left by a crash, to remove. Sorted.

@@ -35,9 +35,28 @@ void ApiPodEvents::normal(const std::string& pod, std::string_view reason, const
   if (queue_.submit(job)) log::warn("pod Event dropped: the queue is full").kv("pod", pod).kv("reason", reason);
 }
 
+void ApiPodEvents::claim_warning(const std::string& claim, std::string_view reason, const std::string& message) {
+  Job job{claim, std::string(reason), message, kube::EventType::Warning, true};
+  if (queue_.submit(job)) log::warn("claim Event dropped: the queue is full").kv("claim", claim).kv("reason", reason);
+}
+
 void ApiPodEvents::post(const Job& job) {
   const auto slash = job.pod.find('/');
   if (slash == std::string::npos) return;
+  if (job.claim) {
+    const std::string ns = job.pod.substr(0, slash);
+    auto claim = api_.get("/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + job.pod.substr(slash + 1));
+    if (!claim) {
+      log::warn("cannot post a claim's Event").kv("claim", job.pod).kv("reason", job.reason).kv("error", claim.error().message);
+      return;
+    }
+    const auto reserved = claim->value(nlohmann::json::json_pointer("/status/reservedFor"), nlohmann::json::array());
+    for (const auto& r : reserved) {
+      if (!r.is_object() || r.value("resource", "") != "pods" || !r.contains("name") || !r["name"].is_string()) continue;
+      post(Job{ns + "/" + r["name"].get<std::string>(), job.reason, job.message, job.type, false});
+    }
+    return;
+  }
   kube::PodRef ref{job.pod.substr(0, slash), job.pod.substr(slash + 1), ""};
   // kubectl describe pod shows the Events whose involvedObject.uid is the pod's: look it up.
   auto pod = api_.get("/api/v1/namespaces/" + ref.pod_namespace + "/pods/" + ref.name);
@@ -95,7 +114,13 @@ Status DraDriver::start() {
   po.driver = cfg_.dra.driver_name;
   publisher_ = std::make_unique<SlicePublisher>(*api_, [this] { return wanted(); }, po);
   publisher_->start();
-  last_snapshot_ = state_.snapshot();
+  // The first tick looks at every card a prepared claim holds as if it had been healthy: a card
+  // that went down while the agent was away is told to its pods too.
+  last_snapshot_ = nullptr;
+  const Checkpoint recorded = plugin_->service()->checkpoint();
+  for (const auto& [uid, claim] : recorded.claims) {
+    for (const auto& d : claim.devices) healthy_before_.insert(d.card);
+  }
   log::info("DRA driver started")
       .kv("driver", cfg_.dra.driver_name)
       .kv("node", node_name_)
@@ -133,6 +158,7 @@ void DraDriver::tick() {
     last_snapshot_ = snap;
     publisher_->trigger();
     plugin_->devices_changed();
+    report_lost_cards(*snap);
   }
   // Monotonic counters to metrics, by their growth since the last tick.
   const auto grow = [](common::metrics::Counter& counter, uint64_t now, uint64_t before) {
@@ -166,6 +192,36 @@ void DraDriver::tick() {
   registry_
       .gauge("erdma_agent_dra_registered", "1 while the kubelet has accepted the DRA driver's registration")
       .set(plugin_->registration().registered ? 1 : 0);
+}
+
+void DraDriver::report_lost_cards(const DeviceState::Snapshot& now) {
+  std::set<std::string> lost = healthy_before_;
+  std::set<std::string> healthy;
+  std::map<std::string, std::string> why;
+  for (const auto& d : now.devices) {
+    if (is_healthy(d)) {
+      healthy.insert(d.name);
+      lost.erase(d.name);
+    } else {
+      why[d.name] = d.uverbs.empty() ? "its uverbs device is gone" : "no port is ACTIVE";
+    }
+  }
+  healthy_before_ = std::move(healthy);
+  if (lost.empty() || !plugin_->service() || !events_) return;
+  const Checkpoint recorded = plugin_->service()->checkpoint();
+  for (const auto& [uid, cards] : claims_on_cards(recorded, lost)) {
+    const auto& claim = recorded.claims.at(uid);
+    std::string what;
+    for (const auto& c : cards) {
+      const auto w = why.find(c);
+      what += (what.empty() ? "" : ", ") + c + " (" + (w == why.end() ? "gone from the node" : w->second) + ")";
+    }
+    log::warn("a card held by a claim went down").kv("claim", claim.ns + "/" + claim.name).kv("cards", what);
+    events_->claim_warning(claim.ns + "/" + claim.name, kEventCardUnavailable,
+                           "eRDMA card " + what + " of claim " + claim.name +
+                               " is unavailable: RDMA on it fails until it recovers; new claims do not get it "
+                               "(tainted). Check the card with `erdma-agent devices` on node " + node_name_);
+  }
 }
 
 std::optional<std::string> DraDriver::not_ready() const {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "agent/core/config.hpp"
@@ -31,6 +32,8 @@ class ApiPodEvents final : public PodEventSink {
   void warning(const std::string& pod, std::string_view reason, const std::string& message) override;
   // The same for news that needs no action (type Normal).
   void normal(const std::string& pod, std::string_view reason, const std::string& message);
+  // A Warning on every pod the claim "namespace/name" is reserved for (its status.reservedFor).
+  void claim_warning(const std::string& claim, std::string_view reason, const std::string& message);
   // Waits until every queued Event is posted or dropped (tests).
   void stop();
 
@@ -38,6 +41,7 @@ class ApiPodEvents final : public PodEventSink {
   struct Job {
     std::string pod, reason, message;
     kube::EventType type = kube::EventType::Warning;
+    bool claim = false;  // `pod` names a claim: post on the pods it is reserved for
   };
   void post(const Job& job);
 
@@ -69,6 +73,9 @@ class DraDriver {
 
  private:
   Result<SliceSet> wanted();
+  // Cards held by prepared claims that went down or away since the last look: a Warning on the
+  // pods of those claims.
+  void report_lost_cards(const DeviceState::Snapshot& now);
 
   const AgentConfig& cfg_;
   DeviceState& state_;
@@ -80,6 +87,7 @@ class DraDriver {
   std::unique_ptr<SlicePublisher> publisher_;
   std::unique_ptr<ApiPodEvents> events_;
   std::shared_ptr<const DeviceState::Snapshot> last_snapshot_;
+  std::set<std::string> healthy_before_;  // cards healthy at the last look (at start: every card a claim holds)
   std::vector<std::string> last_notes_;
   dra::DraCounters last_counters_;
   PublisherStats last_stats_;

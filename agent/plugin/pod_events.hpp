@@ -23,5 +23,7 @@ inline constexpr std::string_view kEventSmcrWillFallBack = "SmcrWillFallBack";
 inline constexpr std::string_view kEventSmcrSetupFailed = "SmcrSetupFailed";
 // The DRA driver's: a claim of the pod prepared on the node (Normal), naming the model and cards.
 inline constexpr std::string_view kEventClaimPrepared = "ErdmaClaimPrepared";
+// The DRA driver's: a card a claim of the pod holds went down or left the node (Warning).
+inline constexpr std::string_view kEventCardUnavailable = "ErdmaCardUnavailable";
 
 }  // namespace erdma::agent

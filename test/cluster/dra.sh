@@ -326,6 +326,8 @@ check "erdma_1 is back and erdma_0 is tainted NoSchedule" wait_for 60 sh -c \
    grep -qx 'erdma-0=NoSchedule erdma-1= '"
 check "the pod holding erdma_0 sees it Unhealthy in its status" wait_for 60 \
   health_is nccl "erdma_0=Unhealthy erdma_1=Healthy "
+check "and a Warning Event saying which card of which claim is unavailable" wait_for 60 sh -c \
+  "kubectl -n $NS describe pod nccl | grep -E 'Warning +ErdmaCardUnavailable .*erdma-agent.*eRDMA card erdma_0 \\(no port is ACTIVE\\) of claim'"
 
 # ---------------------------------------------------------------------------------------------
 phase "unprepare on pod deletion"

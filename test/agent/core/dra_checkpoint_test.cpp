@@ -42,6 +42,15 @@ std::string resigned(json doc) {
 
 }  // namespace
 
+TEST_CASE("claims_on_cards: the recorded claims holding any of the cards, with those cards") {
+  const Checkpoint cp = with_claim(with_claim({}, claim_b()), claim_a());
+  CHECK(claims_on_cards(cp, {"erdma_1"}) == std::map<std::string, std::vector<std::string>>{{kUidA, {"erdma_1"}}});
+  CHECK(claims_on_cards(cp, {"erdma_0", "erdma_1"}) ==
+        std::map<std::string, std::vector<std::string>>{{kUidA, {"erdma_0", "erdma_1"}}, {kUidB, {"erdma_0"}}});
+  CHECK(claims_on_cards(cp, {"erdma_7"}).empty());
+  CHECK(claims_on_cards({}, {"erdma_0"}).empty());
+}
+
 TEST_CASE("crc32 is the IEEE CRC-32 zlib computes") {
   CHECK(crc32("") == 0u);
   CHECK(crc32("123456789") == 0xcbf43926u);
