@@ -324,6 +324,23 @@ Result<json> device_status_entries(const PreparedClaim& claim, const std::map<st
   return out;
 }
 
+std::vector<std::string> reserved_pods(const json& claim) {
+  std::vector<std::string> out;
+  if (!claim.is_object()) return out;
+  const auto st = claim.find("status");
+  if (st == claim.end() || !st->is_object()) return out;
+  const auto reserved = st->find("reservedFor");
+  if (reserved == st->end() || !reserved->is_array()) return out;
+  for (const auto& r : *reserved) {
+    if (!r.is_object() || r.value("resource", json()) != "pods") continue;
+    const auto name = r.find("name");
+    if (name != r.end() && name->is_string() && !name->get_ref<const std::string&>().empty()) {
+      out.push_back(name->get<std::string>());
+    }
+  }
+  return out;
+}
+
 json merged_device_status(const json& claim, const json& entries, std::string_view driver) {
   json out = json::array();
   if (claim.is_object()) {

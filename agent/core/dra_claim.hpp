@@ -112,6 +112,11 @@ struct CardNetwork {
                                                            const std::map<std::string, CardNetwork>& networks,
                                                            std::string_view driver = contract::kDraDriverName);
 
+// The names of the pods `claim` is reserved for (status.reservedFor entries whose resource is
+// "pods"), in their order. Anything else, or a claim without that list, gives none: the
+// answers are the API server's, read for Events only. Pure.
+[[nodiscard]] std::vector<std::string> reserved_pods(const nlohmann::json& claim);
+
 // The claim's status.devices with this driver's entries replaced by `entries` (others' kept, in
 // their order, ours after them): what the shell PUTs to resourceclaims/<name>/status.
 [[nodiscard]] nlohmann::json merged_device_status(const nlohmann::json& claim, const nlohmann::json& entries,

@@ -12,6 +12,14 @@ namespace log = common::log;
 namespace {
 constexpr size_t kEventQueue = 256;
 constexpr const char* kSysRoot = "/sys";
+
+// The string at `pointer` in an API answer, or "" when it is missing or not a string.
+std::string string_at(const nlohmann::json& doc, const char* pointer) {
+  const nlohmann::json::json_pointer p(pointer);
+  if (!doc.contains(p)) return "";
+  const auto& v = doc.at(p);
+  return v.is_string() ? v.get<std::string>() : "";
+}
 }  // namespace
 
 ApiPodEvents::ApiPodEvents(kube::Api& api, std::string node_name)
@@ -50,11 +58,7 @@ void ApiPodEvents::post(const Job& job) {
       log::warn("cannot post a claim's Event").kv("claim", job.pod).kv("reason", job.reason).kv("error", claim.error().message);
       return;
     }
-    const auto reserved = claim->value(nlohmann::json::json_pointer("/status/reservedFor"), nlohmann::json::array());
-    for (const auto& r : reserved) {
-      if (!r.is_object() || r.value("resource", "") != "pods" || !r.contains("name") || !r["name"].is_string()) continue;
-      post(Job{ns + "/" + r["name"].get<std::string>(), job.reason, job.message, job.type, false});
-    }
+    for (const auto& pod : reserved_pods(*claim)) post(Job{ns + "/" + pod, job.reason, job.message, job.type, false});
     return;
   }
   kube::PodRef ref{job.pod.substr(0, slash), job.pod.substr(slash + 1), ""};
@@ -64,10 +68,7 @@ void ApiPodEvents::post(const Job& job) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", pod.error().message);
     return;
   }
-  if (const auto* uid = pod->contains("metadata") ? &(*pod)["metadata"] : nullptr; uid && uid->contains("uid") &&
-                                                                                  (*uid)["uid"].is_string()) {
-    ref.uid = (*uid)["uid"].get<std::string>();
-  }
+  ref.uid = string_at(*pod, "/metadata/uid");
   auto posted = poster_.post(ref, job.type, job.reason, job.message);
   if (!posted) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", posted.error().message);
@@ -83,10 +84,9 @@ Status DraDriver::start() {
   ERDMA_TRY_ASSIGN(node_name_, dra_node_name(cfg_.dra));
   ERDMA_TRY_ASSIGN(auto api_cfg, kube::in_cluster_config());
   ERDMA_TRY_ASSIGN(api_, kube::make_https_api(std::move(api_cfg)));
-  if (auto node = api_->get("/api/v1/nodes/" + node_name_); node && node->contains("metadata") &&
-                                                              (*node)["metadata"].value("uid", "") != "") {
-    node_uid_ = (*node)["metadata"]["uid"].get<std::string>();
-  } else {
+  auto node = api_->get("/api/v1/nodes/" + node_name_);
+  if (node) node_uid_ = string_at(*node, "/metadata/uid");
+  if (node_uid_.empty()) {
     log::warn("the Node's UID is not known: the slices are published without an owner (not garbage-collected with "
               "the Node)")
         .kv("node", node_name_)

@@ -34,7 +34,8 @@ class ApiPodEvents final : public PodEventSink {
   void normal(const std::string& pod, std::string_view reason, const std::string& message);
   // A Warning on every pod the claim "namespace/name" is reserved for (its status.reservedFor).
   void claim_warning(const std::string& claim, std::string_view reason, const std::string& message);
-  // Waits until every queued Event is posted or dropped (tests).
+  // Ends the worker after the Event it is posting; those still queued are dropped (a shutdown
+  // does not wait on the API server).
   void stop();
 
  private:

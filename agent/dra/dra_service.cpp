@@ -207,11 +207,7 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
   if (is_new && config_.on_prepared) {
     const std::string what = "claim " + c.name() + " prepared by the DRA driver " + config_.driver + ": " +
                              std::string(to_string(plan->mode)) + ", cards " + common::join(spec->cards, ",");
-    const auto reserved = object->value(nlohmann::json::json_pointer("/status/reservedFor"), nlohmann::json::array());
-    for (const auto& r : reserved) {
-      if (!r.is_object() || r.value("resource", "") != "pods" || !r.contains("name") || !r["name"].is_string()) continue;
-      config_.on_prepared(c.namespace_() + "/" + r["name"].get<std::string>(), what);
-    }
+    for (const auto& pod : reserved_pods(*object)) config_.on_prepared(c.namespace_() + "/" + pod, what);
   }
   if (config_.report_status) report_status(c, std::move(*object), decision->claim);
   return out;

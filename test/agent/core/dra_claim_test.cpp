@@ -187,6 +187,23 @@ TEST_CASE("plan_claim: shares of a shared card (consumable capacity) keep their 
   CHECK(refused.error().message.find("shareID") != std::string::npos);
 }
 
+TEST_CASE("reserved_pods: the pods of status.reservedFor; anything malformed gives none") {
+  json c = claim_of(json::array({result("nics", "erdma-0")}));
+  c["status"]["reservedFor"] = json::parse(R"([
+    {"resource": "pods", "name": "train-0", "uid": "u1"},
+    {"resource": "widgets", "name": "w", "uid": "u2"},
+    {"resource": "pods", "name": 7},
+    {"resource": "pods", "name": ""},
+    "pods/x",
+    {"resource": "pods", "name": "train-1", "uid": "u3"}])");
+  CHECK(reserved_pods(c) == std::vector<std::string>{"train-0", "train-1"});
+  for (const char* bad : {R"([])", R"("claim")", R"({})", R"({"status": 5})", R"({"status": {"reservedFor": {"a": 1}}})",
+                          R"({"status": {"reservedFor": null}})"}) {
+    CAPTURE(bad);
+    CHECK(reserved_pods(json::parse(bad)).empty());
+  }
+}
+
 TEST_CASE("prepared_claim takes the CDI names and file from the spec") {
   auto plan = plan_claim(claim_of(json::array({result("nics", "erdma-0")})), ref(), node(), kPool);
   REQUIRE(plan.ok());

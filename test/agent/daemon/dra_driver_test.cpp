@@ -1,0 +1,81 @@
+// The daemon's Event sink over the API: a pod's Events carry its UID (looked up), a claim's
+// Warning goes to the pods it is reserved for, and API answers that are errors or malformed post
+// nothing they cannot and never stop the worker.
+#include "agent/daemon/dra_driver.hpp"
+
+#include <doctest/doctest.h>
+
+#include "test/eventually.hpp"
+#include "test/fakes/fake_kube_api.hpp"
+
+namespace erdma::agent {
+namespace {
+using nlohmann::json;
+using testing::FakeKubeApi;
+
+constexpr const char* kEvents = "/api/v1/namespaces/team-a/events";
+
+json pod(const char* name, const char* uid) {
+  return json{{"metadata", {{"name", name}, {"namespace", "team-a"}, {"uid", uid}}}};
+}
+
+// The posted Events as "type reason pod uid", sorted.
+std::vector<std::string> posted(const FakeKubeApi& api) {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : api.objects(kEvents)) {
+    out.push_back(e.value("type", "") + " " + e.value("reason", "") + " " + e["involvedObject"].value("name", "") +
+                  " " + e["involvedObject"].value("uid", ""));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string uid_of(const FakeKubeApi& api, const std::string& pod_name) {
+  const auto p = api.object("/api/v1/namespaces/team-a/pods/" + pod_name);
+  REQUIRE(p.has_value());
+  return (*p)["metadata"]["uid"].get<std::string>();
+}
+
+}  // namespace
+
+TEST_CASE("ApiPodEvents: Warnings and Normal Events on pods, with their UIDs; a claim's on its reserved pods") {
+  FakeKubeApi api;
+  api.put_for_test("/api/v1/namespaces/team-a/pods/train-0", pod("train-0", "u-0"));
+  api.put_for_test("/api/v1/namespaces/team-a/pods/train-1", pod("train-1", "u-1"));
+  api.put_for_test("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/c1",
+                   json::parse(R"({"metadata": {"name": "c1", "namespace": "team-a"},
+                                   "status": {"reservedFor": [{"resource": "pods", "name": "train-1", "uid": "u-1"},
+                                                              {"resource": "pods", "name": "gone", "uid": "u-9"}]}})"));
+  ApiPodEvents events(api, "node-1");
+  events.warning("team-a/train-0", kEventSmcrSetupFailed, "SMC-R pod setup failed: no smc");
+  events.normal("team-a/train-0", kEventClaimPrepared, "claim c0 prepared");
+  events.claim_warning("team-a/c1", kEventCardUnavailable, "card erdma_0 is down");
+  REQUIRE(erdma::testing::eventually([&] { return posted(api).size() == 3; }));
+  // The store gives objects their own UIDs: the Events must carry those.
+  const std::string uid0 = uid_of(api, "train-0"), uid1 = uid_of(api, "train-1");
+  CHECK(posted(api) == std::vector<std::string>{"Normal ErdmaClaimPrepared train-0 " + uid0,
+                                                "Warning ErdmaCardUnavailable train-1 " + uid1,
+                                                "Warning SmcrSetupFailed train-0 " + uid0});
+}
+
+TEST_CASE("ApiPodEvents: errors and malformed answers post nothing they cannot, and the worker goes on") {
+  FakeKubeApi api;
+  // A claim whose status is not what the API promises.
+  api.put_for_test("/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/bad",
+                   json::parse(R"({"metadata": {"name": "bad"}, "status": {"reservedFor": "train-0"}})"));
+  api.put_for_test("/api/v1/namespaces/team-a/pods/train-0", pod("train-0", "u-0"));
+  // Set before anything is queued: the first job's GET is the one that fails.
+  api.fail_next(1, Error{ErrorCode::Unavailable, "apiserver down"}, "GET");
+  ApiPodEvents events(api, "node-1");
+  events.warning("team-a/train-0", kEventSmcrWillFallBack, "y");     // its GET fails: logged, nothing
+  events.claim_warning("team-a/bad", kEventCardUnavailable, "x");     // no pods: nothing
+  events.claim_warning("team-a/missing", kEventCardUnavailable, "x");  // NotFound: logged, nothing
+  events.warning("team-a/nobody", kEventSmcrSetupFailed, "x");         // NotFound pod: nothing
+  events.warning("no-slash", kEventSmcrSetupFailed, "x");               // not "namespace/name": nothing
+  events.warning("team-a/train-0", kEventSmcrSetupFailed, "z");   // and the next one is posted
+  // One worker, in order: once the last Event is there, every earlier one was dealt with.
+  REQUIRE(erdma::testing::eventually([&] { return !posted(api).empty(); }));
+  CHECK(posted(api) == std::vector<std::string>{"Warning SmcrSetupFailed train-0 " + uid_of(api, "train-0")});
+}
+
+}  // namespace erdma::agent
