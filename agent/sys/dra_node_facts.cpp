@@ -40,25 +40,6 @@ std::map<std::string, std::string> pci_addresses(const std::string& root, const 
 
 }  // namespace sysfs
 
-std::map<std::string, std::string> ipv4_by_netdev(std::vector<std::string>& notes) {
-  std::map<std::string, std::string> out;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) {
-    notes.push_back(std::string("no IPv4 addresses: getifaddrs: ") + std::strerror(errno));
-    return out;
-  }
-  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || a->ifa_name == nullptr) continue;
-    sockaddr_in sin{};
-    std::memcpy(&sin, a->ifa_addr, sizeof sin);
-    char text[INET_ADDRSTRLEN] = {};
-    if (inet_ntop(AF_INET, &sin.sin_addr, text, sizeof text) == nullptr) continue;
-    out.emplace(a->ifa_name, text);  // the first address of an interface wins
-  }
-  freeifaddrs(list);
-  return out;
-}
-
 namespace {
 
 int prefix_length(const unsigned char* mask, size_t bytes) {
@@ -67,34 +48,63 @@ int prefix_length(const unsigned char* mask, size_t bytes) {
   return n;
 }
 
+// Every interface's addresses as CIDR, from one getifaddrs(3) walk: IPv4 first, in the kernel's
+// order, then IPv6 other than link-local. Errors: the errno text.
+struct InterfaceAddresses {
+  std::map<std::string, std::vector<std::string>> v4, v6;
+};
+
+Result<InterfaceAddresses> interface_addresses() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    return make_error(ErrorCode::Unavailable, std::string("getifaddrs: ") + std::strerror(errno));
+  }
+  InterfaceAddresses out;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_name == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      sockaddr_in sin{}, mask{};
+      std::memcpy(&sin, a->ifa_addr, sizeof sin);
+      if (a->ifa_netmask != nullptr) std::memcpy(&mask, a->ifa_netmask, sizeof mask);
+      if (inet_ntop(AF_INET, &sin.sin_addr, text, sizeof text) == nullptr) continue;
+      const int len = prefix_length(reinterpret_cast<const unsigned char*>(&mask.sin_addr), sizeof mask.sin_addr);
+      out.v4[a->ifa_name].push_back(std::string(text) + "/" + std::to_string(len));
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      sockaddr_in6 sin{}, mask{};
+      std::memcpy(&sin, a->ifa_addr, sizeof sin);
+      if (IN6_IS_ADDR_LINKLOCAL(&sin.sin6_addr)) continue;
+      if (a->ifa_netmask != nullptr) std::memcpy(&mask, a->ifa_netmask, sizeof mask);
+      if (inet_ntop(AF_INET6, &sin.sin6_addr, text, sizeof text) == nullptr) continue;
+      const int len = prefix_length(reinterpret_cast<const unsigned char*>(&mask.sin6_addr), sizeof mask.sin6_addr);
+      out.v6[a->ifa_name].push_back(std::string(text) + "/" + std::to_string(len));
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
+
 }  // namespace
 
-std::map<std::string, CardNetwork> card_networks(const std::vector<RdmaDevice>& cards, const std::string& sys_root) {
-  std::map<std::string, std::vector<std::string>> v4, v6;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) == 0) {
-    for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-      if (a->ifa_addr == nullptr || a->ifa_name == nullptr) continue;
-      char text[INET6_ADDRSTRLEN] = {};
-      if (a->ifa_addr->sa_family == AF_INET) {
-        sockaddr_in sin{}, mask{};
-        std::memcpy(&sin, a->ifa_addr, sizeof sin);
-        if (a->ifa_netmask != nullptr) std::memcpy(&mask, a->ifa_netmask, sizeof mask);
-        if (inet_ntop(AF_INET, &sin.sin_addr, text, sizeof text) == nullptr) continue;
-        const int len = prefix_length(reinterpret_cast<const unsigned char*>(&mask.sin_addr), sizeof mask.sin_addr);
-        v4[a->ifa_name].push_back(std::string(text) + "/" + std::to_string(len));
-      } else if (a->ifa_addr->sa_family == AF_INET6) {
-        sockaddr_in6 sin{}, mask{};
-        std::memcpy(&sin, a->ifa_addr, sizeof sin);
-        if (IN6_IS_ADDR_LINKLOCAL(&sin.sin6_addr)) continue;
-        if (a->ifa_netmask != nullptr) std::memcpy(&mask, a->ifa_netmask, sizeof mask);
-        if (inet_ntop(AF_INET6, &sin.sin6_addr, text, sizeof text) == nullptr) continue;
-        const int len = prefix_length(reinterpret_cast<const unsigned char*>(&mask.sin6_addr), sizeof mask.sin6_addr);
-        v6[a->ifa_name].push_back(std::string(text) + "/" + std::to_string(len));
-      }
-    }
-    freeifaddrs(list);
+std::map<std::string, std::string> ipv4_by_netdev(std::vector<std::string>& notes) {
+  std::map<std::string, std::string> out;
+  auto addrs = interface_addresses();
+  if (!addrs) {
+    notes.push_back("no IPv4 addresses: " + addrs.error().message);
+    return out;
   }
+  for (const auto& [netdev, cidrs] : addrs->v4) {
+    out.emplace(netdev, cidrs.front().substr(0, cidrs.front().find('/')));  // the first address wins
+  }
+  return out;
+}
+
+std::map<std::string, CardNetwork> card_networks(const std::vector<RdmaDevice>& cards, const std::string& sys_root) {
+  // Without the interface list the cards still get their names and MACs.
+  auto found = interface_addresses();
+  const InterfaceAddresses addrs = found ? std::move(found).value() : InterfaceAddresses{};
+  const auto& v4 = addrs.v4;
+  const auto& v6 = addrs.v6;
   std::map<std::string, CardNetwork> out;
   for (const auto& card : cards) {
     if (card.netdev.empty()) continue;
