@@ -76,19 +76,12 @@ Result<PublishSummary> SlicePublisher::publish_locked() {
       const std::string path = collection + "/" + action.name;
       Status done;
       switch (action.op) {
-        case SliceOp::Create: {
-          auto r = api_.create(collection, action.object);
-          if (r) {
-            ++summary.created;
-          } else {
-            done = std::move(r).error();
-          }
-          break;
-        }
+        case SliceOp::Create:
         case SliceOp::Update: {
-          auto r = api_.replace(path, action.object);
+          const bool create = action.op == SliceOp::Create;
+          auto r = create ? api_.create(collection, action.object) : api_.replace(path, action.object);
           if (r) {
-            ++summary.updated;
+            ++(create ? summary.created : summary.updated);
           } else {
             done = std::move(r).error();
           }

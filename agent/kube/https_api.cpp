@@ -247,43 +247,28 @@ class Connection {
     return {};
   }
 
+  // Each runs one Beast operation on the stream until it completes or `deadline` passes.
   template <class Message>
   beast::error_code write(Message& msg, Clock::time_point deadline) {
     ++uses_;
-    beast::get_lowest_layer(*stream_).expires_at(deadline);
-    beast::error_code ec = net::error::would_block;
-    http::async_write(*stream_, msg, [&](beast::error_code e, size_t) { ec = e; });
-    run();
-    return ec;
+    return run_until(deadline, [&](auto done) { http::async_write(*stream_, msg, done); });
   }
 
   template <class Parser>
   beast::error_code read_header(Parser& parser, Clock::time_point deadline) {
-    beast::get_lowest_layer(*stream_).expires_at(deadline);
-    beast::error_code ec = net::error::would_block;
-    http::async_read_header(*stream_, buffer_, parser, [&](beast::error_code e, size_t) { ec = e; });
-    run();
-    return ec;
+    return run_until(deadline, [&](auto done) { http::async_read_header(*stream_, buffer_, parser, done); });
   }
 
   template <class Parser>
   beast::error_code read(Parser& parser, Clock::time_point deadline) {
-    beast::get_lowest_layer(*stream_).expires_at(deadline);
-    beast::error_code ec = net::error::would_block;
-    http::async_read(*stream_, buffer_, parser, [&](beast::error_code e, size_t) { ec = e; });
-    run();
-    return ec;
+    return run_until(deadline, [&](auto done) { http::async_read(*stream_, buffer_, parser, done); });
   }
 
   // What has arrived, at least one byte (for a stream: returns without waiting to fill the body
   // buffer, which async_read would).
   template <class Parser>
   beast::error_code read_some(Parser& parser, Clock::time_point deadline) {
-    beast::get_lowest_layer(*stream_).expires_at(deadline);
-    beast::error_code ec = net::error::would_block;
-    http::async_read_some(*stream_, buffer_, parser, [&](beast::error_code e, size_t) { ec = e; });
-    run();
-    return ec;
+    return run_until(deadline, [&](auto done) { http::async_read_some(*stream_, buffer_, parser, done); });
   }
 
   void close() {
@@ -314,6 +299,17 @@ class Connection {
   }
 
  private:
+  // Starts `op` with a completion handler, runs the context until it is called (or the stream's
+  // expiry at `deadline` cancels it), and returns its error.
+  template <class Start>
+  beast::error_code run_until(Clock::time_point deadline, Start op) {
+    beast::get_lowest_layer(*stream_).expires_at(deadline);
+    beast::error_code ec = net::error::would_block;
+    op([&ec](beast::error_code e, size_t) { ec = e; });
+    run();
+    return ec;
+  }
+
   void run() {
     ioc_.restart();
     if (cancelled_ && stream_) beast::get_lowest_layer(*stream_).cancel();

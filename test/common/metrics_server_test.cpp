@@ -53,15 +53,7 @@ std::string exchange(uint16_t port, const std::string& request, bool half_close 
   net::write(s, net::buffer(request), write_ec);  // the server may answer and stop reading early
   boost::system::error_code ignored;
   if (half_close) s.shutdown(tcp::socket::shutdown_send, ignored);
-  std::string out;
-  boost::system::error_code ec;
-  char buf[4096];
-  for (;;) {
-    const size_t n = s.read_some(net::buffer(buf), ec);
-    out.append(buf, n);
-    if (ec) break;
-  }
-  return out;
+  return read_to_end(s);
 }
 
 struct Fixture {
