@@ -131,6 +131,8 @@ TEST_CASE("decode refuses corrupt, foreign and unknown-version checkpoints with 
       {"device twice",
        edit([](json& d) { d["claims"][0]["devices"].push_back(d["claims"][0]["devices"][0]); }), "twice"},
       {"claim twice", edit([](json& d) { d["claims"].push_back(d["claims"][0]); }), "twice"},
+      {"share ID not a UID", edit([](json& d) { d["claims"][0]["devices"][0]["shareID"] = "../x"; }), "share UID"},
+      {"share ID a number", edit([](json& d) { d["claims"][0]["devices"][0]["shareID"] = 5; }), "shareID"},
       {"too big", std::string(kMaxCheckpointBytes + 1, ' '), "bytes"},
   };
   for (const auto& c : cases) {
