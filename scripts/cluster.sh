@@ -164,7 +164,8 @@ failSwapOn: false
 registerNode: true
 clusterDomain: cluster.local
 resolvConf: /etc/resolv.conf
-# Under /var, which the sandbox overlays: the default (/usr/libexec/...) would be created here.
+# Under /var, which the sandbox overlays: the default (/usr/libexec/...) would be created on this
+# machine. The controller-manager's --flex-volume-plugin-dir names the same directory.
 volumePluginDir: /var/lib/kubelet/volume-plugins
 # No registry to pull the pause image back from: never collect images; evict only when nearly full.
 imageGCHighThresholdPercent: 100
@@ -367,7 +368,8 @@ sandbox_main() {
     --bind-address=127.0.0.1 --leader-elect=false --use-service-account-credentials \
     --root-ca-file="$P/ca.crt" --service-account-private-key-file="$P/sa.key" \
     --cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" \
-    --service-cluster-ip-range="$SERVICE_CIDR" --cluster-name=erdma-cluster
+    --service-cluster-ip-range="$SERVICE_CIDR" --cluster-name=erdma-cluster \
+    --flex-volume-plugin-dir=/var/lib/kubelet/volume-plugins
   start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$C/scheduler.kubeconfig" \
     --authentication-kubeconfig="$C/scheduler.kubeconfig" --authorization-kubeconfig="$C/scheduler.kubeconfig" \
     --bind-address=127.0.0.1 --leader-elect=false
@@ -391,7 +393,8 @@ sandbox_main() {
 
 require_root() { [ "$(id -u)" -eq 0 ] || die "run as root (namespaces, mounts, cgroups)"; }
 
-kubectl_() { "$(cat "$STATE/bin")/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
+# Its discovery cache stays in the state directory (the default is ~/.kube/cache), so `down` takes it.
+kubectl_() { KUBECACHEDIR=$STATE/kube-cache "$(cat "$STATE/bin")/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 # The ctr of the running containerd (recorded by `up`), for use inside the sandbox's mounts.
 ctr_path() { (. "$STATE/env" 2>/dev/null && echo "${CTR:-/usr/bin/ctr}") || echo /usr/bin/ctr; }
 
@@ -433,7 +436,7 @@ cmd_up() {
     [ "$running" = "${ERDMA_CONTAINERD:-debian}" ] ||
       die "already up with ERDMA_CONTAINERD=$running, not ${ERDMA_CONTAINERD:-debian}: run scripts/cluster.sh down first"
     log "already up"
-    echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
+    echo "export KUBECONFIG=$STATE/admin.kubeconfig KUBECACHEDIR=$STATE/kube-cache PATH=$(cat "$STATE/bin"):\$PATH"
     return 0
   fi
   [ ! -e "$STATE" ] || { log "removing what a previous run left in $STATE"; cmd_down; }
@@ -493,7 +496,7 @@ cmd_up() {
     die "see $STATE/logs/kube-controller-manager.log; scripts/cluster.sh down removes everything"
   log "up in $((SECONDS - t0)) s (binaries $((t1 - t0)) s, start $((SECONDS - t1)) s)"
   kubectl_ get nodes -o wide >&2
-  echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$bin:\$PATH"
+  echo "export KUBECONFIG=$STATE/admin.kubeconfig KUBECACHEDIR=$STATE/kube-cache PATH=$bin:\$PATH"
 }
 
 cmd_status() {
@@ -516,7 +519,7 @@ cmd_status() {
     sed -n '/^Server:/,$s/^ *Version: *//p')"
   echo "containers running: $(nsenter -t "$init" -m -- "$(ctr_path)" --address /run/containerd/containerd.sock -n k8s.io tasks ls -q 2>/dev/null | wc -l)"
   kubectl_ get nodes -o wide || true
-  echo "export KUBECONFIG=$STATE/admin.kubeconfig PATH=$(cat "$STATE/bin"):\$PATH"
+  echo "export KUBECONFIG=$STATE/admin.kubeconfig KUBECACHEDIR=$STATE/kube-cache PATH=$(cat "$STATE/bin"):\$PATH"
 }
 
 cmd_restart() {

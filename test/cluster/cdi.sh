@@ -21,6 +21,7 @@ IMAGE=localhost/erdma-controller/workload:1
 RESOURCE=erdma.aliyun.com/cdi-test
 KIND=erdma.aliyun.com/test
 
+CHECKS_NAME=cdi
 fail() { echo "cdi: FAILED: $*" >&2; exit 1; }
 step() { echo "cdi: $*" >&2; }
 
@@ -32,20 +33,22 @@ for t in /usr/bin/python3 protoc; do command -v "$t" > /dev/null || fail "$t not
 
 # shellcheck source=leftovers.sh
 . "$SRC/test/cluster/leftovers.sh"
+# shellcheck source=checks.sh
+. "$SRC/test/cluster/checks.sh"
 leftovers_before
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-cdi.XXXXXX")
 plugin_pid=
 downed=0
 cleanup() {
-  if [ -n "$plugin_pid" ]; then kill -TERM "$plugin_pid" 2>/dev/null || true; wait "$plugin_pid" 2>/dev/null || true; fi
+  if [ -n "$plugin_pid" ]; then kill -KILL "$plugin_pid" 2>/dev/null || true; wait "$plugin_pid" 2>/dev/null || true; fi
   [ $downed -eq 1 ] || "$CLUSTER" down || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# wait_for WHAT SECONDS CMD...: CMD every 0.5 s until it succeeds, or fail after SECONDS.
-wait_for() {
+# await WHAT SECONDS CMD...: CMD every 0.5 s until it succeeds, or fail after SECONDS.
+await() {
   local what=$1 end=$((SECONDS + $2))
   shift 2
   until "$@" > /dev/null 2>&1; do
@@ -55,10 +58,14 @@ wait_for() {
 }
 
 t0=$SECONDS
-env_line=$(ERDMA_CONTAINERD=cdi "$CLUSTER" up | tail -n 1)
+step "starting the cluster with containerd 2.x"
+env_line=$(ERDMA_CONTAINERD=cdi bounded 600 "scripts/cluster.sh up" "$CLUSTER" up | tail -n 1) || fail "scripts/cluster.sh up failed"
+[ -n "$env_line" ] || fail "scripts/cluster.sh up printed no export line"
 eval "$env_line"
 step "up with containerd 2.x in $((SECONDS - t0)) s"
 
+# Every kubectl call gives up after a minute and says so.
+kubectl() { bounded 90 "kubectl $1" kubectl "$@"; }
 runtime=$(kubectl get node erdma-node -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')
 case $runtime in containerd://2.*|containerd://v2.*) ;; *) fail "the node reports runtime '$runtime', expected containerd 2.x" ;; esac
 step "node runtime: $runtime"
@@ -71,12 +78,12 @@ step "kubelet: $driver"
 
 # The node's devices (its own /dev, never this machine's): the numbers of uverbs and rdma_cm, no
 # driver behind them here; a file for the bind mount; the CDI spec. All inside the sandbox.
-"$CLUSTER" exec sh -c 'mkdir -p /dev/infiniband /var/lib/erdma-cdi-test &&
+bounded 60 "making the device nodes" "$CLUSTER" exec sh -c 'mkdir -p /dev/infiniband /var/lib/erdma-cdi-test &&
   mknod -m 666 /dev/infiniband/uverbs0 c 231 192 && mknod -m 666 /dev/infiniband/uverbs1 c 231 193 &&
   mknod -m 666 /dev/infiniband/rdma_cm c 10 58 && echo preload-from-cdi > /var/lib/erdma-cdi-test/preload.txt'
 # cdiVersion 0.5.0: every containerd with CDI (1.7.0 on) reads it; 0.6.0 and later need 1.7.12 or
 # newer (docs/dra-runtime.md).
-"$CLUSTER" exec sh -c 'cat > /var/run/cdi/erdma-test.json' <<EOF
+bounded 60 "writing the CDI spec" "$CLUSTER" exec sh -c 'cat > /var/run/cdi/erdma-test.json' <<EOF
 {
   "cdiVersion": "0.5.0",
   "kind": "$KIND",
@@ -104,7 +111,7 @@ step "CDI spec for $KIND (card0, card1) in the node's /var/run/cdi"
   --device "card0=$KIND=card0" --seconds 600 > "$work/plugin.out" 2> "$work/plugin.err" &
 plugin_pid=$!
 capacity() { [ "$(kubectl get node erdma-node -o jsonpath="{.status.allocatable.${RESOURCE//./\\.}}")" = 1 ]; }
-wait_for "$RESOURCE on the node (plugin: $(cat "$work/plugin.err" 2>/dev/null))" 60 capacity
+await "$RESOURCE on the node (plugin: $(cat "$work/plugin.err" 2>/dev/null))" 60 capacity
 step "device plugin registered: $RESOURCE allocatable 1"
 
 t1=$SECONDS
@@ -122,7 +129,7 @@ spec:
     resources:
       limits: {$RESOURCE: 1}
 EOF
-kubectl wait --for=condition=Ready pod/cdi --timeout=120s > /dev/null || {
+kubectl wait --for=condition=Ready pod/cdi --timeout=80s > /dev/null || {
   kubectl describe pod cdi >&2
   tail -n 20 "$STATE/logs/containerd.log" >&2
   fail "the pod did not become Ready"
@@ -130,7 +137,7 @@ kubectl wait --for=condition=Ready pod/cdi --timeout=120s > /dev/null || {
 step "pod Ready in $((SECONDS - t1)) s; Allocate answered: $(cat "$work/plugin.out")"
 grep -qF "\"cdi_devices\": [\"$KIND=card0\"]" "$work/plugin.out" || fail "the plugin saw no Allocate for card0"
 
-in_pod() { kubectl exec cdi -- sh -c "$1"; }
+in_pod() { kubectl exec cdi -- sh -c "$1"; }  # bounded like every kubectl call
 env_out=$(in_pod 'env | grep ^ERDMA_CDI_ | sort')
 step "env: $(echo "$env_out" | tr '\n' ' ')"
 [ "$env_out" = "$(printf 'ERDMA_CDI_CARD0=uverbs0\nERDMA_CDI_SPEC=erdma-test')" ] ||
@@ -152,8 +159,11 @@ step "bind mount: $(echo "$mount_out" | tr '\n' ' ')"
 [ "$(echo "$mount_out" | head -n 1)" = preload-from-cdi ] || fail "the CDI mount did not bring the file: $mount_out"
 [ "$(echo "$mount_out" | sed -n 2p | tr -d ' ,')" = ro ] || fail "the CDI mount is not read-only: $mount_out"
 
-kubectl delete pod cdi --wait=true --timeout=60s > /dev/null
+kubectl delete pod cdi --wait=true --timeout=60s > /dev/null || fail "the pod was not deleted"
 kill -TERM "$plugin_pid"
+# It stops on TERM within its one-second poll and a 5 s server stop.
+stopped() { ! kill -0 "$plugin_pid" 2>/dev/null; }
+await "cdi_plugin.py to end after SIGTERM ($(tail -n 3 "$work/plugin.err" 2>/dev/null))" 30 stopped
 wait "$plugin_pid" || fail "cdi_plugin.py ended with $?: $(cat "$work/plugin.err")"
 plugin_pid=
 down_and_check "$t0"

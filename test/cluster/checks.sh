@@ -50,3 +50,14 @@ wait_for() {
     sleep 0.5
   done
 }
+
+# bounded SECONDS WHAT CMD...: CMD, killed after SECONDS (then TERM's grace of 5 s); when it was
+# killed, says which step never finished and returns 124, so no step of a cluster test waits
+# without end on an API server, a kubelet or a process that does not answer.
+bounded() {
+  local secs=$1 what=$2 rc=0
+  shift 2
+  timeout -k 5 "$secs" "$@" || rc=$?
+  [ $rc -ne 124 ] && [ $rc -ne 137 ] || echo "${CHECKS_NAME:-test}: $what did not finish in $secs s" >&2
+  return $rc
+}

@@ -12,6 +12,7 @@ STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 PORT=${ERDMA_CLUSTER_PORT:-6443}
 IMAGE=localhost/erdma-controller/workload:1
 
+CHECKS_NAME=smoke
 fail() { echo "smoke: FAILED: $*" >&2; exit 1; }
 step() { echo "smoke: $*" >&2; }
 
@@ -21,13 +22,17 @@ if "$CLUSTER" status > /dev/null 2>&1; then fail "a cluster is already up at $ST
 # What the machine looks like before: compared after `down`.
 # shellcheck source=leftovers.sh
 . "$SRC/test/cluster/leftovers.sh"
+# shellcheck source=checks.sh
+. "$SRC/test/cluster/checks.sh"
 leftovers_before
 
 downed=0
 trap '[ $downed -eq 1 ] || "$CLUSTER" down' EXIT
 t0=$SECONDS
-env_line=$("$CLUSTER" up | tail -n 1)
+env_line=$(bounded 600 "scripts/cluster.sh up" "$CLUSTER" up | tail -n 1) || fail "scripts/cluster.sh up failed"
 eval "$env_line"
+# Every kubectl call gives up after 90 s and says which one it was.
+kubectl() { bounded 90 "kubectl $1" kubectl "$@"; }
 step "up in $((SECONDS - t0)) s"
 
 kubectl apply -f - <<EOF
@@ -45,7 +50,7 @@ spec:
     command: ["sh", "-c", "echo smoke-started; exec sleep 100000"]
 EOF
 t1=$SECONDS
-kubectl wait --for=condition=Ready pod/smoke --timeout=120s || {
+kubectl wait --for=condition=Ready pod/smoke --timeout=80s || {
   kubectl describe pod smoke >&2
   fail "the pod did not become Ready"
 }
