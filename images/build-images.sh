@@ -175,16 +175,17 @@ for image in "${images[@]}"; do
       ;;
     workload)
       compile "$work/tcp-bulk" -O2 -s -Wall -Wextra "$SOURCE_DIR/images/workload/tcp_bulk.c"
+      compile "$work/smcss" -O2 -s -Wall -Wextra "$SOURCE_DIR/images/workload/smcss.c"
       links=()
       for tool in sh ls cat env sleep echo ps grep ip id hostname stat wc sha256sum; do
         links+=(--symlink "/usr/bin/$tool=busybox")
       done
       oci --out "$out_dir/workload.tar" --ref "localhost/erdma-controller/workload:1" --merged-usr \
         --package busybox-static --package libc6 "${base_files[@]}" "${links[@]}" \
-        --file "$work/tcp-bulk=/usr/bin/tcp-bulk" \
+        --file "$work/tcp-bulk=/usr/bin/tcp-bulk" --file "$work/smcss=/usr/bin/smcss" \
         --env PATH=/usr/bin:/bin --entrypoint '["/bin/sh"]' \
         --label=org.opencontainers.image.title=workload \
-        --label=org.opencontainers.image.description="Test workload: busybox and tcp-bulk (dynamic, for LD_PRELOAD)"
+        --label=org.opencontainers.image.description="Test workload: busybox, tcp-bulk (dynamic, for LD_PRELOAD) and smcss"
       ;;
   esac
 done

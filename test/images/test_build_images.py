@@ -484,6 +484,21 @@ def main():
                 expect(sha256_hex(f.read()) in r.stdout, "sha256sum output: %s" % r.stdout)
         runner.check("workload: busybox tools", busybox_tools)
 
+        def smcss_runs():
+            # This machine's kernel decides the one right answer: with SMC's sock_diag a table (its
+            # header at least), without it exit 1 and a message that says so.
+            with open("/proc/net/protocols") as f:
+                has_smc = any(line.split()[:1] == ["SMC"] for line in f)
+            r = chroot(wl, "/usr/bin/smcss", "-a")
+            if has_smc:
+                expect(r.returncode == 0 and r.stdout.split()[:3] == ["State", "UID", "Inode"], "%d %s %s" % (r.returncode, r.stdout, r.stderr))
+            else:
+                expect(r.returncode == 1 and r.stdout == "" and "no SMC, or no smc_diag" in r.stderr,
+                       "%d %r %r" % (r.returncode, r.stdout, r.stderr))
+            r = chroot(wl, "/usr/bin/smcss", "-x")
+            expect(r.returncode == 2 and "usage: smcss" in r.stderr, "%d %s" % (r.returncode, r.stderr))
+        runner.check("workload: smcss reads SMC sock_diag (or says the kernel has none)", smcss_runs)
+
         def preload_loads():
             dest = os.path.join(wl, "opt/preload")
             os.makedirs(dest)
