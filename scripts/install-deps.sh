@@ -44,6 +44,8 @@ test_packages=(
   qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
   # two-node test (test/vm/two-nodes.sh): a real container runtime in each VM
   containerd runc containernetworking-plugins
+  # the VM worker nodes' kernel, built from Debian's source package (test/vm/build-kernel.sh)
+  flex bison bc libelf-dev
   # monitoring (test/monitoring): promtool checks and unit-tests the alert rules, and a real
   # Prometheus 2.42 scrapes both programs on loopback. Only the binaries are used: no daemon is
   # left running or enabled (see below)

@@ -1,5 +1,6 @@
-# Sourced by the scripts that build test tools from pinned Go modules into a cache outside the
-# repository: test/cluster/build-k8s.sh, test/cluster/build-containerd.sh, test/helm/build-helm.sh.
+# Sourced by the scripts that build test tools from pinned sources into a cache outside the
+# repository: from Go modules test/cluster/build-k8s.sh, test/cluster/build-containerd.sh and
+# test/helm/build-helm.sh; from Debian's kernel source test/vm/build-kernel.sh.
 # The one copy of what they share: the cache directory named by a hash of its inputs, reuse, a
 # lock, the build in a temporary directory renamed into place, durations.
 #
@@ -15,14 +16,16 @@
 #   gb_build   a function: gb_build TMP builds into the directory TMP (relative paths as in
 #              GB_OUT), checks the result, prints its duration; the current directory is unchanged
 #   GB_INFO    (optional) the first line of TMP/BUILDINFO
+#   GB_TOOLCHAIN (optional) what builds it, for a build that is not Go's (e.g. "gcc 12.2.0");
+#              unset, the installed Go's version
 # The directory is $GB_CACHE/$GB_NAME-$GB_VERSION-<hash>, <hash> covering GB_FILES' contents,
-# GB_KEY and the Go version, so a change to any of them builds a new directory. It appears
+# GB_KEY and the toolchain, so a change to any of them builds a new directory. It appears
 # complete or not at all (built in a temporary directory, then renamed), so an interrupted build is
 # never reused; a second run finds it and returns at once. One build per GB_NAME at a time (a file
 # lock): a second caller waits for the first and then reuses its result. The last line on stdout
 # is $dir/$GB_OUT; with --print, that line is printed and nothing is built.
 #
-# Go builds run with CGO_ENABLED=0 GOFLAGS=-mod=readonly GOTOOLCHAIN=local: static binaries,
+# Go builds (no GB_TOOLCHAIN) run with CGO_ENABLED=0 GOFLAGS=-mod=readonly GOTOOLCHAIN=local: static binaries,
 # go.sum as the record of every module, and the installed Go (/usr/local/go/bin, >= 1.26) only.
 # Go's own caches (go env GOMODCACHE, GOCACHE) are used as they are.
 
@@ -32,9 +35,12 @@ gb_log() { echo "$GB_LOG: $*" >&2; }
 gb_die() { gb_log "$*"; exit 1; }
 
 go_build_cached() {
-  command -v go >/dev/null || gb_die "go not found (expected /usr/local/go/bin/go, Go >= 1.26)"
-  local hash dir
-  hash=$( { cat "${GB_FILES[@]}"; echo "$GB_KEY"; go env GOVERSION; } | sha256sum | cut -c1-12)
+  local hash dir toolchain=${GB_TOOLCHAIN:-}
+  if [ -z "$toolchain" ]; then
+    command -v go >/dev/null || gb_die "go not found (expected /usr/local/go/bin/go, Go >= 1.26)"
+    toolchain=$(go env GOVERSION)
+  fi
+  hash=$( { cat "${GB_FILES[@]}"; echo "$GB_KEY"; echo "$toolchain"; } | sha256sum | cut -c1-12)
   dir=$GB_CACHE/$GB_NAME-$GB_VERSION-$hash
   if [ "${1:-}" = "--print" ]; then
     echo "$dir/$GB_OUT"
@@ -57,11 +63,11 @@ go_build_cached() {
   rm -rf "$GB_CACHE/.tmp-$GB_NAME-"* # what an interrupted build left (the lock says none is running)
   GB_TMP=$(mktemp -d "$GB_CACHE/.tmp-$GB_NAME-$GB_VERSION-$hash.XXXXXX")
   trap 'rm -rf "$GB_TMP"' EXIT
-  export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOTOOLCHAIN=local
+  [ -n "${GB_TOOLCHAIN:-}" ] || export CGO_ENABLED=0 GOFLAGS=-mod=readonly GOTOOLCHAIN=local
   local t0=$SECONDS
   gb_build "$GB_TMP"
   [ -e "$GB_TMP/$GB_DONE" ] || gb_die "the build left no $GB_DONE"
-  { echo "${GB_INFO:-$GB_NAME $GB_VERSION} $(go env GOVERSION)"
+  { echo "${GB_INFO:-$GB_NAME $GB_VERSION} $toolchain"
     echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $((SECONDS - t0)) s"; } > "$GB_TMP/BUILDINFO"
   chmod 755 "$GB_TMP"
   mv -T "$GB_TMP" "$dir"
