@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A one-node Kubernetes on this machine, for trying erdma-controller against a real kubelet:
-#   scripts/cluster.sh up               start it (builds the binaries first when needed), wait until
-#                                       the node is Ready, print `export KUBECONFIG=...`
+#   scripts/cluster.sh up [--vm-nodes N]
+#                                       start it (builds the binaries first when needed), wait until
+#                                       the node is Ready, print `export KUBECONFIG=...`; with
+#                                       --vm-nodes (or ERDMA_VM_NODES=N), also N worker nodes that
+#                                       are qemu VMs with SMC and Soft-RoCE (below)
 #   scripts/cluster.sh status           what runs, and the node's readiness
 #   scripts/cluster.sh down             stop everything and remove every trace (also after a
 #                                       failed `up`; safe to run twice)
@@ -25,6 +28,17 @@
 # 2.x with CDI, built by test/cluster/build-containerd.sh, cached in ERDMA_CONTAINERD_CACHE), or
 # the absolute path of a directory holding a containerd 2.x's containerd, containerd-shim-runc-v2
 # and ctr. With 2.x the node reads CDI specs from its private /var/run/cdi.
+#
+# VM worker nodes (--vm-nodes N, at most 4): erdma-vm1..N, each a qemu VM (TCG) booting the kernel
+# test/vm/build-kernel.sh builds (SMC, SMC-D's loopback, Soft-RoCE sending from any network
+# namespace), this machine's root read-only over 9p, and test/cluster/vm-node/guest.sh as its
+# init: containerd (the same choice as above), the kubelet and kube-proxy of the same release,
+# Soft-RoCE rxe0 on its eth0 as the node's RDMA card, and a CNI chain that gives every pod an rxe
+# device of its own (test/cluster/vm-node/erdma-rxe). The VMs' NICs are taps on a bridge in the
+# sandbox's network namespace (10.255.1.0/24, the gateway 10.255.1.1 is the sandbox): the API server
+# and the kubelets reach each other directly, pods on different nodes by routes. qemu runs inside
+# the sandbox, so `down` ends the VMs with everything else; `restart erdma-vmN` reboots one.
+# ERDMA_VM_SMP (vCPUs, default 1) and ERDMA_VM_MEM (MiB, default 2048) size each VM.
 # Needs root and scripts/install-deps.sh's packages (containerd, runc, containernetworking-plugins,
 # iproute2, iptables, openssl, curl, python3, gcc and busybox-static for the images).
 set -euo pipefail
@@ -39,6 +53,13 @@ NODE_IP=10.255.0.1          # the node's InternalIP, on the sandbox's eth0
 POD_CIDR=10.88.0.0/16       # the CNI bridge cni0
 SERVICE_CIDR=10.96.0.0/16   # virtual, kube-proxy's iptables rules
 KUBERNETES_SVC=10.96.0.1
+# VM worker nodes: the bridge's address in the sandbox, node i at .(10+i), its pods in 10.89.i.0/24.
+VM_GATEWAY=10.255.1.1
+VM_PREFIX=24
+vm_ip() { echo "10.255.1.$((10 + $1))"; }
+vm_pod_cidr() { echo "10.89.$1.0/24"; }
+# Every pod range (the host node's and the VM nodes'): kube-proxy's clusterCIDR.
+CLUSTER_CIDR=10.88.0.0/15
 # Every cgroup the kubelet and runc create is under this one, in every hierarchy.
 CGROUP_ROOT=erdma-cluster
 PAUSE_IMAGE=localhost/erdma-controller/pause:1
@@ -99,7 +120,7 @@ pki() {
   ca ca erdma-cluster-ca
   ca front-proxy-ca erdma-cluster-front-proxy-ca
   cert apiserver ca "/CN=kube-apiserver" serverAuth \
-    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$NODE_IP,IP:$KUBERNETES_SVC"
+    "DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$NODE_IP,IP:$KUBERNETES_SVC,IP:$VM_GATEWAY"
   cert apiserver-kubelet-client ca "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
   cert front-proxy-client front-proxy-ca "/CN=front-proxy-client" clientAuth
   cert admin ca "/O=system:masters/CN=erdma-cluster-admin" clientAuth
@@ -108,12 +129,19 @@ pki() {
   cert controller-manager ca "/CN=system:kube-controller-manager" clientAuth
   cert scheduler ca "/CN=system:kube-scheduler" clientAuth
   cert kube-proxy ca "/CN=system:kube-proxy" clientAuth
+  local i name
+  for i in $(seq 1 "$VM_NODES"); do
+    name=erdma-vm$i
+    cert "kubelet-$name" ca "/O=system:nodes/CN=system:node:$name" clientAuth
+    cert "kubelet-serving-$name" ca "/CN=$name" serverAuth "DNS:$name,IP:$(vm_ip "$i")"
+  done
   ec sa
   openssl pkey -in "$d/sa.key" -pubout -out "$d/sa.pub" 2>/dev/null
   chmod 600 "$d"/*.key
 }
 
-kubeconfig() {  # FILE SERVER CERT-NAME
+kubeconfig() {  # FILE SERVER CERT-NAME [PKI-DIR, as the reader sees it]
+  local pki=${4:-$STATE/pki}
   cat > "$1" <<EOF
 apiVersion: v1
 kind: Config
@@ -121,16 +149,100 @@ clusters:
 - name: erdma-cluster
   cluster:
     server: $2
-    certificate-authority: $STATE/pki/ca.crt
+    certificate-authority: $pki/ca.crt
 users:
 - name: $3
   user:
-    client-certificate: $STATE/pki/$3.crt
-    client-key: $STATE/pki/$3.key
+    client-certificate: $pki/$3.crt
+    client-key: $pki/$3.key
 contexts:
 - name: erdma-cluster
   context: {cluster: erdma-cluster, user: $3}
 current-context: erdma-cluster
+EOF
+}
+
+# kubelet_yaml PKI-DIR SERVING-CERT-NAME [EXTRA-LINES]: a kubelet's configuration, paths as the
+# kubelet sees them.
+kubelet_yaml() {
+  cat <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $1/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $1/$2.crt
+tlsPrivateKeyFile: $1/$2.key
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
+# containerd 1.6 has no RuntimeConfig CRI call: kubelet 1.37 falls back to this (removal in 1.38).
+# containerd 2.x answers it (cgroupfs: SystemdCgroup = false), and the kubelet takes its answer.
+cgroupDriver: cgroupfs
+failSwapOn: false
+registerNode: true
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+# Under /var/lib/kubelet: the default (/usr/libexec/...) would be created on this machine (or fail
+# on a VM node's read-only root). The controller-manager's --flex-volume-plugin-dir names it too.
+volumePluginDir: /var/lib/kubelet/volume-plugins
+# No registry to pull the pause image back from: never collect images; evict only when nearly full.
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
+# Secret and ConfigMap volumes are refreshed at each pod sync: 10 s instead of the default minute,
+# so a certificate rotation reaches the webhook's pods in seconds (production nodes take 1-2 min).
+syncFrequency: 10s
+${3:-}
+EOF
+}
+
+# containerd_toml ROOT NETD CNIBIN: containerd's configuration for a node, paths as it sees them.
+containerd_toml() {
+  # Debian's 1.6 reads version 2; 2.x reads version 3 (and would migrate 2), whose CRI sections
+  # are laid out differently.
+  local version=2 cri=$SRC/test/node/containerd-cri.toml
+  if [ "$CONTAINERD_MODE" != debian ]; then
+    version=3 cri=$SRC/test/cluster/containerd2-cri.toml
+  fi
+  cat <<EOF
+version = $version
+root = "$1"
+state = "/run/containerd"
+[grpc]
+  address = "/run/containerd/containerd.sock"
+EOF
+  sed -e "s|@OPT@|/run/containerd-opt|" -e "s|@PAUSE@|$PAUSE_IMAGE|" -e "s|@NETD@|$2|" -e "s|@CNIBIN@|$3|" \
+    -e "s|@SHIM@|$CONTAINERD_BIN/containerd-shim-runc-v2|" -e "s|@CDI@|$CDI_DIR|" "$cri"
+}
+
+# kube_proxy_yaml KUBECONFIG NODE-NAME
+kube_proxy_yaml() {
+  cat <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection: {kubeconfig: $1}
+mode: iptables
+hostnameOverride: $2
+clusterCIDR: $CLUSTER_CIDR
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+# Leave the conntrack table size and timeouts alone: the size is global to the machine.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+EOF
+}
+
+# bridge_conflist POD-CIDR [CHAIN-STEP-JSON]: the pods' network on a node: the bridge cni0 with
+# host-local addresses, then the chain step if any, then loopback.
+bridge_conflist() {
+  cat <<EOF
+{"cniVersion": "1.0.0", "name": "erdma-cluster", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$1"}]], "dataDir": "/run/cni/ipam",
+            "routes": [{"dst": "0.0.0.0/0"}]}},${2:+
+  $2,}
+  {"type": "loopback"}]}
 EOF
 }
 
@@ -141,75 +253,37 @@ configs() {
   for n in kubelet controller-manager scheduler kube-proxy; do
     kubeconfig "$c/$n.kubeconfig" https://127.0.0.1:6443 "$n"
   done
-  cat > "$c/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: $STATE/pki/ca.crt}
-authorization: {mode: Webhook}
-tlsCertFile: $STATE/pki/kubelet-serving.crt
-tlsPrivateKeyFile: $STATE/pki/kubelet-serving.key
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-# containerd 1.6 has no RuntimeConfig CRI call: kubelet 1.37 falls back to this (removal in 1.38).
-# containerd 2.x answers it (cgroupfs: SystemdCgroup = false), and the kubelet takes its answer.
-cgroupDriver: cgroupfs
-cgroupRoot: /$CGROUP_ROOT
-# This host mounts cgroup v1 (hybrid); kubelet 1.35+ refuses v1 unless told.
-failCgroupV1: false
-failSwapOn: false
-registerNode: true
-clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
-# Under /var, which the sandbox overlays: the default (/usr/libexec/...) would be created on this
-# machine. The controller-manager's --flex-volume-plugin-dir names the same directory.
-volumePluginDir: /var/lib/kubelet/volume-plugins
-# No registry to pull the pause image back from: never collect images; evict only when nearly full.
-imageGCHighThresholdPercent: 100
-evictionHard: {memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2%, nodefs.inodesFree: 2%}
-# Secret and ConfigMap volumes are refreshed at each pod sync: 10 s instead of the default minute,
-# so a certificate rotation reaches the webhook's pods in seconds (production nodes take 1-2 min).
-syncFrequency: 10s
-EOF
-  cat > "$c/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: $c/kube-proxy.kubeconfig}
-mode: iptables
-hostnameOverride: $NODE
-clusterCIDR: $POD_CIDR
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-# Leave the conntrack table size and timeouts alone: the size is global to the machine.
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-EOF
+  # This host mounts cgroup v1 (hybrid); kubelet 1.35+ refuses v1 unless told.
+  kubelet_yaml "$STATE/pki" kubelet-serving "cgroupRoot: /$CGROUP_ROOT
+failCgroupV1: false" > "$c/kubelet.yaml"
+  kube_proxy_yaml "$c/kube-proxy.kubeconfig" "$NODE" > "$c/kube-proxy.yaml"
   mkdir -p "$STATE/containerd/net.d"
-  # Debian's 1.6 reads version 2; 2.x reads version 3 (and would migrate 2), whose CRI sections
-  # are laid out differently.
-  local version=2 cri=$SRC/test/node/containerd-cri.toml
-  if [ "$CONTAINERD_MODE" != debian ]; then
-    version=3 cri=$SRC/test/cluster/containerd2-cri.toml
-  fi
-  cat > "$STATE/containerd/config.toml" <<EOF
-version = $version
-root = "$STATE/containerd/root"
-state = "/run/containerd"
-[grpc]
-  address = "/run/containerd/containerd.sock"
-EOF
-  sed -e "s|@OPT@|$STATE/containerd/opt|" -e "s|@PAUSE@|$PAUSE_IMAGE|" -e "s|@NETD@|$STATE/containerd/net.d|" \
-    -e "s|@SHIM@|$CONTAINERD_BIN/containerd-shim-runc-v2|" -e "s|@CDI@|$CDI_DIR|" \
-    "$cri" >> "$STATE/containerd/config.toml"
-  cat > "$STATE/containerd/net.d/10-erdma-cluster.conflist" <<EOF
-{"cniVersion": "1.0.0", "name": "erdma-cluster", "plugins": [
-  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_CIDR"}]], "dataDir": "/run/cni/ipam",
-            "routes": [{"dst": "0.0.0.0/0"}]}},
-  {"type": "loopback"}]}
-EOF
+  containerd_toml "$STATE/containerd/root" "$STATE/containerd/net.d" /usr/lib/cni > "$STATE/containerd/config.toml"
+  bridge_conflist "$POD_CIDR" > "$STATE/containerd/net.d/10-erdma-cluster.conflist"
+}
+
+# vm_node_config I: the directory the VM node erdma-vmI reads over 9p (mounted on /mnt in the
+# guest): its node.env, certificates, kubeconfigs, kubelet, kube-proxy, containerd and CNI
+# configuration, the images it imports at boot, and its logs. After the images are built.
+vm_node_config() {
+  local i=$1 name=erdma-vm$1 d=$STATE/vm/erdma-vm$1 g=/mnt j routes=""
+  mkdir -p "$d/pki" "$d/logs" "$d/images" "$d/import"
+  cp "$STATE/pki/ca.crt" "$STATE/pki/kubelet-$name.crt" "$STATE/pki/kubelet-$name.key" \
+    "$STATE/pki/kubelet-serving-$name.crt" "$STATE/pki/kubelet-serving-$name.key" \
+    "$STATE/pki/kube-proxy.crt" "$STATE/pki/kube-proxy.key" "$d/pki/"
+  kubeconfig "$d/kubelet.kubeconfig" "https://$VM_GATEWAY:6443" "kubelet-$name" "$g/pki"
+  kubeconfig "$d/kube-proxy.kubeconfig" "https://$VM_GATEWAY:6443" kube-proxy "$g/pki"
+  kubelet_yaml "$g/pki" "kubelet-serving-$name" > "$d/kubelet.yaml"
+  kube_proxy_yaml "$g/kube-proxy.kubeconfig" "$name" > "$d/kube-proxy.yaml"
+  containerd_toml /var/lib/containerd /run/cni/net.d /run/cni/bin > "$d/containerd.toml"
+  bridge_conflist "$(vm_pod_cidr "$i")" '{"type": "erdma-rxe"}' > "$d/cni.conflist"
+  for j in $(seq 1 "$VM_NODES"); do
+    [ "$j" = "$i" ] || routes+="$(vm_pod_cidr "$j")@$(vm_ip "$j") "
+  done
+  printf '%s=%q\n' NAME "$name" IP "$(vm_ip "$i")" PREFIX "$VM_PREFIX" GATEWAY "$VM_GATEWAY" \
+    ROUTES "$routes" BIN "$BIN" CONTAINERD_BIN "$CONTAINERD_BIN" CTR "$CTR" SRC "$SRC" \
+    LABELS "erdma.test/vm-node=true" > "$d/node.env"
+  ln "$STATE/images/pause.tar" "$STATE/images/workload.tar" "$d/images/"
 }
 
 # --------------------------------------------------------------------------------------------
@@ -276,6 +350,19 @@ sandbox_main() {
   # connection to a Service's ClusterIP (the route lookup comes before kube-proxy's DNAT), and
   # in-cluster API clients (the agent's DRA driver) dial https://$KUBERNETES_SERVICE_HOST.
   ip route add default dev eth0
+  # The VM worker nodes' link: a bridge with a tap per VM, and the routes to their pods.
+  local i
+  if [ "${VM_NODES:-0}" -gt 0 ]; then
+    echo 1 > /proc/sys/net/ipv4/ip_forward
+    ip link add vmbr0 type bridge
+    ip addr add "$VM_GATEWAY/$VM_PREFIX" dev vmbr0
+    ip link set vmbr0 up
+    for i in $(seq 1 "$VM_NODES"); do
+      ip tuntap add "vmtap$i" mode tap
+      ip link set "vmtap$i" master vmbr0 up
+      ip route add "$(vm_pod_cidr "$i")" via "$(vm_ip "$i")"
+    done
+  fi
 
   declare -A cmds=()
   start() {  # NAME CMD...: in the background, output appended to logs/NAME.log
@@ -308,7 +395,9 @@ sandbox_main() {
   }
   stop_all() {
     # Clients before the API server, the API server before etcd; a bound on each step.
-    stop_group 10 kubelet kube-proxy
+    local vms=() i
+    for i in $(seq 1 "${VM_NODES:-0}"); do vms+=("erdma-vm$i"); done
+    stop_group 10 kubelet kube-proxy "${vms[@]}"
     stop_group 5 kube-controller-manager kube-scheduler
     stop_group 10 kube-apiserver
     stop_group 5 etcd containerd forward
@@ -376,6 +465,17 @@ sandbox_main() {
   start kubelet "$BIN/kubelet" --config="$C/kubelet.yaml" --kubeconfig="$C/kubelet.kubeconfig" \
     --hostname-override="$NODE" --node-ip="$NODE_IP" --v=2
   start kube-proxy "$BIN/kube-proxy" --config="$C/kube-proxy.yaml"
+  # The VM nodes boot once the API server answers (their console is logs/erdma-vmN.log).
+  for i in $(seq 1 "${VM_NODES:-0}"); do
+    start "erdma-vm$i" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp "$VM_SMP" -m "$VM_MEM" \
+      -nographic -no-reboot -uuid "$(printf '00000000-0000-4000-8000-%012d' "$i")" \
+      -kernel "$KERNEL" -initrd "$STATE/vm/initrd.cpio.gz" \
+      -append "console=ttyS0 loglevel=4 panic=-1 stage2=$SRC/test/cluster/vm-node/guest.sh" \
+      -netdev "tap,id=n0,ifname=vmtap$i,script=no,downscript=no" \
+      -device "virtio-net-pci,netdev=n0,mac=52:54:00:ff:01:$(printf '%02x' "$i")" \
+      -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
+      -virtfs "local,path=$STATE/vm/erdma-vm$i,mount_tag=node,security_model=none,multidevs=remap"
+  done
   wait_until kube-controller-manager 60 up_or_dead kube-controller-manager curl -sfk https://127.0.0.1:10257/healthz
   wait_until kube-scheduler 60 up_or_dead kube-scheduler curl -sfk https://127.0.0.1:10259/healthz
   wait_until kubelet 60 up_or_dead kubelet curl -sf http://127.0.0.1:10248/healthz
@@ -424,17 +524,29 @@ containerd_choice() {
   esac
 }
 
-node_ready() {
-  [ "$(kubectl_ get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
+node_ready() {  # [NODE]
+  [ "$(kubectl_ get node "${1:-$NODE}" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
 
 cmd_up() {
   require_root
+  VM_NODES=${ERDMA_VM_NODES:-0}
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --vm-nodes) [ $# -ge 2 ] || die "--vm-nodes needs a number"; VM_NODES=$2; shift 2 ;;
+      --vm-nodes=*) VM_NODES=${1#*=}; shift ;;
+      *) die "up: unknown argument '$1' (up [--vm-nodes N])" ;;
+    esac
+  done
+  [[ $VM_NODES =~ ^[0-4]$ ]] || die "--vm-nodes $VM_NODES: a number from 0 to 4 (each VM takes ${ERDMA_VM_MEM:-2048} MiB and a share of the CPUs)"
   if sandbox_init > /dev/null; then
-    local running
+    local running running_vms
     running=$(. "$STATE/env" && echo "${CONTAINERD_WANT:-debian}")
+    running_vms=$(. "$STATE/env" && echo "${VM_NODES:-0}")
     [ "$running" = "${ERDMA_CONTAINERD:-debian}" ] ||
       die "already up with ERDMA_CONTAINERD=$running, not ${ERDMA_CONTAINERD:-debian}: run scripts/cluster.sh down first"
+    [ "$running_vms" = "$VM_NODES" ] ||
+      die "already up with $running_vms VM nodes, not $VM_NODES: run scripts/cluster.sh down first"
     log "already up"
     echo "export KUBECONFIG=$STATE/admin.kubeconfig KUBECACHEDIR=$STATE/kube-cache PATH=$(cat "$STATE/bin"):\$PATH"
     return 0
@@ -445,7 +557,9 @@ cmd_up() {
   for t in "${need[@]}" /usr/lib/cni/bridge /usr/lib/cni/host-local /usr/lib/cni/loopback /usr/bin/python3; do
     [ -x "$t" ] || missing+=("$t")
   done
-  for t in runc unshare nsenter openssl curl ip iptables-restore mountpoint gcc; do
+  local tools=(runc unshare nsenter openssl curl ip iptables-restore mountpoint gcc)
+  [ "$VM_NODES" = 0 ] || tools+=(qemu-system-x86_64 busybox cpio rdma)
+  for t in "${tools[@]}"; do
     command -v "$t" > /dev/null || missing+=("$t")
   done
   [ ${#missing[@]} -eq 0 ] || die "missing: ${missing[*]} (scripts/install-deps.sh installs them)"
@@ -453,16 +567,29 @@ cmd_up() {
   bin=$("$SRC/test/cluster/build-k8s.sh" | tail -n 1)
   [ -x "$bin/kubelet" ] || die "test/cluster/build-k8s.sh gave no binaries"
   containerd_choice
+  BIN=$bin KERNEL=
+  VM_SMP=${ERDMA_VM_SMP:-1} VM_MEM=${ERDMA_VM_MEM:-2048}
+  if [ "$VM_NODES" != 0 ]; then
+    KERNEL=$("$SRC/test/vm/build-kernel.sh" | tail -n 1)
+    [ -f "$KERNEL" ] || die "test/vm/build-kernel.sh gave no kernel"
+  fi
   local t1=$SECONDS
   mkdir -p "$STATE/logs"
   echo "$bin" > "$STATE/bin"
   # Sourced by the sandbox and by the commands here: one NAME=VALUE a line, shell-quoted.
   printf '%s=%q\n' BIN "$bin" CONTAINERD_WANT "${ERDMA_CONTAINERD:-debian}" CONTAINERD_MODE "$CONTAINERD_MODE" \
-    CONTAINERD_BIN "$CONTAINERD_BIN" CTR "$CTR" > "$STATE/env"
+    CONTAINERD_BIN "$CONTAINERD_BIN" CTR "$CTR" VM_NODES "$VM_NODES" KERNEL "$KERNEL" VM_SMP "$VM_SMP" \
+    VM_MEM "$VM_MEM" > "$STATE/env"
   pki
   configs
   "$SRC/images/build-images.sh" --out "$STATE/images" pause workload > "$STATE/logs/images.log" 2>&1 ||
     die "images/build-images.sh failed: $(tail -n 5 "$STATE/logs/images.log")"
+  local i
+  if [ "$VM_NODES" != 0 ]; then
+    mkdir -p "$STATE/vm"
+    "$SRC/test/vm/make-initramfs.sh" - - "$STATE/vm" || die "test/vm/make-initramfs.sh failed"
+    for i in $(seq 1 "$VM_NODES"); do vm_node_config "$i"; done
+  fi
   # The kubelet's cgroup root must exist in every hierarchy; a cpuset cgroup needs its CPUs and
   # memory nodes before a process can join it.
   local h
@@ -491,6 +618,15 @@ cmd_up() {
     die "see $STATE/logs/kubelet.log; scripts/cluster.sh down removes everything"
   }
   [ "$(kubectl_ get --raw /readyz)" = ok ] || die "kube-apiserver /readyz is not ok"
+  # Under TCG a VM node takes minutes: ERDMA_VM_READY_SECONDS bounds the wait for each.
+  for i in $(seq 1 "$VM_NODES"); do
+    wait_until "node erdma-vm$i Ready" "${ERDMA_VM_READY_SECONDS:-900}" node_ready "erdma-vm$i" || {
+      kubectl_ describe node "erdma-vm$i" >&2 || true
+      tail -n 30 "$STATE/vm/erdma-vm$i/logs/guest.log" "$STATE/logs/erdma-vm$i.log" >&2 || true
+      die "see $STATE/vm/erdma-vm$i/logs and $STATE/logs/erdma-vm$i.log; scripts/cluster.sh down removes everything"
+    }
+    log "node erdma-vm$i Ready $((SECONDS - t1)) s after the start"
+  done
   # Pods can be created once their namespace has its service account.
   wait_until "the default service account" 60 kubectl_ -n default get serviceaccount default ||
     die "see $STATE/logs/kube-controller-manager.log; scripts/cluster.sh down removes everything"
@@ -549,8 +685,26 @@ cmd_import() {
   require_root
   local init f
   init=$(sandbox_init) || die "not up"
+  local vms d base end
+  vms=$(. "$STATE/env" && echo "${VM_NODES:-0}")
   for f in "$@"; do
     nsenter -t "$init" -m -- "$(ctr_path)" --address /run/containerd/containerd.sock -n k8s.io images import - < "$f"
+    # Each VM node imports what lands in its import/ directory (test/cluster/vm-node/guest.sh).
+    base=$(basename "$f")
+    for d in $(seq 1 "$vms"); do
+      d=$STATE/vm/erdma-vm$d/import
+      rm -f "$d/$base" "$d/$base.done" "$d/$base.failed"
+      cp "$f" "$d/.$base" && mv "$d/.$base" "$d/$base"
+    done
+    for d in $(seq 1 "$vms"); do
+      d=$STATE/vm/erdma-vm$d/import
+      end=$((SECONDS + 300))
+      until [ -e "$d/$base.done" ] || [ -e "$d/$base.failed" ]; do
+        [ $SECONDS -lt $end ] || die "$base: not imported on ${d%/import} within 300 s"
+        sleep 0.5
+      done
+      [ -e "$d/$base.done" ] || die "$base: the import failed on ${d%/import}: $(cat "$d/$base.failed")"
+    done
   done
 }
 
@@ -624,7 +778,7 @@ cmd_down() {
 }
 
 case ${1:-} in
-  up) cmd_up ;;
+  up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   status) cmd_status ;;
   import) shift; [ $# -gt 0 ] || die "import FILE.tar..."; cmd_import "$@" ;;

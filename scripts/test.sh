@@ -13,7 +13,8 @@
 # Between 2 and 3: real Kubernetes (kube-apiserver, scheduler, controller-manager, kubelet) built
 # from pinned Go modules once per machine, a one-node cluster, and the user's journey on it; then
 # containerd 2.x (also from its pinned Go module) on the same cluster, handing a pod CDI devices,
-# and the agent's DRA driver there (test/cluster/dra.sh).
+# and the agent's DRA driver there (test/cluster/dra.sh); then the same cluster with two VM worker
+# nodes on a kernel with SMC (test/cluster/vm-nodes.sh): the seed Deployment shows SMCR.
 # Steps 4 and 5 run in a background lane at the lowest CPU priority (nice 19) beside steps 2 and 3:
 # the emulated VM rarely keeps both cores busy, and the lane takes only what the foreground leaves.
 # The lane's output is printed when it ends; the two-node test starts after it, alone.
@@ -103,6 +104,13 @@ stage "real cluster with containerd 2.x: CDI devices in a pod" 300 test/cluster/
 # The DRA driver on that cluster, installed through manifests/dra (docs/dra.md): slices, claims
 # prepared through CDI, aliyun/erdma served by DRA, agent restart, repair, unprepare.
 stage "real cluster with containerd 2.x: the DRA driver" 900 test/cluster/dra.sh build
+# SMC-R between ordinary pods (test/cluster/README.md, "VM worker nodes"): the VM nodes' kernel,
+# Debian's linux-source-7.3 with SMC, DIBS and per-netns Soft-RoCE built in, once per machine
+# (about 15 minutes cold on 2 cores, then nothing); then the cluster with two VM worker nodes
+# running the real kubelet, the product installed, the seed Deployment on the pod network showing
+# SMCR in smcss inside its pod, and SMCD between two pods of one node.
+stage "VM worker nodes' kernel from Debian's linux-source-7.3 (cached)" 1800 test/vm/build-kernel.sh
+stage "real cluster with VM worker nodes: SMC-R between ordinary pods" 900 test/cluster/vm-nodes.sh build
 # Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
 # Soft-RoCE through the preload library. Bounded inside too (600 s, kernel download included).
 stage "VM test (SMC-R over Soft-RoCE, real kernel)" 660 test/vm/run.sh build

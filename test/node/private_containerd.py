@@ -126,7 +126,7 @@ def cri_section(opt, pause, netd):
     """The CRI plugin's part of the config, shared with scripts/cluster.sh (containerd-cri.toml)."""
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "containerd-cri.toml")) as f:
         text = f.read()
-    return text.replace("@OPT@", opt).replace("@PAUSE@", pause).replace("@NETD@", netd)
+    return text.replace("@OPT@", opt).replace("@PAUSE@", pause).replace("@NETD@", netd).replace("@CNIBIN@", "/usr/lib/cni")
 
 
 class PrivateContainerd:

@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# SMC-R between ordinary pods on real Kubernetes nodes whose kernel has SMC: scripts/cluster.sh
+# with two VM worker nodes (`up --vm-nodes 2`: the real kubelet v1.37.2, containerd, runc, CNI and
+# kube-proxy in qemu VMs booting the kernel test/vm/build-kernel.sh builds, Soft-RoCE rxe0 as each
+# node's RDMA card, and a CNI chain step that gives each pod an rxe device of its own, standing in
+# for the eRDMA device a pod reaches on ACK). The product is installed as README.md says, with a
+# site overlay naming the rxe driver; then the seed Deployment `app-with-erdma` (a plain
+# Deployment, pod network, the annotation network.alibabacloud.com/erdma-smcr: "true") and a
+# client on the other VM node, unchanged TCP programs both. Checked from inside the pods: smcss
+# (the workload image's sock_diag reader) shows SMCR for the connection, the bytes arrive intact;
+# from the node: `erdma-agent smc-status --pod` agrees and names the pod's own RDMA device. Two
+# annotated pods on one node show SMCD (the kernel's SMC-D loopback device). Then `down`, and
+# nothing left behind (test/cluster/leftovers.sh).
+#
+#   test/cluster/vm-nodes.sh [BUILD_DIR]      (root; default BUILD_DIR: build)
+#
+# Starts its own cluster and stops it at the end, whatever happens. Each check prints PASS or FAIL
+# with its evidence; the run ends with "N passed, M failed". Under TCG a VM node takes minutes to
+# come up: every wait is bounded and says what it waited for. VM_NODES_KEEP=1 leaves the cluster up
+# when a check failed, to look at it.
+set -uo pipefail
+SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "vm-nodes: no build tree ${1:-build}" >&2; exit 1; }
+CLUSTER=$SRC/scripts/cluster.sh
+STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
+NS=smcr-demo
+WORKLOAD=localhost/erdma-controller/workload:1
+VM1=erdma-vm1 VM2=erdma-vm2
+CHECKS_NAME=vm-nodes
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
+t_start=$SECONDS
+
+[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
+for tool in qemu-system-x86_64 containerd runc openssl curl /usr/bin/python3 /usr/lib/cni/bridge rdma; do
+  command -v "$tool" >/dev/null 2>&1 || skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
+done
+if "$CLUSTER" status >/dev/null 2>&1; then
+  echo "vm-nodes: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
+  exit 1
+fi
+
+PORT=${ERDMA_CLUSTER_PORT:-6443}
+# shellcheck source=test/cluster/leftovers.sh
+. "$SRC/test/cluster/leftovers.sh"
+leftovers_before
+work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-vm-nodes.XXXXXX")
+passed=0 failed=0
+finish() {
+  local rc=$?
+  if [ -n "${KUBECONFIG:-}" ] && [ "$failed" -gt 0 ]; then
+    echo "---- on failure: nodes, pods, events, the agents' last log lines" >&2
+    kubectl get nodes -o wide >&2 2>/dev/null || true
+    kubectl get pods -A -o wide >&2 2>/dev/null || true
+    kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 30 >&2 || true
+    for n in "$VM1" "$VM2"; do
+      echo "-- $n: guest log, kubelet log (last lines)" >&2
+      tail -n 15 "$STATE/vm/$n/logs/guest.log" "$STATE/vm/$n/logs/kubelet.log" >&2 2>/dev/null || true
+    done
+    kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-agent --tail=20 --prefix >&2 2>/dev/null || true
+  fi
+  if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then
+    echo "vm-nodes: VM_NODES_KEEP=1: the cluster stays up for a look (scripts/cluster.sh down ends it); files in $work" >&2
+    exit $rc
+  fi
+  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
+  rm -rf "$work"
+  exit $rc
+}
+trap finish EXIT
+# Every kubectl call ends within 2 minutes and says which one did not.
+kubectl() { bounded 120 "kubectl $1" kubectl "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+phase "cluster with two VM worker nodes"
+t0=$SECONDS
+out=$(bounded 1500 "scripts/cluster.sh up --vm-nodes 2" "$CLUSTER" up --vm-nodes 2 2>"$work/up.log") || {
+  cat "$work/up.log" >&2
+  echo "vm-nodes: scripts/cluster.sh up --vm-nodes 2 failed" >&2
+  failed=1
+  exit 1
+}
+eval "$(printf '%s\n' "$out" | tail -n 1)"
+export KUBECONFIG
+grep -E 'Ready .* after the start|up in' "$work/up.log" || true
+echo "cluster with VM nodes up in $((SECONDS - t0)) s"
+
+node_kernel() { kubectl get node "$1" -o jsonpath='{.status.nodeInfo.kernelVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kubeletVersion}'; }
+for n in "$VM1" "$VM2"; do
+  check "$n is Ready with the 7.3 kernel and the real kubelet v1.37.2" bash -c "
+    out=\$($(declare -f node_kernel); node_kernel $n); echo \"\$out\"; case \$out in 7.3.*' '*' 'v1.37.2) ;; *) exit 1 ;; esac"
+done
+
+# A pod on a VM node: Running, exec and logs through the API server to that node's kubelet.
+phase "a pod on a VM node: exec and logs"
+kubectl apply -f - >/dev/null <<EOT
+apiVersion: v1
+kind: Pod
+metadata: {name: hello-vm, namespace: default}
+spec:
+  nodeName: $VM1
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: main, image: $WORKLOAD, imagePullPolicy: Never, command: [sh, -c, "echo hello-from-vm; exec sleep 100000"]}
+EOT
+must "the pod on $VM1 becomes Ready" kubectl wait --for=condition=Ready pod/hello-vm --timeout=110s
+check "kubectl exec into it (uname: the VM's kernel; an RDMA device of its own)" bash -c "
+  kubectl exec hello-vm -- sh -c 'uname -r; ls /sys/class/infiniband' | tee /dev/stderr | head -n 1 | grep -q '^7\.3\.'"
+check "kubectl logs from it" bash -c "[ \"\$(kubectl logs hello-vm)\" = hello-from-vm ]"
+kubectl delete pod hello-vm --wait=false >/dev/null
+
+# ---------------------------------------------------------------------------------------------
+phase "install as README.md says, on the VM node pool"
+images() {
+  "$SRC/images/build-images.sh" --build-dir "$BUILD" --out "$work/images" erdma-agent erdma-webhook workload >/dev/null &&
+    bounded 600 "scripts/cluster.sh import" "$CLUSTER" import "$work/images/erdma-agent.tar" \
+      "$work/images/erdma-webhook.tar" "$work/images/workload.tar" >/dev/null
+}
+must "the product's images built and imported on every node (host node and both VM nodes)" images
+site() {  # the README's way to change a setting: the agent's discovery names Soft-RoCE's driver
+  cp -r "$SRC/manifests" "$work/manifests" && mkdir -p "$work/site" &&
+    sed -e 's/^  drivers: \[erdma\]$/  drivers: [rxe]/' "$SRC/manifests/base/agent-config.yaml" >"$work/site/agent-config.yaml" &&
+    grep -q 'drivers: \[rxe\]' "$work/site/agent-config.yaml" &&
+    printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources:' \
+      '- ../manifests/default' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
+      '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >"$work/site/kustomization.yaml"
+}
+must "the eRDMA node pool labelled (the two VM nodes)" kubectl label node "$VM1" "$VM2" aliyun.accelerator/erdma=true
+must "a site overlay: the agent discovers the rxe driver's devices" site
+must "kubectl apply -k (manifests/default through the site overlay)" kubectl apply -k "$work/site"
+must "erdma-certs generate and apply" bash -c "'$SRC/certs/erdma-certs' generate --dir '$work/pki' && '$SRC/certs/erdma-certs' apply --dir '$work/pki'"
+must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=110s
+must "the agent DaemonSet rolls out on both VM nodes" bounded 600 "the agent's rollout" \
+  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=590s
+smcr_capacity() { kubectl get node "$1" -o jsonpath='{.status.capacity.aliyun/erdma-smcr}' | grep -E '^[1-9][0-9]*$'; }
+for n in "$VM1" "$VM2"; do
+  must "$n: aliyun/erdma-smcr capacity from the agent (rxe0 discovered through verbs)" wait_for 120 smcr_capacity "$n"
+done
+
+# ---------------------------------------------------------------------------------------------
+phase "the seed Deployment on the pod network, and a client on the other VM node"
+must "namespace $NS opted in" bash -c "kubectl create namespace $NS >/dev/null && kubectl label namespace $NS erdma-injection=enabled >/dev/null"
+# As the guide writes it (image aside): a plain Deployment with the annotation, no hostNetwork.
+# The server keeps each connection open a while after answering, so smcss sees it ACTIVE.
+cat >"$work/app.yaml" <<EOT
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: app-with-erdma
+  namespace: $NS
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: app-with-erdma
+  template:
+    metadata:
+      labels:
+        app: app-with-erdma
+      annotations:
+        network.alibabacloud.com/erdma-smcr: "true"
+    spec:
+      containers:
+      - name: app-with-erdma
+        image: $WORKLOAD
+        imagePullPolicy: Never
+        command: ["tcp-bulk", "serve", "--port", "8080", "--hold", "120", "--timeout", "300"]
+        ports:
+        - containerPort: 8080
+EOT
+must "kubectl apply the seed Deployment" kubectl apply -f "$work/app.yaml"
+must "its pod is Ready" kubectl -n "$NS" wait --for=condition=Available deployment/app-with-erdma --timeout=110s
+server=$(kubectl -n "$NS" get pod -l app=app-with-erdma -o jsonpath='{.items[0].metadata.name}')
+server_node=$(kubectl -n "$NS" get pod "$server" -o jsonpath='{.spec.nodeName}')
+server_ip=$(kubectl -n "$NS" get pod "$server" -o jsonpath='{.status.podIP}')
+client_node=$VM1
+[ "$server_node" != "$VM1" ] || client_node=$VM2
+echo "server $server on $server_node at $server_ip; the client goes to $client_node"
+check "the server landed on a VM node (the webhook's aliyun/erdma-smcr request)" bash -c "[ '$server_node' = $VM1 ] || [ '$server_node' = $VM2 ]"
+cat >"$work/client.yaml" <<EOT
+apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+  namespace: $NS
+  annotations:
+    network.alibabacloud.com/erdma-smcr: "true"
+spec:
+  nodeSelector: {kubernetes.io/hostname: $client_node}
+  restartPolicy: Never
+  containers:
+  - name: client
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: ["tcp-bulk", "send", "--to", "$server_ip:8080", "--bytes", "16M", "--hold", "120", "--timeout", "300"]
+EOT
+must "kubectl apply the client" kubectl apply -f "$work/client.yaml"
+client_sent() { kubectl -n "$NS" logs client 2>/dev/null | grep -q '"match":true'; }
+must "the client's 16 MiB arrive intact (the server's SHA-256 matches)" wait_for 240 client_sent
+kubectl -n "$NS" logs client
+smcss_mode() {  # POD: the Mode column of the connection to or from port 8080, as smcss prints it in the pod
+  # Any state but LISTEN: after the exchange the client has shut down writing, both hold it open.
+  kubectl -n "$NS" exec "$1" -- smcss -R | tee /dev/stderr | awk '$1 != "LISTEN" && ($4 ~ /:8080$/ || $5 ~ /:8080$/) {print $7; exit}'
+}
+check "smcss inside the seed Deployment's pod shows SMCR" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode $server)\" = SMCR ]"
+check "smcss inside the client pod shows SMCR" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client)\" = SMCR ]"
+agent_on() { kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}'; }
+# smc-status's table: STATE MODE LOCAL PEER DETAIL, the server's end of the connection.
+check "erdma-agent smc-status --pod on the server's node agrees (SMCR, on the pod's own RDMA device)" bash -c "
+  kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
+    awk '\$3 ~ /:8080\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe_/ {f = 1} END {exit !f}'"
+
+# Two annotated pods on one node: the kernel's SMC-D loopback device (DIBS_LO) is offered before
+# SMC-R, across network namespaces, with no configuration.
+phase "same-node pods: SMC-D over the kernel's loopback device"
+sed -e "s/name: client/name: client-same-node/" -e "s/hostname: $client_node/hostname: $server_node/" \
+  "$work/client.yaml" >"$work/client-same.yaml"
+must "kubectl apply a client on the server's node" kubectl apply -f "$work/client-same.yaml"
+same_sent() { kubectl -n "$NS" logs client-same-node 2>/dev/null | grep -q '"match":true'; }
+must "its 16 MiB arrive intact" wait_for 240 same_sent
+kubectl -n "$NS" logs client-same-node
+check "smcss inside the same-node client shows SMCD" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client-same-node)\" = SMCD ]"
+
+phase "down"
+if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then exit 1; fi  # finish() says where
+trap - EXIT
+"$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
+rm -rf "$work"
+left=$(leftovers_after)
+check "nothing left behind (the VMs, their taps and bridge went with the sandbox)" test -z "$left" || printf '%s\n' "$left"
+echo "vm-nodes: $passed passed, $failed failed in $((SECONDS - t_start)) s"
+[ "$failed" -eq 0 ]
