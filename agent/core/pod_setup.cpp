@@ -192,8 +192,12 @@ std::optional<PodSetupStop> refuse_pod_netns(const NetnsTargetFacts& f) {
   return std::nullopt;
 }
 
-std::string describe_configured(const std::string& entry, bool entry_added, const std::vector<std::string>& sysctls_set) {
-  std::string what = entry + (entry_added ? " added" : " already present");
+std::string describe_configured(const std::string& entry, bool entry_added, const std::vector<std::string>& sysctls_set,
+                                const std::string& own_rdma_device) {
+  std::string what = !own_rdma_device.empty()
+                         ? "no pnet entry (" + entry + " not added): the interface carries the pod's own RDMA device " +
+                               own_rdma_device
+                         : entry + (entry_added ? " added" : " already present");
   if (!sysctls_set.empty()) {
     what += "; ";
     for (size_t i = 0; i < sysctls_set.size(); ++i) what += (i == 0 ? "" : " ") + sysctls_set[i];

@@ -155,8 +155,10 @@ struct NetnsTargetFacts {
 // vanished meanwhile, Failed when the config's entry cannot be built, Timeout without time left. nullopt: go ahead.
 [[nodiscard]] std::optional<PodSetupStop> refuse_pod_netns(const NetnsTargetFacts& facts);
 
-// The `set` text of a configured pod: "ERDMA eth eth0 added; net.smc.wmem=262144".
+// The `set` text of a configured pod: "ERDMA eth eth0 added; net.smc.wmem=262144", or, when the
+// pod's interface carries its own RDMA device (`own_rdma_device`), why no entry was added.
 [[nodiscard]] std::string describe_configured(const std::string& entry, bool entry_added,
-                                              const std::vector<std::string>& sysctls_set);
+                                              const std::vector<std::string>& sysctls_set,
+                                              const std::string& own_rdma_device = "");
 
 }  // namespace erdma::agent

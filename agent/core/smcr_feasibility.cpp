@@ -125,6 +125,8 @@ std::string_view to_string(SmcrReason r) noexcept {
     case SmcrReason::IpvlanSoftroceRouting: return "ipvlan-softroce-routing";
     case SmcrReason::IpvlanOnRdmaNetdev: return "ipvlan-on-rdma-netdev";
     case SmcrReason::IpvlanPodSubnetDiffers: return "ipvlan-pod-subnet-differs";
+    case SmcrReason::PodRdmaDevice: return "pod-rdma-device";
+    case SmcrReason::PodSoftroceInitialNetns: return "pod-softroce-initial-netns";
     case SmcrReason::PodInterfaceKindOther: return "pod-interface-kind-other";
     case SmcrReason::RoceV1Possible: return "roce-v1-possible";
     case SmcrReason::FactsUnavailable: return "facts-unavailable";
@@ -135,7 +137,8 @@ std::string_view to_string(SmcrReason r) noexcept {
 SmcrVerdict verdict_of(SmcrReason r) noexcept {
   switch (r) {
     case SmcrReason::HostNetwork:
-    case SmcrReason::IpvlanOnRdmaNetdev: return SmcrVerdict::Expected;
+    case SmcrReason::IpvlanOnRdmaNetdev:
+    case SmcrReason::PodRdmaDevice: return SmcrVerdict::Expected;
     case SmcrReason::NoRdmaNetdev:
     case SmcrReason::NoUeid:
     case SmcrReason::NoPodIpv4:
@@ -147,6 +150,7 @@ SmcrVerdict verdict_of(SmcrReason r) noexcept {
     case SmcrReason::PodInterfaceMissing:
     case SmcrReason::LowerDeviceUnknown:
     case SmcrReason::IpvlanPodSubnetDiffers:
+    case SmcrReason::PodSoftroceInitialNetns:
     case SmcrReason::PodInterfaceKindOther:
     case SmcrReason::RoceV1Possible:
     case SmcrReason::FactsUnavailable: return SmcrVerdict::Unknown;
@@ -215,6 +219,22 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
   }
   const uint32_t src = f.addresses.front().address;
   const std::string pod_ip = ipv4_text(src);
+  // An RDMA device on the pod's own interface, in the pod's netns: the pod IP is a RoCE v2 GID of
+  // that device, the client proposes it, and the server finds its own device's GID and route in
+  // its own netns. Measured with Soft-RoCE on 7.3 between pods on two nodes (SMC-R v2, the pods'
+  // own devices, test/cluster/vm-nodes.sh). Soft-RoCE before 7.x sends only from the initial netns.
+  if (!f.pod_rdma_device.empty()) {
+    if (f.pod_rdma_kind == RdmaDriverKind::Rxe && f.kernel_major > 0 && f.kernel_major < 7) {
+      return make(SmcrReason::PodSoftroceInitialNetns, "", SmcrSide::None,
+                  ifname + " carries Soft-RoCE " + f.pod_rdma_device + " in the pod's netns, but this kernel (" +
+                      std::to_string(f.kernel_major) +
+                      ".x) sends rxe traffic from the initial netns only (per-netns rxe sockets came with 7.x): "
+                      "not predicted; use a 7.x kernel, a real eRDMA device, or hostNetwork");
+    }
+    return make(SmcrReason::PodRdmaDevice, "", SmcrSide::None,
+                ifname + " carries its own RDMA device " + f.pod_rdma_device + " in the pod's netns, so pod IP " +
+                    pod_ip + " is a RoCE v2 GID of it: SMC-R v2 forms from the pod's netns when the peer has one too");
+  }
   const bool in_node_subnet =
       std::any_of(with_ipv4.begin(), with_ipv4.end(), [&](const NodeRdmaNetdev* n) { return netdev_contains(*n, src); });
 

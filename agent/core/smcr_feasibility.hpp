@@ -61,6 +61,11 @@ struct SmcrPodFacts {
   std::string lower;                  // ipvlan/macvlan: the lower device's name ("" when unknown)
   bool lower_in_node_netns = false;   // ... and it lives in the node's netns
   bool pod_pnet_entry = false;        // the pod's pnet table maps the interface (the agent's entry)
+  // The RDMA device bound to the pod interface inside the pod's netns ("" for none): a per-pod
+  // eRDMA device, or Soft-RoCE created there. Its GIDs are the pod's own addresses.
+  std::string pod_rdma_device;
+  RdmaDriverKind pod_rdma_kind = RdmaDriverKind::Other;
+  int kernel_major = 0;               // the node kernel's major version (0 when unknown)
   std::vector<NodeRdmaNetdev> rdma;   // the node's RDMA netdevs
   bool ueid_set = false;              // the kernel's UEID table is not empty (SMC-R v2 needs one)
 };
@@ -83,6 +88,8 @@ enum class SmcrReason {
   IpvlanSoftroceRouting,       // ipvlan/macvlan on rxe: rxe routes only in init_net
   IpvlanOnRdmaNetdev,          // ipvlan/macvlan on the RDMA netdev, pod IP in its subnet
   IpvlanPodSubnetDiffers,      // ipvlan/macvlan on the RDMA netdev, pod IP in another subnet
+  PodRdmaDevice,               // the pod interface carries an RDMA device of its own, in the pod's netns
+  PodSoftroceInitialNetns,     // ... Soft-RoCE on a kernel before 7, whose rxe sends from the initial netns
   PodInterfaceKindOther,       // not veth/ipvlan/macvlan: not predicted
   RoceV1Possible,              // v2 cannot form, but the device has RoCE v1 GIDs
   FactsUnavailable,            // the shell could not gather the facts
@@ -92,8 +99,8 @@ inline constexpr SmcrReason kAllSmcrReasons[] = {
     SmcrReason::PodInterfaceMissing, SmcrReason::NoPodIpv4,             SmcrReason::PodSubnetOutsideRdmaNetdev,
     SmcrReason::NoPodPnetEntry,      SmcrReason::VethNodeSubnetRoute,   SmcrReason::LowerNotRdmaNetdev,
     SmcrReason::LowerDeviceUnknown,  SmcrReason::IpvlanSoftroceRouting, SmcrReason::IpvlanOnRdmaNetdev,
-    SmcrReason::IpvlanPodSubnetDiffers, SmcrReason::PodInterfaceKindOther, SmcrReason::RoceV1Possible,
-    SmcrReason::FactsUnavailable};
+    SmcrReason::IpvlanPodSubnetDiffers, SmcrReason::PodRdmaDevice,      SmcrReason::PodSoftroceInitialNetns,
+    SmcrReason::PodInterfaceKindOther,  SmcrReason::RoceV1Possible,     SmcrReason::FactsUnavailable};
 // "host-network", "no-rdma-netdev", ... (kebab case).
 [[nodiscard]] std::string_view to_string(SmcrReason r) noexcept;
 // The verdict a reason always comes with (each reason has exactly one).

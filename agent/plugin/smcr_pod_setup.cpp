@@ -256,7 +256,8 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
     if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
   }
   out = with(out, PodSetupResult::Configured,
-             describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set));
+             describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set,
+                                 done->own_rdma_device));
   predict_into(out, ref, deadline, later);
   return out;
 }

@@ -2,8 +2,10 @@
 #include "agent/sys/pod_netns.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fcntl.h>
 #include <linux/netlink.h>
+#include <sys/utsname.h>
 
 #include "agent/sys/netlink.hpp"
 #include "agent/sys/rdma_netlink.hpp"
@@ -24,8 +26,12 @@ Result<PodNetnsReport> KernelPodNetns::configure(const NetnsRef& ns, const PodNe
       ns,
       [report, plan, opener]() -> Status {
         ERDMA_TRY_ASSIGN(auto table, opener());
-        ERDMA_TRY_ASSIGN(auto added, table->add(plan.entry));
-        report->pnet = added;
+        // Without a PNETID the kernel takes the RDMA port whose netdev is the pod's interface.
+        report->own_rdma_device = own_rdma_device(plan.entry.device).name;
+        if (report->own_rdma_device.empty()) {
+          ERDMA_TRY_ASSIGN(auto added, table->add(plan.entry));
+          report->pnet = added;
+        }
         std::string failures;
         ErrorCode first = ErrorCode::Internal;
         for (const auto& [name, value] : plan.sysctls) {
@@ -68,6 +74,8 @@ struct PodSide {
   bool lower_in_node_netns = false;  // ... and it is the node's netns
   std::string lower_local;           // the lower's name when it is in the pod's own netns
   bool pnet_entry = false;
+  std::string rdma_device;           // the RDMA device bound to the interface in the pod's netns
+  std::string rdma_driver;
 };
 
 std::vector<Ipv4Prefix> addresses_of(const std::vector<RtIpv4Address>& all, int index) {
@@ -80,6 +88,21 @@ std::vector<Ipv4Prefix> addresses_of(const std::vector<RtIpv4Address>& all, int 
 
 }  // namespace
 
+OwnRdmaDevice own_rdma_device(const std::string& interface) {
+  // Asked from inside the pod's netns, RDMA netlink names a port's netdev only when that netdev
+  // is here: a port bound to the pod's interface is the pod's own RDMA device. Without RDMA
+  // netlink there is none to find.
+  OwnRdmaDevice own;
+  if (auto devs = NetlinkDeviceInfo{}.devices()) {
+    for (const auto& d : *devs) {
+      for (const auto& [port, netdev] : d.port_netdevs) {
+        if (netdev == interface && own.name.empty()) own = OwnRdmaDevice{d.name, d.driver};
+      }
+    }
+  }
+  return own;
+}
+
 RdmaDeviceLister sysfs_rdma_lister(std::string sysfs_root) {
   return [root = std::move(sysfs_root)]() -> Result<std::vector<RdmaDevice>> {
     sysfs::SysfsRdmaReader reader(root);
@@ -91,14 +114,18 @@ RdmaDeviceLister sysfs_rdma_lister(std::string sysfs_root) {
     for (const auto& name : *names) {
       if (auto d = reader.read_device(name, uverbs)) out.push_back(std::move(d->device));
     }
-    // The kernel's driver names (sysfs has none for software devices such as rxe).
+    // The kernel's driver names (sysfs has none for software devices such as rxe), and which
+    // devices' netdevs live in another netns (pods' own devices: not the node's).
     NetlinkDeviceInfo kernel;
     if (auto k = kernel.devices()) {
+      std::vector<RdmaDevice> node;
       for (auto& d : out) {
-        for (const auto& kd : *k) {
-          if (kd.name == d.name) merge_kernel_info(d, kd);
-        }
+        auto kd = std::find_if(k->begin(), k->end(), [&](const KernelDevice& x) { return x.name == d.name; });
+        if (kd != k->end() && netdev_in_other_netns(d.netdev, *kd)) continue;
+        if (kd != k->end()) merge_kernel_info(d, *kd);
+        node.push_back(std::move(d));
       }
+      out = std::move(node);
     }
     return out;
   };
@@ -135,6 +162,9 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
           side->lower_index = it->link;
           ERDMA_TRY_ASSIGN(auto addrs, dump_ipv4_addresses(ch));
           side->addresses = addresses_of(addrs, it->index);
+          const auto own = own_rdma_device(interface);
+          side->rdma_device = own.name;
+          side->rdma_driver = own.driver;
           if (it->link_netnsid) {
             side->lower_elsewhere = true;
             // Is the lower's netns the node's? Ask for the id this netns gives the node's netns.
@@ -168,7 +198,13 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
     facts.kind_name = side->kind;
     facts.addresses = side->addresses;
     facts.pod_pnet_entry = side->pnet_entry;
+    facts.pod_rdma_device = side->rdma_device;
+    facts.pod_rdma_kind =
+        driver_kind_of(!side->rdma_driver.empty() ? side->rdma_driver
+                                                  : side->rdma_device.rfind("rxe", 0) == 0 ? "rxe" : "");
   }
+  utsname uts{};
+  if (::uname(&uts) == 0) facts.kernel_major = std::atoi(uts.release);
 
   ERDMA_TRY_ASSIGN(auto devices, devices_());
   struct NodeSide {

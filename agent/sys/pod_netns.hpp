@@ -32,8 +32,19 @@ struct PodNetnsPlan {
 
 struct PodNetnsReport {
   Change pnet = Change::Unchanged;
+  // The pod's interface carries an RDMA device of its own (named here): no pnet entry was added,
+  // since a PNETID on the interface that its own device lacks would hide that device from SMC.
+  std::string own_rdma_device;
   std::vector<std::string> sysctls_set;  // "net.smc.wmem=262144", in order
 };
+
+// The RDMA device whose port is bound to `interface` in the calling thread's network namespace
+// (RDMA netlink names a port's netdev only to a socket in that netdev's netns), or an empty name.
+struct OwnRdmaDevice {
+  std::string name;
+  std::string driver;  // the kernel's driver name, "" when unknown
+};
+[[nodiscard]] OwnRdmaDevice own_rdma_device(const std::string& interface);
 
 class PodNetnsConfigurator {
  public:

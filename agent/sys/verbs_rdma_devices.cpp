@@ -46,6 +46,12 @@ void merge_kernel_info(RdmaDevice& device, const KernelDevice& kernel) {
   }
 }
 
+bool netdev_in_other_netns(const std::string& sysfs_netdev, const KernelDevice& kernel) noexcept {
+  if (sysfs_netdev.empty() || kernel.port_netdevs.empty()) return false;
+  return std::all_of(kernel.port_netdevs.begin(), kernel.port_netdevs.end(),
+                     [](const auto& port) { return port.second.empty(); });
+}
+
 VerbsRdmaDevices::VerbsRdmaDevices(std::vector<std::string> drivers, KernelDeviceInfo* kernel, std::string sysfs_root,
                                    std::string dev_dir)
     : drivers_(std::move(drivers)), kernel_(kernel), reader_(std::move(sysfs_root)), dev_dir_(std::move(dev_dir)) {}
@@ -113,7 +119,14 @@ Result<DeviceScan> VerbsRdmaDevices::scan() {
     RdmaDevice d = std::move(read->device);
     out.notes.insert(out.notes.end(), read->notes.begin(), read->notes.end());
     if (d.uverbs.empty()) d.uverbs = verbs_uverbs[name];
-    if (auto it = kernel.find(name); it != kernel.end()) merge_kernel_info(d, it->second);
+    if (auto it = kernel.find(name); it != kernel.end()) {
+      if (netdev_in_other_netns(d.netdev, it->second)) {
+        out.notes.push_back(name + " left out: its netdev " + d.netdev +
+                            " is in another network namespace (a pod's own RDMA device, not one of this node's)");
+        continue;
+      }
+      merge_kernel_info(d, it->second);
+    }
     if (!d.uverbs.empty() && !std::filesystem::exists(std::filesystem::path(dev_dir_) / d.uverbs, ec)) {
       out.notes.push_back(name + ": " + dev_dir_ + "/" + d.uverbs +
                           " does not exist (is /dev/infiniband mounted into the agent?); marked unhealthy");

@@ -39,6 +39,14 @@ class KernelDeviceInfo {
 // port that has one wins over a GID's netdev. Pure.
 void merge_kernel_info(RdmaDevice& device, const KernelDevice& kernel);
 
+// True when the device's netdev lives in another network namespace than the one asking: the
+// kernel answers RDMA netlink's port query with a netdev only when that netdev is in the asking
+// socket's netns, so ports without one while sysfs names a netdev (`sysfs_netdev`) mean the
+// netdev is elsewhere: a pod's own RDMA device (a per-pod eRDMA device, or Soft-RoCE made inside
+// the pod's netns), which is not a device of this node. False when the kernel reported no port.
+// Pure.
+[[nodiscard]] bool netdev_in_other_netns(const std::string& sysfs_netdev, const KernelDevice& kernel) noexcept;
+
 class VerbsRdmaDevices final : public RdmaDevices {
  public:
   // `drivers`: which devices to keep (by driver name). `sysfs_root` and `dev_dir` are "/sys" and

@@ -210,6 +210,17 @@ check "erdma-agent smc-status --pod on the server's node agrees (SMCR, on the po
   kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
     awk '\$3 ~ /:8080\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe_/ {f = 1} END {exit !f}'"
 
+# The agent predicted, at the pod's start, what the kernel then did (docs/smcr-pod-networks.md).
+check "the agent's prediction for the seed pod matches the kernel: expected (pod-rdma-device)" bash -c "
+  kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
+    grep -q '^prediction: expected (pod-rdma-device): '"
+# The pods' own devices are visible on the node (the RDMA subsystem's shared netns mode), but they
+# are not the node's cards: each node still offers one card's slots.
+one_card() { [ "$(kubectl get node "$1" -o jsonpath='{.status.allocatable.aliyun/erdma}')" = 64 ]; }
+for n in "$VM1" "$VM2"; do
+  check "$n still offers one card (64 aliyun/erdma slots) with the pods' devices present" wait_for 30 one_card "$n"
+done
+
 # Two annotated pods on one node: the kernel's SMC-D loopback device (DIBS_LO) is offered before
 # SMC-R, across network namespaces, with no configuration.
 phase "same-node pods: SMC-D over the kernel's loopback device"

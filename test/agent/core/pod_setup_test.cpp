@@ -288,6 +288,12 @@ TEST_CASE("refuse_pod_netns: the host's namespace, a vanished one and a passed d
   CHECK(refuse_pod_netns(facts(denied, std::nullopt))->message.find("procRoot") != std::string::npos);
 }
 
+TEST_CASE("describe_configured says why a pod with its own RDMA device gets no pnet entry") {
+  CHECK(describe_configured("ERDMA eth eth0", false, {"net.smc.tcp2smc=1"}, "rxe_0889634b2727") ==
+        "no pnet entry (ERDMA eth eth0 not added): the interface carries the pod's own RDMA device rxe_0889634b2727; "
+        "net.smc.tcp2smc=1");
+}
+
 TEST_CASE("describe_configured names the entry and the sysctls set") {
   CHECK(describe_configured("ERDMA eth eth0", true, {}) == "ERDMA eth eth0 added");
   CHECK(describe_configured("ERDMA eth eth0", false, {"net.smc.wmem=262144", "net.smc.tcp2smc=1"}) ==

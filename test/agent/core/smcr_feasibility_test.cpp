@@ -136,6 +136,30 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
       {"ipvlan whose lower device is elsewhere",
        with(pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.lower_in_node_netns = false; }), U,
        SmcrReason::LowerDeviceUnknown, "", SmcrSide::None},
+      // The pod's own RDMA device on its interface, in its netns (the VM nodes' CNI step, a per-pod
+      // eRDMA device): measured SMCR between pods of two nodes on 7.3 (test/cluster/vm-nodes.sh).
+      {"veth with its own Soft-RoCE device, kernel 7", with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
+         f.pod_rdma_device = "rxe_0889634b2727";
+         f.pod_rdma_kind = K::Rxe;
+         f.kernel_major = 7;
+       }), E, SmcrReason::PodRdmaDevice, "", SmcrSide::None},
+      {"veth with its own eRDMA device, kernel 5", with(pod(K::Erdma, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
+         f.pod_rdma_device = "erdma_1";
+         f.pod_rdma_kind = K::Erdma;
+         f.kernel_major = 5;
+       }), E, SmcrReason::PodRdmaDevice, "", SmcrSide::None},
+      {"veth with its own Soft-RoCE device, kernel 6: rxe sends from the initial netns",
+       with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
+         f.pod_rdma_device = "rxe_0889634b2727";
+         f.pod_rdma_kind = K::Rxe;
+         f.kernel_major = 6;
+       }), U, SmcrReason::PodSoftroceInitialNetns, "", SmcrSide::None},
+      {"a pod RDMA device still needs a UEID", with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
+         f.pod_rdma_device = "rxe_0889634b2727";
+         f.pod_rdma_kind = K::Rxe;
+         f.kernel_major = 7;
+         f.ueid_set = false;
+       }), V, SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client},
       // Node and pod facts that stop every layout.
       {"no RDMA device", with(pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.rdma.clear(); }), V,
        SmcrReason::NoRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
@@ -203,7 +227,8 @@ TEST_CASE("reason names are stable, distinct and kebab case") {
     CHECK(seen.insert(name).second);
     CHECK(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos);
   }
-  CHECK(seen.size() == 16);
+  CHECK(seen.size() == 18);
+  CHECK(to_string(SmcrReason::PodRdmaDevice) == "pod-rdma-device");
   CHECK(to_string(SmcrReason::VethNodeSubnetRoute) == "veth-node-subnet-route");
   CHECK(to_string(SmcrVerdict::WillFallBack) == "will-fall-back");
 }

@@ -153,6 +153,17 @@ TEST_CASE("kernel facts win over sysfs guesses") {
   CHECK(r.netdev == "veth0");
 }
 
+TEST_CASE("a device whose netdev is in another network namespace is a pod's, not the node's") {
+  // RDMA netlink names a port's netdev only to a socket in that netdev's netns.
+  CHECK(netdev_in_other_netns("eth0", KernelDevice{"rxe_0889634b2727", "rxe", {{1, ""}}}));
+  CHECK(netdev_in_other_netns("eth0", KernelDevice{"erdma_1", "erdma", {{1, ""}, {2, ""}}}));
+  CHECK_FALSE(netdev_in_other_netns("eth0", KernelDevice{"rxe0", "rxe", {{1, "eth0"}}}));
+  CHECK_FALSE(netdev_in_other_netns("ens2f1", KernelDevice{"mlx5_0", "mlx5", {{1, ""}, {2, "ens2f1"}}}));
+  // Nothing to judge: no netdev named by sysfs, or no port reported by the kernel.
+  CHECK_FALSE(netdev_in_other_netns("", KernelDevice{"rxe1", "rxe", {{1, ""}}}));
+  CHECK_FALSE(netdev_in_other_netns("eth0", KernelDevice{"rxe0", "rxe", {}}));
+}
+
 TEST_CASE("the netlink query answers or says why not, without hanging") {
   NetlinkDeviceInfo info;
   auto r = info.devices();
