@@ -182,10 +182,12 @@ for image in "${images[@]}"; do
       done
       oci --out "$out_dir/workload.tar" --ref "localhost/erdma-controller/workload:1" --merged-usr \
         --package busybox-static --package libc6 "${base_files[@]}" "${links[@]}" \
+        --package ibverbs-utils --package libibverbs1 --package ibverbs-providers \
+        --package libnl-3-200 --package libnl-route-3-200 \
         --file "$work/tcp-bulk=/usr/bin/tcp-bulk" --file "$work/smcss=/usr/bin/smcss" \
         --env PATH=/usr/bin:/bin --entrypoint '["/bin/sh"]' \
         --label=org.opencontainers.image.title=workload \
-        --label=org.opencontainers.image.description="Test workload: busybox, tcp-bulk (dynamic, for LD_PRELOAD) and smcss"
+        --label=org.opencontainers.image.description="Test workload: busybox, tcp-bulk (dynamic, for LD_PRELOAD), smcss and rdma-core's verbs tools"
       ;;
   esac
 done

@@ -12,8 +12,13 @@
 #                                       node's containerd, namespace k8s.io
 #   scripts/cluster.sh exec CMD...      run CMD on the node: in the sandbox's namespaces (its /dev,
 #                                       /run, /var, network, processes), e.g. to add device nodes
+#   scripts/cluster.sh exec --node erdma-vmN CMD...
+#                                       run CMD (a shell command line) as root on a VM node; its
+#                                       output and exit status come back (at most 120 s)
 #   scripts/cluster.sh restart NAME     stop one component (kubelet, containerd, kube-apiserver, ...)
-#                                       and start it again as `up` did; waits until it runs again
+#                                       and start it again as `up` did; waits until it runs again;
+#                                       erdma-vmN reboots that VM node (its services stopped and its
+#                                       disk synced first)
 # No kubeadm, no systemd, no registry. Kubernetes and etcd are built from pinned Go modules by
 # test/cluster/build-k8s.sh; runc and the CNI plugins are Debian's, and so is containerd (1.6)
 # unless ERDMA_CONTAINERD says otherwise (below). Everything runs in
@@ -38,7 +43,8 @@
 # sandbox's network namespace (10.255.1.0/24, the gateway 10.255.1.1 is the sandbox): the API server
 # and the kubelets reach each other directly, pods on different nodes by routes. qemu runs inside
 # the sandbox, so `down` ends the VMs with everything else; `restart erdma-vmN` reboots one.
-# ERDMA_VM_SMP (vCPUs, default 1) and ERDMA_VM_MEM (MiB, default 2048) size each VM.
+# ERDMA_VM_SMP (vCPUs, default 1) and ERDMA_VM_MEM (MiB, default 2048) size each VM, ERDMA_VM_DISK
+# (default 8G, sparse) its disk, which holds the guest's /var/lib across a reboot.
 # Needs root and scripts/install-deps.sh's packages (containerd, runc, containernetworking-plugins,
 # iproute2, iptables, openssl, curl, python3, gcc and busybox-static for the images).
 set -euo pipefail
@@ -268,6 +274,10 @@ failCgroupV1: false" > "$c/kubelet.yaml"
 vm_node_config() {
   local i=$1 name=erdma-vm$1 d=$STATE/vm/erdma-vm$1 g=/mnt j routes=""
   mkdir -p "$d/pki" "$d/logs" "$d/images" "$d/import"
+  # The node's disk, /var/lib in the guest: the kubelet's state (its device checkpoint among it),
+  # containerd's store and the agent's host directory survive a reboot, as on a real node. Sparse.
+  truncate -s "${ERDMA_VM_DISK:-8G}" "$d/disk.img"
+  mkfs.ext4 -q -F -L "$name" "$d/disk.img" || die "mkfs.ext4 $d/disk.img failed"
   cp "$STATE/pki/ca.crt" "$STATE/pki/kubelet-$name.crt" "$STATE/pki/kubelet-$name.key" \
     "$STATE/pki/kubelet-serving-$name.crt" "$STATE/pki/kubelet-serving-$name.key" \
     "$STATE/pki/kube-proxy.crt" "$STATE/pki/kube-proxy.key" "$d/pki/"
@@ -473,6 +483,7 @@ sandbox_main() {
       -append "console=ttyS0 loglevel=4 panic=-1 stage2=$SRC/test/cluster/vm-node/guest.sh" \
       -netdev "tap,id=n0,ifname=vmtap$i,script=no,downscript=no" \
       -device "virtio-net-pci,netdev=n0,mac=52:54:00:ff:01:$(printf '%02x' "$i")" \
+      -drive "file=$STATE/vm/erdma-vm$i/disk.img,format=raw,if=virtio,cache=unsafe" \
       -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
       -virtfs "local,path=$STATE/vm/erdma-vm$i,mount_tag=node,security_model=none,multidevs=remap"
   done
@@ -558,7 +569,7 @@ cmd_up() {
     [ -x "$t" ] || missing+=("$t")
   done
   local tools=(runc unshare nsenter openssl curl ip iptables-restore mountpoint gcc)
-  [ "$VM_NODES" = 0 ] || tools+=(qemu-system-x86_64 busybox cpio rdma)
+  [ "$VM_NODES" = 0 ] || tools+=(qemu-system-x86_64 busybox cpio rdma mkfs.ext4)
   for t in "${tools[@]}"; do
     command -v "$t" > /dev/null || missing+=("$t")
   done
@@ -662,6 +673,11 @@ cmd_restart() {
   require_root
   local init name=$1 end=$((SECONDS + 60))
   init=$(sandbox_init) || die "not up"
+  # A VM node reboots as a node does: its services stop and its disk is synced before the power
+  # goes (qemu ends on the signal, as a power cut would).
+  if [[ $name == erdma-vm* ]] && [ -d "$STATE/vm/$name" ]; then
+    vm_exec "$name" prepare_reboot || log "$name: the shutdown before the reboot failed; rebooting anyway"
+  fi
   rm -f "$STATE/restart.done"
   echo "$name" > "$STATE/restart.request"
   kill -USR1 "$init"
@@ -678,7 +694,33 @@ cmd_exec() {
   require_root
   local init
   init=$(sandbox_init) || die "not up"
+  if [ "$1" = --node ]; then
+    [ $# -ge 3 ] || die "exec --node NODE CMD..."
+    vm_exec "$2" "${@:3}"
+    return
+  fi
   exec nsenter -t "$init" -m -n -p -u -- "$@"
+}
+
+# vm_exec NODE CMD...: the guest (test/cluster/vm-node/guest.sh) runs each script dropped into
+# its node directory's cmd/ and writes NAME.out and NAME.rc beside it.
+vm_exec() {
+  local node=$1 d id end rc
+  shift
+  d=$STATE/vm/$node/cmd
+  [ -d "$STATE/vm/$node" ] || die "no VM node $node (up --vm-nodes N makes erdma-vm1..N)"
+  mkdir -p "$d"
+  id=$(date +%s%N)
+  printf '%s\n' "$*" > "$d/.$id.sh" && mv "$d/.$id.sh" "$d/$id.sh"
+  end=$((SECONDS + 120))
+  until [ -e "$d/$id.rc" ]; do
+    [ $SECONDS -lt $end ] || die "$node did not run the command within 120 s (is it up? $STATE/vm/$node/logs/guest.log)"
+    sleep 0.2
+  done
+  cat "$d/$id.out"
+  rc=$(cat "$d/$id.rc")
+  rm -f "$d/$id.sh" "$d/$id.out" "$d/$id.rc"
+  return "$rc"
 }
 
 cmd_import() {
@@ -782,7 +824,7 @@ case ${1:-} in
   down) cmd_down ;;
   status) cmd_status ;;
   import) shift; [ $# -gt 0 ] || die "import FILE.tar..."; cmd_import "$@" ;;
-  exec) shift; [ $# -gt 0 ] || die "exec CMD..."; cmd_exec "$@" ;;
+  exec) shift; [ $# -gt 0 ] || die "exec [--node NODE] CMD..."; cmd_exec "$@" ;;
   restart) [ $# -eq 2 ] || die "restart NAME"; cmd_restart "$2" ;;
   _init) [ "${2:-}" = "$STATE" ] || STATE=$2; sandbox_main ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;

@@ -232,6 +232,121 @@ must "its 16 MiB arrive intact" wait_for 240 same_sent
 kubectl -n "$NS" logs client-same-node
 check "smcss inside the same-node client shows SMCD" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client-same-node)\" = SMCD ]"
 
+# ---------------------------------------------------------------------------------------------
+# new_exchange NAME: a new annotated client pod, on the VM node that does not run the seed
+# Deployment's pod now, sends 16 MiB to that pod; succeeds when the bytes arrived intact and smcss
+# in the client shows SMCR.
+new_exchange() {
+  local name=$1 ip node other mode
+  local running='{range .items[?(@.status.containerStatuses[0].state.running)]}{.status.podIP} {.spec.nodeName}{"\n"}{end}'
+  read -r ip node < <(kubectl -n "$NS" get pod -l app=app-with-erdma -o jsonpath="$running" | sort -r | head -n 1)
+  other=$VM1
+  [ "$node" != "$VM1" ] || other=$VM2
+  sed -e "s/name: client$/name: $name/" -e "s/hostname: .*}/hostname: $other}/" -e "s/$server_ip:8080/$ip:8080/" \
+    "$work/client.yaml" | kubectl apply -f - >/dev/null || return 1
+  sent() { kubectl -n "$NS" logs "$1" 2>/dev/null | grep -q '"match":true'; }
+  wait_for 240 sent "$name" >/dev/null || { echo "$name: no intact exchange with $ip: $(kubectl -n "$NS" logs "$name" 2>&1 | tail -n 3)"; return 1; }
+  mode=$(smcss_mode "$name" 2>/dev/null)
+  echo "$name on $other -> $ip on $node: $mode"
+  [ "$mode" = SMCR ]
+}
+seed_state() { kubectl -n "$NS" get pod "$server" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount} {.status.phase}'; }
+
+phase "faults: containerd restarted and the node rebooted under the seed pod, the agent rolled"
+before=$(seed_state)
+must "containerd restarted on $server_node" bounded 150 "containerd's restart" "$CLUSTER" exec --node "$server_node" restart_containerd
+check "the seed pod runs on, untouched (uid, restarts, phase: $before)" bash -c "
+  $(declare -f kubectl bounded seed_state); NS=$NS server=$server; sleep 5; [ \"\$(seed_state)\" = '$before' ]"
+check "a new client after containerd's restart: intact, SMCR" new_exchange client-after-containerd
+t_reboot=$SECONDS
+reboot_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+must "$server_node rebooted (scripts/cluster.sh restart: qemu stopped and started again)" \
+  bounded 150 "the reboot" "$CLUSTER" restart "$server_node"
+must "$server_node is Ready again" wait_for 300 kubectl wait --for=condition=Ready "node/$server_node" --timeout=30s
+# The Deployment's status can still say "available" from before the reboot: wait for a seed pod
+# whose container started after it (the kubelet recreates it there, or the Deployment elsewhere).
+seed_restarted() {
+  kubectl -n "$NS" get pod -l app=app-with-erdma -o jsonpath='{range .items[*]}{.status.containerStatuses[0].state.running.startedAt} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    awk -v t="$reboot_at" '$1 > t && $2 == "True" {f = 1} END {exit !f}'
+}
+must "a seed pod runs again, started after the reboot" wait_for 300 seed_restarted
+echo "reboot to an available seed pod: $((SECONDS - t_reboot)) s; the seed pod: $(kubectl -n "$NS" get pod -l app=app-with-erdma -o wide --no-headers)"
+check "a new client after the reboot: intact, SMCR" new_exchange client-after-reboot
+must "the agent rolled across both VM nodes (kubectl rollout restart)" bash -c "
+  kubectl -n erdma-system rollout restart daemonset/erdma-agent >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s"
+check "a new client after the agent's roll: intact, SMCR" new_exchange client-after-roll
+
+# ---------------------------------------------------------------------------------------------
+phase "eRDMA devices through the real kubelet: aliyun/erdma: 1, not privileged"
+cat >"$work/rdma-pod.yaml" <<EOT
+apiVersion: v1
+kind: Pod
+metadata: {name: rdma-user, namespace: $NS}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $VM1}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: [sleep, "100000"]
+    resources:
+      limits: {aliyun/erdma: 1}
+EOT
+must "a pod asking for aliyun/erdma: 1 on $VM1 is Ready" bash -c "kubectl apply -f '$work/rdma-pod.yaml' >/dev/null &&
+  kubectl -n $NS wait --for=condition=Ready pod/rdma-user --timeout=110s"
+check "it has exactly rdma_cm and the card's uverbs0 (Allocate, through the real kubelet)" bash -c "
+  [ \"\$(kubectl -n $NS exec rdma-user -- ls /dev/infiniband | tee /dev/stderr | tr '\n' ' ')\" = 'rdma_cm uverbs0 ' ]"
+check "ibv_devinfo in it shows the node's card rxe0 with its port PORT_ACTIVE" bash -c "
+  kubectl -n $NS exec rdma-user -- ibv_devinfo -d rxe0 | tee /dev/stderr | grep -q 'state:.*PORT_ACTIVE'"
+check "NCCL_IB_HCA names the card" bash -c "kubectl -n $NS exec rdma-user -- env | tee /dev/stderr | grep -qx 'NCCL_IB_HCA==rxe0'"
+check "the pod is not privileged" bash -c "
+  [ -z \"\$(kubectl -n $NS get pod rdma-user -o jsonpath='{.spec.containers[0].securityContext.privileged}')\" ]"
+
+# The guide's nccltest shape: a StatefulSet on the node's network, privileged, with a GPU and an
+# eRDMA device per pod, one pod per node. The VM nodes have no GPU: the test advertises one as an
+# extended resource (the way any node advertises one).
+for n in "$VM1" "$VM2"; do
+  kubectl patch node "$n" --subresource=status --type=merge -p '{"status":{"capacity":{"nvidia.com/gpu":"1"}}}' >/dev/null
+done
+cat >"$work/nccltest.yaml" <<EOT
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: nccltest, namespace: $NS}
+spec:
+  serviceName: nccltest
+  replicas: 2
+  selector: {matchLabels: {app: nccltest}}
+  template:
+    metadata: {labels: {app: nccltest}}
+    spec:
+      hostNetwork: true
+      terminationGracePeriodSeconds: 1
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchLabels: {app: nccltest}}
+            topologyKey: kubernetes.io/hostname
+      containers:
+      - name: nccltest
+        image: $WORKLOAD
+        imagePullPolicy: Never
+        command: [sleep, "100000"]
+        securityContext: {privileged: true}
+        resources:
+          limits: {aliyun/erdma: 1, nvidia.com/gpu: 1}
+EOT
+must "the nccltest StatefulSet's two pods run, one on each VM node" bash -c "kubectl apply -f '$work/nccltest.yaml' >/dev/null &&
+  kubectl -n $NS rollout status statefulset/nccltest --timeout=110s >/dev/null &&
+  kubectl -n $NS get pod -l app=nccltest -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | sort | tee /dev/stderr |
+    tr '\n' ' ' | grep -qx '$VM1 $VM2 '"
+for i in 0 1; do
+  check "nccltest-$i: ibv_devinfo shows rxe0 PORT_ACTIVE and NCCL_IB_HCA names it" bash -c "
+    kubectl -n $NS exec nccltest-$i -- sh -c 'ibv_devinfo -d rxe0 | grep state; env | grep ^NCCL_IB_HCA' | tee /dev/stderr |
+      tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'"
+done
+
 phase "down"
 if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then exit 1; fi  # finish() says where
 trap - EXIT

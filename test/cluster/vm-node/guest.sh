@@ -5,22 +5,29 @@
 # rxe0 on it as the node's RDMA card, routes to the other nodes' pods), containerd, the kubelet
 # and kube-proxy of the cluster's pinned release, with configuration cluster.sh wrote into the node
 # directory (9p tag "node", mounted on /mnt). Logs go there too (logs/), so `scripts/cluster.sh`
-# and the tests read them from the host. Images dropped into the node directory's import/ are
-# imported into containerd (how `scripts/cluster.sh import` reaches this node).
-# POSIX sh: the host's /bin/sh runs it. Never returns: PID 1 ends with the reaper below.
+# and the tests read them from the host. Archives dropped into import/ are imported into
+# containerd (`scripts/cluster.sh import`); scripts dropped into cmd/ are run, their output and exit
+# status written beside them (`scripts/cluster.sh exec --node`). The functions are in guest-lib.sh.
+# POSIX sh: the host's /bin/sh runs it. Never returns: PID 1 ends as the reaper below.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 N=/mnt
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 node "$N" || { echo "guest: cannot mount the node directory"; sleep 5; echo o > /proc/sysrq-trigger; }
-. "$N/node.env"   # NAME IP GATEWAY PREFIX POD_CIDR ROUTES BIN CONTAINERD_BIN CTR SRC
+. "$N/node.env"   # NAME IP GATEWAY PREFIX POD_CIDR ROUTES BIN CONTAINERD_BIN CTR SRC LABELS
 L=$N/logs
 mkdir -p "$L"
-uptime_s() { cut -d' ' -f1 /proc/uptime; }
-log() { echo "[$(uptime_s)] $*" >> "$L/guest.log"; }
+. "$SRC/test/cluster/vm-node/guest-lib.sh"
 log "$NAME: kernel $(uname -r), stage 2 at uptime $(uptime_s) s"
 
-# Writable places on the read-only root: tmpfs, as a node image's /var and /run would be disks.
-for d in /run /var/lib /var/log /var/tmp /root; do mount -t tmpfs -o mode=755 tmpfs "$d"; done
+# Writable places on the read-only root: /var/lib on the node's disk (it survives a reboot: the
+# kubelet's state, containerd's store, the agent's host directory), the rest tmpfs as on a node.
+if mount -t ext4 /dev/vda /var/lib; then
+  log "/var/lib on the node's disk ($(df -h /var/lib | awk 'NR == 2 {print $3 " used of " $2}'))"
+else
+  log "no disk for /var/lib: a tmpfs, lost at reboot"
+  mount -t tmpfs -o mode=755 tmpfs /var/lib
+fi
+for d in /run /var/log /var/tmp /root; do mount -t tmpfs -o mode=755 tmpfs "$d"; done
 mkdir -p /run/netns /run/tmp /dev/shm /dev/pts /var/lib/kubelet /var/log/pods /run/cni/net.d /run/cni/bin
 TMPDIR=/run/tmp
 export TMPDIR
@@ -55,44 +62,31 @@ for p in /usr/lib/cni/*; do ln -s "$p" "/run/cni/bin/${p##*/}"; done
 ln -s "$SRC/test/cluster/vm-node/erdma-rxe" /run/cni/bin/erdma-rxe
 cp "$N/cni.conflist" /run/cni/net.d/10-erdma-cluster.conflist
 
-run() {  # NAME CMD...: in the background, output in logs/NAME.log, pid in /run/NAME.pid
-  name=$1
-  shift
-  "$@" >> "$L/$name.log" 2>&1 < /dev/null &
-  echo $! > "/run/$name.pid"
-}
-run containerd "$CONTAINERD_BIN/containerd" --config "$N/containerd.toml"
-i=0
-until "$CTR" --address /run/containerd/containerd.sock --timeout 5s version > /dev/null 2>&1; do
-  i=$((i + 1))
-  [ $i -lt 300 ] && kill -0 "$(cat /run/containerd.pid)" 2>/dev/null || { log "containerd did not start"; break; }
-  sleep 0.3
-done
-log "containerd answers"
-import_one() {  # FILE: into containerd's k8s.io namespace; FILE.done or FILE.failed says how it went
-  if "$CTR" --address /run/containerd/containerd.sock -n k8s.io images import "$1" > "$1.out" 2>&1; then
-    mv "$1.out" "$1.done"
-  else
-    mv "$1.out" "$1.failed"
-  fi
-}
-# At every boot (containerd's store is a tmpfs): the images cluster.sh put here, and what
-# `import` brought before a reboot.
+start_containerd
+# At every boot (again after a reboot: importing an image containerd has is quick): the images
+# cluster.sh put here, and what `import` brought.
 rm -f "$N"/images/*.done "$N"/images/*.failed "$N"/import/*.done "$N"/import/*.failed
 for f in "$N"/images/*.tar "$N"/import/*.tar; do [ -e "$f" ] && import_one "$f"; done
 log "images imported: $(ls "$N"/images/*.done "$N"/import/*.done 2>/dev/null | wc -l), failed: $(ls "$N"/images/*.failed "$N"/import/*.failed 2>/dev/null | tr '\n' ' ')"
 
-run kubelet "$BIN/kubelet" --config="$N/kubelet.yaml" --kubeconfig="$N/kubelet.kubeconfig" \
-  --hostname-override="$NAME" --node-ip="$IP" --node-labels="$LABELS" --v=2
+start_kubelet
 run kube-proxy "$BIN/kube-proxy" --config="$N/kube-proxy.yaml"
-log "kubelet and kube-proxy started"
 
-# `scripts/cluster.sh import` drops archives into import/ and waits for FILE.done or FILE.failed.
+# `scripts/cluster.sh import` drops archives into import/ and waits for FILE.done or FILE.failed;
+# `exec --node` drops scripts into cmd/ and waits for NAME.rc. Commands from before a reboot are
+# not run again.
+mkdir -p "$N/cmd"
+rm -f "$N"/cmd/*
 (while :; do
   for f in "$N"/import/*.tar; do
     [ -e "$f" ] && [ ! -e "$f.done" ] && [ ! -e "$f.failed" ] && import_one "$f"
   done
-  sleep 1
+  for f in "$N"/cmd/*.sh; do
+    [ -e "$f" ] && [ ! -e "${f%.sh}.rc" ] || continue
+    (. "$f") > "${f%.sh}.out" 2>&1 < /dev/null
+    echo $? > "${f%.sh}.rc.tmp" && mv "${f%.sh}.rc.tmp" "${f%.sh}.rc"
+  done
+  sleep 0.5
 done) &
 
 # PID 1 reaps every orphan (shims, runc, exec sessions) for as long as the node runs.
