@@ -8,15 +8,20 @@
 # Deployment, pod network, the annotation network.alibabacloud.com/erdma-smcr: "true") and a
 # client on the other VM node, unchanged TCP programs both. Checked from inside the pods: smcss
 # (the workload image's sock_diag reader) shows SMCR for the connection, the bytes arrive intact;
-# from the node: `erdma-agent smc-status --pod` agrees and names the pod's own RDMA device. Two
-# annotated pods on one node show SMCD (the kernel's SMC-D loopback device). Then `down`, and
+# from the node: `erdma-agent smc-status --pod` agrees and names the pod's own RDMA device; the
+# agent's prediction must be `expected (pod-rdma-device)`, and each node still offers one card.
+# Two annotated pods on one node show SMCD (the kernel's SMC-D loopback device). Faults, each
+# followed by a new intact SMCR exchange: containerd restarted under the seed pod, its node
+# rebooted, the agent rolled. An unprivileged aliyun/erdma pod and the guide's nccltest shape get
+# the node's card (rdma_cm, uverbs0, ibv_devinfo PORT_ACTIVE, NCCL_IB_HCA). Then `down`, and
 # nothing left behind (test/cluster/leftovers.sh).
 #
 #   test/cluster/vm-nodes.sh [BUILD_DIR]      (root; default BUILD_DIR: build)
 #
 # Starts its own cluster and stops it at the end, whatever happens. Each check prints PASS or FAIL
-# with its evidence; the run ends with "N passed, M failed". Under TCG a VM node takes minutes to
-# come up: every wait is bounded and says what it waited for. VM_NODES_KEEP=1 leaves the cluster up
+# with its evidence; the run ends with "N passed, M failed". Under TCG everything is slower than on
+# a machine of its own (a VM node is Ready about 16 s after it starts): every wait is bounded and
+# says what it waited for. VM_NODES_KEEP=1 leaves the cluster up
 # when a check failed, to look at it.
 set -uo pipefail
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
