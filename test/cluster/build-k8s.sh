@@ -67,6 +67,9 @@ gb_build() {
   local got
   got=$("$tmp/bin/kubectl" version --client 2>&1 | sed -n 's/^Client Version: //p')
   [ "$got" = "$K8S_VERSION" ] || die "kubectl version --client says '$got', expected $K8S_VERSION"
-  "$tmp/bin/etcd" --version | grep -q "etcd Version: ${ETCD_VERSION#v}" || die "etcd --version: $("$tmp/bin/etcd" --version)"
+  # Read whole, then matched: `etcd --version | grep -q` fails under pipefail whenever grep exits
+  # at its match before etcd has written its last line (SIGPIPE), which a cold build hit.
+  got=$("$tmp/bin/etcd" --version)
+  case $got in *"etcd Version: ${ETCD_VERSION#v}"*) ;; *) die "etcd --version says '$got', expected ${ETCD_VERSION#v}" ;; esac
 }
 go_build_cached "$@"
