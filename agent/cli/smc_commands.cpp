@@ -240,8 +240,9 @@ int cmd_ueid(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
 namespace {
 
-// The SMC-R prediction for a pod's netns (text mode of smc-status --netns/--pid). The node is the
-// netns this command runs in (the agent's: hostNetwork). Never fails the command.
+// The SMC-R prediction for a pod's netns (text mode of smc-status --netns/--pid), then what
+// connections to pods of the same node use. The node is the netns this command runs in (the
+// agent's: hostNetwork). Never fails the command.
 std::string prediction_line(const NetnsRef& pod, const std::string& interface) {
   SetnsNetns runner;
   KernelPodNetworkInspector inspector(runner, NetnsRef::self(), sysfs_rdma_lister(), netlink_pnet_opener(),
@@ -254,6 +255,7 @@ std::string prediction_line(const NetnsRef& pod, const std::string& interface) {
   const auto p = facts ? predict_smcr(*facts) : unknown_prediction(facts.error().message);
   std::string line = "prediction: " + p.summary();
   if (!p.fallback.empty()) line += " [kernel: " + p.fallback + " at the " + std::string(to_string(p.side)) + "]";
+  if (!p.same_node.detail.empty()) line += "\nsame node: " + p.same_node.summary();
   return line;
 }
 
@@ -319,6 +321,8 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
                std::string(fallback_reason_text(*s.fallback_reason));
     } else if (s.mode == SmcMode::Smcr && !s.ib_device.empty()) {
       detail = s.ib_device + "/" + std::to_string(s.ib_port) + (s.role ? (*s.role == 0 ? " client" : " server") : "");
+    } else if (s.mode == SmcMode::Smcd) {
+      detail = "SMC-D (within the node)";
     }
     out << pad(std::string(smc_state_name(s.state)), 17) << pad(std::string(smc_mode_name(s.mode)), 6)
         << pad(s.local, 26) << pad(s.peer, 26) << detail << "\n";

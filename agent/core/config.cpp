@@ -126,7 +126,8 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   if (!smcr->is_object()) return cfg::type_error(*smcr, "smcr", "a map");
   if (auto s = cfg::check_keys(*smcr, "smcr",
                           {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource", "preloadHostDir",
-                           "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice", "allowedNamespaces"});
+                           "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice", "allowedNamespaces",
+                           "smcdLoopback"});
       !s) {
     return s;
   }
@@ -197,6 +198,8 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   out.slots_per_device = static_cast<unsigned>(slots);
   ERDMA_TRY_ASSIGN(out.allowed_namespaces, cfg::get_namespace_list(*smcr, "allowedNamespaces", "smcr.allowedNamespaces",
                                                                    out.allowed_namespaces));
+  ERDMA_TRY_ASSIGN(auto smcd, cfg::get_bool(*smcr, "smcdLoopback", "smcr.smcdLoopback", out.smcd_loopback));
+  out.smcd_loopback = smcd;
   return {};
 }
 
@@ -425,7 +428,8 @@ json AgentConfig::to_json() const {
                 {"statsSeconds", smcr.stats_seconds},
                 {"resourceName", smcr.resource_name},
                 {"slotsPerDevice", smcr.slots_per_device},
-                {"allowedNamespaces", smcr.allowed_namespaces}}},
+                {"allowedNamespaces", smcr.allowed_namespaces},
+                {"smcdLoopback", smcr.smcd_loopback}}},
               {"allocateAllDevices", allocate_all_devices},
               {"ncclEnv", nccl_env},
               {"ncclSocketIfname", nccl_socket_ifname},

@@ -53,6 +53,12 @@ struct SmcrConfig {
   // encryption and packet-level NetworkPolicy); empty = every namespace. A pod elsewhere that
   // asks for it is not set up (result not_allowed) and stays on TCP.
   std::vector<std::string> allowed_namespaces;
+  // SMC-D over the kernel's loopback device (DIBS_LO, 7.x) for connections between pods of one
+  // node: the kernel offers it before SMC-R, across network namespaces, with nothing to set up.
+  // true leaves the kernel as it is (SMC-D, the shorter path: no NIC, no RDMA queue pairs); false
+  // turns it off with a pnet entry on the loopback device that no netdev carries, so pods of one
+  // node use SMC-R like pods of two. No effect on a kernel without the device.
+  bool smcd_loopback = true;
 
   [[nodiscard]] bool allows(std::string_view namespace_) const;
 };

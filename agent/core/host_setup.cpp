@@ -36,6 +36,17 @@ Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id, const st
   return std::vector<PnetEntry>(out.begin(), out.end());
 }
 
+PnetId smcd_off_pnet_id() {
+  static const PnetId id = *PnetId::parse("ERDMANOSMCD");
+  return id;
+}
+
+Result<std::vector<PnetEntry>> smcd_loopback_entries(bool smcd_loopback, std::string_view loopback_device) {
+  if (smcd_loopback || loopback_device.empty()) return std::vector<PnetEntry>{};
+  ERDMA_TRY_ASSIGN(auto e, PnetEntry::ib(smcd_off_pnet_id(), loopback_device, 1));
+  return std::vector<PnetEntry>{std::move(e)};
+}
+
 std::string describe(const SetupOp& op) {
   struct V {
     std::string operator()(const RemovePnetId& r) const { return "delete pnet entries of " + r.id.str(); }
@@ -46,11 +57,12 @@ std::string describe(const SetupOp& op) {
 }
 
 SetupPlan plan_host_setup(const std::vector<PnetEntry>& desired, const std::vector<PnetEntry>& actual,
-                          const std::optional<Ueid>& desired_ueid, const std::vector<Ueid>& actual_ueids) {
+                          const std::optional<Ueid>& desired_ueid, const std::vector<Ueid>& actual_ueids,
+                          const std::vector<PnetId>& owned) {
   SetupPlan plan;
   const std::set<PnetEntry> want(desired.begin(), desired.end());
   const std::set<PnetEntry> have(actual.begin(), actual.end());
-  std::set<PnetId> ours;
+  std::set<PnetId> ours(owned.begin(), owned.end());
   for (const auto& e : want) ours.insert(e.pnet_id);
 
   // A desired device that the table maps to a different PNETID cannot be added (EEXIST).

@@ -32,6 +32,16 @@ struct SmcrPort {
 // number the kernel would refuse.
 [[nodiscard]] Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id, const std::vector<SmcrPort>& ports);
 
+// The PNETID the agent puts on the kernel's SMC-D loopback device to turn it off
+// (smcr.smcdLoopback: false). No netdev carries it, so SMC-D never matches a connection's
+// interface and the kernel proposes SMC-R instead.
+[[nodiscard]] PnetId smcd_off_pnet_id();
+
+// The pnet entries smcr.smcdLoopback asks for: none when `smcd_loopback` is true or the kernel
+// has no loopback device (`loopback_device` ""), else `loopback_device port 1 -> smcd_off_pnet_id()`
+// (the kernel applies an IB entry to the SMC-D device of that name).
+[[nodiscard]] Result<std::vector<PnetEntry>> smcd_loopback_entries(bool smcd_loopback, std::string_view loopback_device);
+
 struct AddEntry {
   PnetEntry entry;
   friend bool operator==(const AddEntry&, const AddEntry&) = default;
@@ -60,10 +70,13 @@ struct SetupPlan {
 //   PNETID may belong to an administrator);
 // - entries on one of our PNETIDs that are no longer desired (a device went away) make the plan
 //   delete that PNETID and add its desired entries again, because the kernel deletes by PNETID;
+// - `owned` PNETIDs are the agent's even when nothing desired carries them (the SMC-D switch):
+//   their entries are deleted once no longer desired;
 // - the UEID is added when absent; a full table (4) is a conflict. Other UEIDs are kept.
 // Deterministic: the same inputs give the same ops in the same order.
 [[nodiscard]] SetupPlan plan_host_setup(const std::vector<PnetEntry>& desired, const std::vector<PnetEntry>& actual,
-                                        const std::optional<Ueid>& desired_ueid, const std::vector<Ueid>& actual_ueids);
+                                        const std::optional<Ueid>& desired_ueid, const std::vector<Ueid>& actual_ueids,
+                                        const std::vector<PnetId>& owned = {});
 
 // `net.smc.*` sysctls a pod netns gets. The name must be net.smc.<name> with <name> made of a-z,
 // 0-9 and '_'; the value 1..64 characters of letters, digits, ' ', '.', '-' and '_'.

@@ -28,7 +28,7 @@ bool netdev_contains(const NodeRdmaNetdev& n, uint32_t addr) {
 }
 
 SmcrPrediction make(SmcrReason r, std::string fallback, SmcrSide side, std::string detail) {
-  return SmcrPrediction{verdict_of(r), r, std::move(fallback), side, std::move(detail)};
+  return SmcrPrediction{verdict_of(r), r, std::move(fallback), side, std::move(detail), {}};
 }
 
 constexpr const char* kUseRdmaUpper =
@@ -171,6 +171,29 @@ std::string SmcrPrediction::summary() const {
   return std::string(to_string(verdict)) + " (" + std::string(to_string(reason)) + "): " + detail;
 }
 
+std::string_view to_string(SameNodeMode m) noexcept {
+  return m == SameNodeMode::SmcdLoopback ? "smcd-loopback" : "as-across-nodes";
+}
+
+std::string SameNodePrediction::summary() const { return std::string(to_string(mode)) + ": " + detail; }
+
+SameNodePrediction predict_same_node(const SmcrPodFacts& f) {
+  if (f.smcd_loopback_device.empty()) {
+    return {SameNodeMode::AsAcrossNodes, "the kernel has no SMC-D loopback device (DIBS_LO), so pods of one node "
+                                         "connect as pods of two nodes do"};
+  }
+  if (!f.smcd_loopback_pnet_id.empty()) {
+    return {SameNodeMode::AsAcrossNodes,
+            "SMC-D loopback device " + f.smcd_loopback_device + " is off (PNETID " + f.smcd_loopback_pnet_id +
+                " on it, no netdev carries it; smcr.smcdLoopback: false), so pods of one node connect as pods "
+                "of two nodes do"};
+  }
+  return {SameNodeMode::SmcdLoopback,
+          "connections to pods of this node use SMC-D through the kernel's loopback device " +
+              f.smcd_loopback_device +
+              ", which the kernel offers before SMC-R (smcss shows SMCD; smcr.smcdLoopback: false turns it off)"};
+}
+
 SmcrPrediction unknown_prediction(const std::string& why) {
   return make(SmcrReason::FactsUnavailable, "", SmcrSide::None, "the agent could not look at the pod's network: " + why);
 }
@@ -306,6 +329,7 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
 
 SmcrPrediction predict_smcr(const SmcrPodFacts& f) {
   auto p = predict_v2(f);
+  p.same_node = predict_same_node(f);
   // SMC-R v1 needs no IPv4 and no UEID; it is proposed when the device found has RoCE v1 GIDs
   // (smc_ib_determine_gid_rcu() without smcrv2). rxe has RoCE v2 GIDs only.
   const bool v2_rule = p.reason == SmcrReason::PodSubnetOutsideRdmaNetdev || p.reason == SmcrReason::VethNodeSubnetRoute ||
@@ -314,9 +338,11 @@ SmcrPrediction predict_smcr(const SmcrPodFacts& f) {
   const bool device_found = f.host_network || f.pod_pnet_entry;
   auto v1 = std::find_if(f.rdma.begin(), f.rdma.end(), [](const NodeRdmaNetdev& n) { return n.roce_v1_gids; });
   if (p.verdict == SmcrVerdict::WillFallBack && v2_rule && device_found && v1 != f.rdma.end()) {
-    return make(SmcrReason::RoceV1Possible, "", SmcrSide::None,
-                "SMC-R v2 cannot form (" + std::string(to_string(p.reason)) + "), but " + v1->ib_device +
-                    " has RoCE v1 GIDs, so SMC-R v1 may still be negotiated: not predicted");
+    auto v1p = make(SmcrReason::RoceV1Possible, "", SmcrSide::None,
+                    "SMC-R v2 cannot form (" + std::string(to_string(p.reason)) + "), but " + v1->ib_device +
+                        " has RoCE v1 GIDs, so SMC-R v1 may still be negotiated: not predicted");
+    v1p.same_node = std::move(p.same_node);
+    return v1p;
   }
   return p;
 }

@@ -68,7 +68,13 @@ struct SmcrPodFacts {
   int kernel_major = 0;               // the node kernel's major version (0 when unknown)
   std::vector<NodeRdmaNetdev> rdma;   // the node's RDMA netdevs
   bool ueid_set = false;              // the kernel's UEID table is not empty (SMC-R v2 needs one)
+  // The kernel's SMC-D loopback device ("lo" on 7.x with DIBS_LO; "" when it has none) and the
+  // PNETID on it ("" for none: SMC-D is offered to every connection within the node).
+  std::string smcd_loopback_device;
+  std::string smcd_loopback_pnet_id;
 };
+
+
 
 enum class SmcrVerdict { Expected, WillFallBack, Unknown };
 [[nodiscard]] std::string_view to_string(SmcrVerdict v) noexcept;
@@ -110,12 +116,32 @@ inline constexpr SmcrReason kAllSmcrReasons[] = {
 enum class SmcrSide { None, Client, Server };
 [[nodiscard]] std::string_view to_string(SmcrSide s) noexcept;
 
+// What connections between two pods of one node use, beside the prediction across nodes.
+enum class SameNodeMode {
+  SmcdLoopback,  // SMC-D through the kernel's loopback device: offered first, needs no device
+  AsAcrossNodes  // no loopback device, or turned off: the cross-node prediction applies
+};
+[[nodiscard]] std::string_view to_string(SameNodeMode m) noexcept;  // "smcd-loopback", "as-across-nodes"
+
+struct SameNodePrediction {
+  SameNodeMode mode = SameNodeMode::AsAcrossNodes;
+  std::string detail;  // one line: why, and what `smcss` shows
+
+  // "smcd-loopback: <detail>"
+  [[nodiscard]] std::string summary() const;
+};
+
+// Same-node connections: SMC-D when the kernel has the loopback device and no PNETID on it (the
+// kernel tries SMC-D before SMC-R, in any network namespace); else as across nodes.
+[[nodiscard]] SameNodePrediction predict_same_node(const SmcrPodFacts& facts);
+
 struct SmcrPrediction {
   SmcrVerdict verdict = SmcrVerdict::Unknown;
   SmcrReason reason = SmcrReason::FactsUnavailable;
   std::string fallback;  // the kernel's decline name it predicts ("NOSMCDEV"), "" for none
   SmcrSide side = SmcrSide::None;
   std::string detail;    // what was found and what to change, one line
+  SameNodePrediction same_node;  // connections to pods of the same node (empty detail: not known)
 
   // "will-fall-back (pod-subnet-outside-rdma-netdev): <detail>"
   [[nodiscard]] std::string summary() const;

@@ -26,6 +26,7 @@
 #include "agent/sys/netns.hpp"
 #include "agent/sys/pod_netns.hpp"
 #include "agent/sys/pod_sources.hpp"
+#include "agent/sys/sysfs_rdma.hpp"
 #include "common/http/metrics_server.hpp"
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
@@ -70,12 +71,14 @@ int run_daemon(const AgentConfig& cfg) {
                                                             sysfs_rdma_lister(), netlink_pnet_opener(),
                                                             netlink_smc_info_opener());
     pod_setup = std::make_unique<SmcrPodSetup>(cfg, *pod_resources, *sandboxes, *configurator, &metrics, *inspector);
-    host_setup = std::make_unique<SmcrHostSetup>(cfg.smcr, netlink_pnet_opener(), netlink_smc_info_opener());
+    host_setup = std::make_unique<SmcrHostSetup>(cfg.smcr, netlink_pnet_opener(), netlink_smc_info_opener(),
+                                                 [] { return sysfs::SysfsRdmaReader().smcd_loopback_device(); });
     stats = std::make_unique<SmcStatsCollector>(metrics, netns, netlink_smc_info_opener());
     hook = pod_setup.get();
     log::info("SMC-R enabled")
         .kv("pnet_id", cfg.smcr.pnet_id.str())
         .kv("ueid", cfg.smcr.ueid.empty() ? "(not managed)" : cfg.smcr.ueid)
+        .kv("smcd_loopback", cfg.smcr.smcd_loopback ? "on" : "off")
         .kv("pod_resources", cfg.pod_resources_socket)
         .kv("cri", cfg.cri_socket)
         .kv("proc_root", cfg.proc_root);

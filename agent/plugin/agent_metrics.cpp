@@ -20,6 +20,10 @@ constexpr const char* kHostSetups = "SMC-R host setups (pnet entries and UEID), 
 constexpr const char* kPreload = "Installations of libsmc-preload.so into the host directory, by result";
 constexpr const char* kConnections =
     "SMC-R connections the kernel counted (handshake successes), by scope, side and SMC-R version";
+constexpr const char* kSmcdConnections =
+    "SMC-D connections the kernel counted (handshake successes), by scope, side and SMC-D version";
+constexpr const char* kSmcdLoopback =
+    "The kernel's SMC-D loopback device for pods of one node: on, off (smcr.smcdLoopback: false) or absent";
 constexpr const char* kFallbacks = "SMC connections that fell back to TCP as the kernel counted them, by reason";
 }  // namespace
 
@@ -78,7 +82,10 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
   }
   for (const char* scope : {"host", "pods"}) {
     for (const char* side : {"client", "server"}) {
-      for (const char* version : {"v1", "v2"}) (void)smcr_connections(scope, side, version);
+      for (const char* version : {"v1", "v2"}) {
+        (void)smcr_connections(scope, side, version);
+        (void)smcd_connections(scope, side, version);
+      }
     }
   }
 }
@@ -87,6 +94,18 @@ common::metrics::Gauge& AgentMetrics::smcr_connections(const std::string& scope,
                                                        const std::string& version) {
   return registry.gauge("erdma_agent_smcr_connections", kConnections,
                         {{"scope", scope}, {"side", side}, {"version", version}});
+}
+
+common::metrics::Gauge& AgentMetrics::smcd_connections(const std::string& scope, const std::string& side,
+                                                       const std::string& version) {
+  return registry.gauge("erdma_agent_smcd_connections", kSmcdConnections,
+                        {{"scope", scope}, {"side", side}, {"version", version}});
+}
+
+void AgentMetrics::set_smcd_loopback(std::string_view state) {
+  for (const char* s : {"on", "off", "absent"}) {
+    registry.gauge("erdma_agent_smcd_loopback", kSmcdLoopback, {{"state", s}}).set(state == s ? 1 : 0);
+  }
 }
 
 common::metrics::Gauge& AgentMetrics::smc_fallbacks(const std::string& scope, const std::string& side,

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "agent/core/pod_setup.hpp"
@@ -69,6 +70,13 @@ struct AgentMetrics {
   // erdma_agent_smcr_connections{scope, side="client"|"server", version="v1"|"v2"}
   [[nodiscard]] common::metrics::Gauge& smcr_connections(const std::string& scope, const std::string& side,
                                                          const std::string& version);
+  // The same for SMC-D (the kernel's loopback device between pods of one node):
+  // erdma_agent_smcd_connections{scope, side, version}
+  [[nodiscard]] common::metrics::Gauge& smcd_connections(const std::string& scope, const std::string& side,
+                                                         const std::string& version);
+  // erdma_agent_smcd_loopback{state="on"|"off"|"absent"}: 1 for the state the last host setup
+  // found or made (smcr.smcdLoopback), 0 for the others.
+  void set_smcd_loopback(std::string_view state);
   // erdma_agent_smc_fallbacks{scope, side, reason="NOSMCRDEV"|...}
   [[nodiscard]] common::metrics::Gauge& smc_fallbacks(const std::string& scope, const std::string& side,
                                                       const std::string& reason);

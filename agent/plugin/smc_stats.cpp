@@ -60,6 +60,11 @@ void SmcStatsCollector::publish(const std::string& scope, const SmcCounters& c) 
   metrics_.smcr_connections(scope, "client", "v2").set(static_cast<double>(r.client_v2_success));
   metrics_.smcr_connections(scope, "server", "v1").set(static_cast<double>(r.server_v1_success));
   metrics_.smcr_connections(scope, "server", "v2").set(static_cast<double>(r.server_v2_success));
+  const auto& d = c.stats.smcd;
+  metrics_.smcd_connections(scope, "client", "v1").set(static_cast<double>(d.client_v1_success));
+  metrics_.smcd_connections(scope, "client", "v2").set(static_cast<double>(d.client_v2_success));
+  metrics_.smcd_connections(scope, "server", "v1").set(static_cast<double>(d.server_v1_success));
+  metrics_.smcd_connections(scope, "server", "v2").set(static_cast<double>(d.server_v2_success));
   // Reason names, not codes: the set is small and fixed (unknown codes share "UNKNOWN").
   std::map<std::pair<std::string, std::string>, double> now;
   for (const auto& f : c.fallbacks.reasons) {

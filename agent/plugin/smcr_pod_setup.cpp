@@ -367,6 +367,7 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool co
       line.kv("smcr_fallback", o.prediction->fallback).kv("smcr_fallback_side", to_string(o.prediction->side));
     }
     line.kv("smcr_detail", o.prediction->detail);
+    if (!o.prediction->same_node.detail.empty()) line.kv("same_node", to_string(o.prediction->same_node.mode));
   }
   PodEventSink* events = events_.load();
   if (events != nullptr && bad && !o.pod.empty()) {

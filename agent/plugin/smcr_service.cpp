@@ -73,11 +73,13 @@ void SmcrService::host_setup() {
   if (metrics_ != nullptr) {
     (r->conflicts.empty() ? metrics_->host_setups_ok : metrics_->host_setups_error).inc();
     metrics_->host_setup_ops.inc(r->applied.size());
+    metrics_->set_smcd_loopback(r->smcd_loopback);
   }
   if (!r->applied.empty() || host_ok_ == 0) {
     log::info("SMC-R host setup done")
         .kv("pnet_id", cfg_.smcr.pnet_id.str())
         .kv("ueid", cfg_.smcr.ueid.empty() ? "(not managed)" : cfg_.smcr.ueid)
+        .kv("smcd_loopback", r->smcd_loopback)
         .kv("devices", static_cast<uint64_t>(snap->devices.size()))
         .kv("changes", static_cast<uint64_t>(r->applied.size()));
   }

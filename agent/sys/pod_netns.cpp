@@ -211,6 +211,7 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
     std::vector<NodeRdmaNetdev> rdma;
     std::string lower;
     bool ueid = false;
+    std::string smcd_pnet_id;
   };
   auto node = std::make_shared<NodeSide>();
   for (const auto& d : devices) {
@@ -228,9 +229,11 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
   }
   const int lower_index = side->lower_in_node_netns ? side->lower_index : 0;
   auto info_opener = open_info_;
+  auto table_opener = open_table_;
+  const std::string loopback = sysfs::SysfsRdmaReader().smcd_loopback_device();
   ERDMA_TRY(netns_.run(
       node_,
-      [node, lower_index, info_opener]() -> Status {
+      [node, lower_index, info_opener, table_opener, loopback]() -> Status {
         ERDMA_TRY_ASSIGN(auto ch, NetlinkChannel::open(NETLINK_ROUTE));
         ERDMA_TRY_ASSIGN(auto links, dump_links(ch));
         ERDMA_TRY_ASSIGN(auto addrs, dump_ipv4_addresses(ch));
@@ -246,11 +249,23 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
         if (auto info = info_opener()) {
           if (auto u = (*info)->ueids()) node->ueid = !u->empty();
         }
+        // A PNETID on the SMC-D loopback device (IB entries live in the initial netns only).
+        if (!loopback.empty() && table_opener) {
+          if (auto table = table_opener()) {
+            if (auto entries = (*table)->list()) {
+              for (const auto& e : *entries) {
+                if (e.kind == PnetEntryKind::Ib && e.device == loopback) node->smcd_pnet_id = e.pnet_id.str();
+              }
+            }
+          }
+        }
         return {};
       },
       deadline));
   facts.rdma = node->rdma;
   facts.ueid_set = node->ueid;
+  facts.smcd_loopback_device = loopback;
+  facts.smcd_loopback_pnet_id = node->smcd_pnet_id;
   if (side->lower_in_node_netns) {
     facts.lower = node->lower;
     facts.lower_in_node_netns = !node->lower.empty();

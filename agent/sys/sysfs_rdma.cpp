@@ -107,6 +107,18 @@ bool is_zero_gid(std::string_view gid) noexcept {
   return std::all_of(gid.begin(), gid.end(), [](char c) { return c == '0' || c == ':'; });
 }
 
+std::string SysfsRdmaReader::smcd_loopback_device() const {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(fs::path(root_) / "class/dibs", ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code lec;
+    const auto target = fs::read_symlink(it->path(), lec).generic_string();
+    if (!lec && target.find("devices/virtual/dibs/") != std::string::npos) names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names.empty() ? std::string() : names.front();
+}
+
 bool SysfsRdmaReader::has_infiniband_class() const {
   std::error_code ec;
   return fs::is_directory(fs::path(root_) / "class/infiniband", ec);

@@ -50,6 +50,11 @@ class SysfsRdmaReader {
   [[nodiscard]] Result<DeviceRead> read_device(const std::string& name,
                                                const std::map<std::string, std::string>& uverbs) const;
 
+  // The kernel's SMC-D loopback device (DIBS_LO, 7.x: "lo"): the first device under
+  // <root>/class/dibs whose link points into devices/virtual/ (a hardware ISM device hangs off its
+  // bus). "" when there is none, or the kernel has no DIBS class.
+  [[nodiscard]] std::string smcd_loopback_device() const;
+
   [[nodiscard]] const std::string& root() const noexcept { return root_; }
 
  private:

@@ -10,9 +10,15 @@
 # (the workload image's sock_diag reader) shows SMCR for the connection, the bytes arrive intact;
 # from the node: `erdma-agent smc-status --pod` agrees and names the pod's own RDMA device; the
 # agent's prediction must be `expected (pod-rdma-device)`, and each node still offers one card.
-# Two annotated pods on one node show SMCD (the kernel's SMC-D loopback device). Faults, each
-# followed by a new intact SMCR exchange: containerd restarted under the seed pod, its node
-# rebooted, the agent rolled. An unprivileged aliyun/erdma pod and the guide's nccltest shape get
+# Two annotated pods on one node show SMCD (the kernel's SMC-D loopback device) and the agent
+# predicts it (`same node: smcd-loopback`); a client without the annotation stays on TCP. A
+# looping client on the other node (1 MiB exchanges through the Deployment's Service, retried
+# until intact) runs through every fault, each followed by a new intact SMCR exchange and more
+# intact loops: containerd restarted under the seed pod, its node rebooted, the agent rolled;
+# then smcr.smcdLoopback: false through the site overlay (the agent rolls again; pods of one node
+# now show SMCR; SMC-D, SMC-R and TCP rates printed side by side), and a drain of the other node
+# under a PodDisruptionBudget (both replicas move, the looper reconnects): the looper's counts are
+# printed and none may be lost. An unprivileged aliyun/erdma pod and the guide's nccltest shape get
 # the node's card (rdma_cm, uverbs0, ibv_devinfo PORT_ACTIVE, NCCL_IB_HCA). Then `down`, and
 # nothing left behind (test/cluster/leftovers.sh).
 #
@@ -236,6 +242,20 @@ same_sent() { kubectl -n "$NS" logs client-same-node 2>/dev/null | grep -q '"mat
 must "its 16 MiB arrive intact" wait_for 240 same_sent
 kubectl -n "$NS" logs client-same-node
 check "smcss inside the same-node client shows SMCD" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client-same-node)\" = SMCD ]"
+check "smc-status --pod on that node predicts it: same node: smcd-loopback (smcr.smcdLoopback's default)" bash -c "
+  kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
+    grep -q '^same node: smcd-loopback: '"
+# The TCP reference between the same two places: a client without the annotation (no preload).
+sed -e "s/name: client$/name: client-same-tcp/" -e "s/hostname: $client_node/hostname: $server_node/" \
+  -e '/annotations:/d' -e '/erdma-smcr/d' "$work/client.yaml" >"$work/client-same-tcp.yaml"
+must "kubectl apply a client without the annotation on the server's node" kubectl apply -f "$work/client-same-tcp.yaml"
+tcp_sent() { kubectl -n "$NS" logs client-same-tcp 2>/dev/null | grep -q '"match":true'; }
+must "its 16 MiB arrive intact" wait_for 240 tcp_sent
+check "smcss inside it lists no SMC socket (plain TCP: nothing injected without the annotation)" bash -c "
+  $(declare -f smcss_mode kubectl bounded); NS=$NS; [ -z \"\$(smcss_mode client-same-tcp)\" ]"
+# mib_per_s of a client's exchange, from its log line
+rate_of() { kubectl -n "$NS" logs "$1" 2>/dev/null | sed -n 's/.*"mib_per_s":\([0-9.]*\).*/\1/p' | tail -n 1; }
+rate_smcd=$(rate_of client-same-node) rate_tcp=$(rate_of client-same-tcp)
 
 # ---------------------------------------------------------------------------------------------
 # new_exchange NAME: a new annotated client pod, on the VM node that does not run the seed
@@ -257,12 +277,69 @@ new_exchange() {
 }
 seed_state() { kubectl -n "$NS" get pod "$server" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount} {.status.phase}'; }
 
+# A client that loops through every fault below: one exchange of 1 MiB after another to the
+# Deployment's Service (kube-proxy's ClusterIP), each retried on a new connection until it
+# arrives intact (at most 20 tries), with the counts after each one in its log.
+phase "a looping SMC-R client on the other node, through every fault below"
+must "a Service for the seed Deployment" kubectl -n "$NS" expose deployment app-with-erdma --port 8080
+svc_ip=$(kubectl -n "$NS" get service app-with-erdma -o jsonpath='{.spec.clusterIP}')
+looper_node=$client_node
+cat >"$work/looper.yaml" <<EOT
+apiVersion: v1
+kind: Pod
+metadata:
+  name: looper
+  namespace: $NS
+  annotations:
+    network.alibabacloud.com/erdma-smcr: "true"
+spec:
+  nodeSelector: {kubernetes.io/hostname: $looper_node}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: looper
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command:
+    - sh
+    - -c
+    - |
+      n=0 ok=0 retried=0 lost=0
+      while :; do
+        n=\$((n + 1)) tries=0
+        while :; do
+          tries=\$((tries + 1))
+          if tcp-bulk send --to $svc_ip:8080 --bytes 1M --seed \$n --timeout 30 >/tmp/last 2>&1; then ok=\$((ok + 1)); break; fi
+          [ \$tries -lt 20 ] || { lost=\$((lost + 1)); break; }
+          sleep 1
+        done
+        [ \$tries -eq 1 ] || retried=\$((retried + 1))
+        echo "exchanges=\$n ok=\$ok retried=\$retried lost=\$lost tries=\$tries"
+        sleep 1
+      done
+EOT
+must "the looping client runs on $looper_node" bash -c "kubectl apply -f '$work/looper.yaml' >/dev/null &&
+  kubectl -n $NS wait --for=condition=Ready pod/looper --timeout=110s"
+# loop_counts: the looper's last line, "exchanges=N ok=N retried=N lost=N tries=N"
+loop_counts() { kubectl -n "$NS" logs looper 2>/dev/null | grep '^exchanges=' | tail -n 1; }
+loop_ok() { loop_counts | sed -n 's/.* ok=\([0-9]*\) .*/\1/p'; }
+# loop_moves_past N: the looper completed more than N exchanges intact, none lost
+loop_moves_past() {
+  local c
+  c=$(loop_counts)
+  case $c in *' lost=0 '*) ;; *) echo "looper: $c"; return 1 ;; esac
+  [ "$(echo "$c" | sed -n 's/.* ok=\([0-9]*\) .*/\1/p')" -gt "$1" ]
+}
+must "the looper's first exchanges arrive intact" wait_for 120 loop_moves_past 2
+echo "looper: $(loop_counts)"
+
 phase "faults: containerd restarted and the node rebooted under the seed pod, the agent rolled"
 before=$(seed_state)
 must "containerd restarted on $server_node" bounded 150 "containerd's restart" "$CLUSTER" exec --node "$server_node" restart_containerd
 check "the seed pod runs on, untouched (uid, restarts, phase: $before)" bash -c "
   $(declare -f kubectl bounded seed_state); NS=$NS server=$server; sleep 5; [ \"\$(seed_state)\" = '$before' ]"
 check "a new client after containerd's restart: intact, SMCR" new_exchange client-after-containerd
+n=$(loop_ok)
+check "the looper goes on after containerd's restart, nothing lost ($(loop_counts))" wait_for 120 loop_moves_past "$n"
 t_reboot=$SECONDS
 reboot_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 must "$server_node rebooted (scripts/cluster.sh restart: qemu stopped and started again)" \
@@ -277,10 +354,68 @@ seed_restarted() {
 must "a seed pod runs again, started after the reboot" wait_for 300 seed_restarted
 echo "reboot to an available seed pod: $((SECONDS - t_reboot)) s; the seed pod: $(kubectl -n "$NS" get pod -l app=app-with-erdma -o wide --no-headers)"
 check "a new client after the reboot: intact, SMCR" new_exchange client-after-reboot
+n=$(loop_ok)
+check "the looper goes on after the reboot, nothing lost ($(loop_counts))" wait_for 180 loop_moves_past "$n"
 must "the agent rolled across both VM nodes (kubectl rollout restart)" bash -c "
   kubectl -n erdma-system rollout restart daemonset/erdma-agent >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s"
 check "a new client after the agent's roll: intact, SMCR" new_exchange client-after-roll
+
+# ---------------------------------------------------------------------------------------------
+# smcr.smcdLoopback: false through the site overlay (a new ConfigMap: the DaemonSet rolls), then
+# pods of one node use SMC-R too.
+phase "SMC-D off (smcr.smcdLoopback: false): pods of one node use SMC-R"
+smcd_off() {
+  sed -i 's/^  smcdLoopback: true$/  smcdLoopback: false/' "$work/site/agent-config.yaml" &&
+    grep -q '^  smcdLoopback: false$' "$work/site/agent-config.yaml" &&
+    kubectl apply -k "$work/site" >/dev/null &&
+    kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s
+}
+must "the site overlay sets smcr.smcdLoopback: false; the agent rolls across both VM nodes" smcd_off
+read -r seed_ip seed_node < <(kubectl -n "$NS" get pod -l app=app-with-erdma \
+  -o jsonpath='{range .items[?(@.status.containerStatuses[0].state.running)]}{.status.podIP} {.spec.nodeName}{"\n"}{end}' | head -n 1)
+seed_pod=$(kubectl -n "$NS" get pod -l app=app-with-erdma --field-selector "spec.nodeName=$seed_node" -o jsonpath='{.items[0].metadata.name}')
+same_off() {  # the agent reads the switch at start: its host setup puts the PNETID on the loopback device
+  kubectl -n erdma-system exec "$(agent_on "$seed_node")" -- erdma-agent smc-status --pod "$NS/$seed_pod" |
+    grep '^same node: as-across-nodes: SMC-D loopback device lo is off (PNETID ERDMANOSMCD'
+}
+check "smc-status --pod on $seed_node: same node: as-across-nodes (the PNETID on the loopback device)" wait_for 60 same_off
+sed -e "s/name: client$/name: client-same-smcr/" -e "s/hostname: .*}/hostname: $seed_node}/" -e "s/$server_ip:8080/$seed_ip:8080/" \
+  "$work/client.yaml" >"$work/client-same-smcr.yaml"
+must "kubectl apply a client on the seed pod's node ($seed_node)" kubectl apply -f "$work/client-same-smcr.yaml"
+smcr_sent() { kubectl -n "$NS" logs client-same-smcr 2>/dev/null | grep -q '"match":true'; }
+must "its 16 MiB arrive intact" wait_for 240 smcr_sent
+check "smcss inside the same-node client now shows SMCR" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client-same-smcr)\" = SMCR ]"
+rate_smcr=$(rate_of client-same-smcr)
+echo "one node, 16 MiB from a client pod to the seed Deployment's pod (MiB/s, one exchange each; under TCG only the order means anything, never the figures): SMC-D $rate_smcd, SMC-R $rate_smcr, TCP $rate_tcp"
+n=$(loop_ok)
+check "the looper goes on after the agent's second roll, nothing lost ($(loop_counts))" wait_for 120 loop_moves_past "$n"
+
+# ---------------------------------------------------------------------------------------------
+# Drain under a PodDisruptionBudget: two replicas, at least one available; the node that does not
+# run the looper is drained, its replica moves to the looper's node, the looper's next connections
+# go there.
+phase "drain under a PodDisruptionBudget, while the looper runs"
+drain_node=$VM1
+[ "$looper_node" != "$VM1" ] || drain_node=$VM2
+must "the seed Deployment scaled to 2 replicas with a PodDisruptionBudget (minAvailable: 1)" bash -c "
+  kubectl -n $NS create poddisruptionbudget app-with-erdma --selector=app=app-with-erdma --min-available=1 >/dev/null &&
+  kubectl -n $NS scale deployment/app-with-erdma --replicas=2 >/dev/null &&
+  kubectl -n $NS rollout status deployment/app-with-erdma --timeout=110s"
+n=$(loop_ok)
+must "kubectl drain $drain_node (the PDB honoured, DaemonSets stay, finished client pods deleted)" \
+  bounded 300 "kubectl drain" kubectl drain "$drain_node" --ignore-daemonsets --force --timeout=280s
+seed_nodes() { kubectl -n "$NS" get pod -l app=app-with-erdma -o jsonpath='{range .items[*]}{.spec.nodeName} {.status.phase}{"\n"}{end}'; }
+both_moved() { [ "$(seed_nodes | grep -c "^$looper_node Running")" = 2 ] && ! seed_nodes | grep -q "^$drain_node "; }
+check "both replicas run on $looper_node" wait_for 120 both_moved
+check "the Deployment is available" kubectl -n "$NS" rollout status deployment/app-with-erdma --timeout=110s
+check "the looper goes on after the drain, nothing lost ($(loop_counts))" wait_for 120 loop_moves_past "$n"
+must "kubectl uncordon $drain_node" kubectl uncordon "$drain_node"
+final=$(loop_counts)
+echo "looper through every fault: $final"
+check "the looper lost no exchange: every one arrived intact, some after a retry ($final)" bash -c "
+  case '$final' in *' lost=0 '*) ;; *) exit 1 ;; esac"
+kubectl -n "$NS" delete pod looper --wait=false >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 phase "eRDMA devices through the real kubelet: aliyun/erdma: 1, not privileged"

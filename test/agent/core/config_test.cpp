@@ -84,7 +84,8 @@ TEST_CASE("the SMC-R keys are read and normalised") {
       "preloadSource": "/opt/erdma/libsmc-preload.so",
       "preloadHostDir": "/var/lib/erdma/lib/",
       "callTimeoutMs": 800,
-      "statsSeconds": 5
+      "statsSeconds": 5,
+      "smcdLoopback": false
     },
     "podResourcesSocket": "/host/var/lib/kubelet/pod-resources/kubelet.sock",
     "criSocket": "/run/k3s/containerd/containerd.sock",
@@ -102,6 +103,8 @@ TEST_CASE("the SMC-R keys are read and normalised") {
   CHECK(cfg->smcr.preload_host_dir == "/var/lib/erdma/lib");
   CHECK(cfg->smcr.call_timeout_ms == 800);
   CHECK(cfg->smcr.stats_seconds == 5);
+  CHECK_FALSE(cfg->smcr.smcd_loopback);
+  CHECK(AgentConfig::load(json::object())->smcr.smcd_loopback);  // on unless turned off
   CHECK(cfg->pod_resources_socket == "/host/var/lib/kubelet/pod-resources/kubelet.sock");
   CHECK(cfg->cri_socket == "/run/k3s/containerd/containerd.sock");
   CHECK(cfg->proc_root == "/host/proc");
@@ -236,6 +239,7 @@ TEST_CASE("invalid configs are refused with the key named") {
       {R"({"smcr": {"sysctls": {"net.smc.wmem": "1;reboot"}}})", "smcr.sysctls.net.smc.wmem:", "value"},
       {R"({"smcr": {"sysctls": {"net.smc.../x": "1"}}})", "smcr.sysctls.net.smc.../x:", "a-z"},
       {R"({"smcr": {"podInterface": "eth 0"}})", "smcr.podInterface:", "eth 0"},
+      {R"({"smcr": {"smcdLoopback": "off"}})", "smcr.smcdLoopback:", "true or false"},
       {R"({"smcr": {"preloadHostDir": "lib"}})", "smcr.preloadHostDir:", "absolute"},
       {R"({"smcr": {"preloadSource": "/a/../etc/shadow"}})", "smcr.preloadSource:", ".."},
       {R"({"smcr": {"callTimeoutMs": 20001}})", "smcr.callTimeoutMs:", "between 50 and 20000"},

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -125,4 +126,40 @@ TEST_CASE("SMC-R ports of discovered devices: ports 1 and 2 with the device's ne
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find("mlx5_0 port 3") != std::string::npos);
   CHECK(smcr_ports_of({}).empty());
+}
+
+TEST_CASE("SMC-D loopback switch: an entry only when turned off on a kernel that has the device") {
+  auto on = smcd_loopback_entries(true, "lo");
+  REQUIRE(on.ok());
+  CHECK(on->empty());
+  auto absent = smcd_loopback_entries(false, "");
+  REQUIRE(absent.ok());
+  CHECK(absent->empty());
+  auto off = smcd_loopback_entries(false, "lo");
+  REQUIRE(off.ok());
+  CHECK(*off == std::vector<PnetEntry>{ib("ERDMANOSMCD", "lo", 1)});
+  CHECK(smcd_off_pnet_id().str() == "ERDMANOSMCD");
+  auto bad = smcd_loopback_entries(false, "has space");
+  CHECK_FALSE(bad.ok());
+}
+
+TEST_CASE("plan deletes an owned PNETID nothing desires any more, and keeps it while desired") {
+  const auto off = ib("ERDMANOSMCD", "lo", 1);
+  const std::vector<PnetEntry> node{eth("ERDMA", "eth0"), ib("ERDMA", "erdma_0", 1)};
+  std::vector<PnetEntry> with_off = node;
+  with_off.push_back(off);
+  // Turned back on: the entry goes, the node's entries stay.
+  auto back_on = plan_host_setup(node, with_off, std::nullopt, {}, {smcd_off_pnet_id()});
+  CHECK(back_on.ops == std::vector<SetupOp>{RemovePnetId{smcd_off_pnet_id()}});
+  // Without `owned` it would stay forever: the PNETID is no longer among the desired ones.
+  CHECK(plan_host_setup(node, with_off, std::nullopt, {}).ops.empty());
+  // Off and present: nothing to do; off and missing: added.
+  CHECK(plan_host_setup(with_off, with_off, std::nullopt, {}, {smcd_off_pnet_id()}).ops.empty());
+  CHECK(plan_host_setup(with_off, node, std::nullopt, {}, {smcd_off_pnet_id()}).ops ==
+        std::vector<SetupOp>{AddEntry{off}});
+  // An administrator's PNETID on the device is a conflict, never replaced.
+  auto admin = plan_host_setup(with_off, {ib("ADMIN", "lo", 1)}, std::nullopt, {}, {smcd_off_pnet_id()});
+  REQUIRE(admin.conflicts.size() == 1);
+  CHECK(admin.conflicts[0].find("lo") != std::string::npos);
+  CHECK(std::find(admin.ops.begin(), admin.ops.end(), SetupOp{AddEntry{off}}) == admin.ops.end());
 }

@@ -233,4 +233,36 @@ TEST_CASE("reason names are stable, distinct and kebab case") {
   CHECK(to_string(SmcrVerdict::WillFallBack) == "will-fall-back");
 }
 
+
+TEST_CASE("same-node connections: SMC-D through the loopback device unless it is absent or off") {
+  const auto base = pod(RdmaDriverKind::Rxe, PodLinkKind::Veth, {ip("10.89.1.5/24")});
+  struct Case {
+    const char* device;
+    const char* pnet_id;
+    SameNodeMode want;
+    const char* says;
+  };
+  for (const auto& c : std::vector<Case>{{"lo", "", SameNodeMode::SmcdLoopback, "SMC-D through the kernel's loopback device lo"},
+                                         {"lo", "ERDMANOSMCD", SameNodeMode::AsAcrossNodes, "PNETID ERDMANOSMCD"},
+                                         {"", "", SameNodeMode::AsAcrossNodes, "no SMC-D loopback device"}}) {
+    CAPTURE(c.device);
+    CAPTURE(c.pnet_id);
+    const auto f = with(base, [&](SmcrPodFacts& x) {
+      x.smcd_loopback_device = c.device;
+      x.smcd_loopback_pnet_id = c.pnet_id;
+    });
+    const auto s = predict_same_node(f);
+    CHECK(s.mode == c.want);
+    CHECK(s.detail.find(c.says) != std::string::npos);
+    // predict_smcr() carries it beside the cross-node verdict, which it does not change.
+    const auto p = predict_smcr(f);
+    CHECK(p.same_node.mode == c.want);
+    CHECK(p.reason == predict_smcr(base).reason);
+  }
+  CHECK(to_string(SameNodeMode::SmcdLoopback) == "smcd-loopback");
+  CHECK(to_string(SameNodeMode::AsAcrossNodes) == "as-across-nodes");
+  CHECK(predict_same_node(with(base, [](SmcrPodFacts& x) { x.smcd_loopback_device = "lo"; })).summary().rfind(
+            "smcd-loopback: ", 0) == 0);
+}
+
 }  // namespace erdma::agent

@@ -272,4 +272,44 @@ TEST_CASE("the preload library is installed atomically and only when it changed"
   CHECK(metrics.preload_error.value() == 1);
 }
 
+
+TEST_CASE("host setup turns the SMC-D loopback device off and on again, and says which it is") {
+  Kernel k;
+  SmcrConfig cfg;
+  cfg.smcd_loopback = false;
+  const std::vector<RdmaDevice> devices = {make_device("rxe0", "uverbs0", 0, PortState::Active, "eth0")};
+  SmcrHostSetup off(cfg, k.table_opener(), k.info_opener(), [] { return std::string("lo"); });
+  auto r = off.reconcile(devices);
+  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  CHECK(r->smcd_loopback == "off");
+  CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "rxe0"), eth("ERDMA", "eth0"), ib("ERDMANOSMCD", "lo")}));
+  auto again = off.reconcile(devices);
+  REQUIRE(again.ok());
+  CHECK(again->applied.empty());
+
+  cfg.smcd_loopback = true;
+  SmcrHostSetup on(cfg, k.table_opener(), k.info_opener(), [] { return std::string("lo"); });
+  auto r2 = on.reconcile(devices);
+  REQUIRE(r2.ok());
+  CHECK(r2->smcd_loopback == "on");
+  CHECK(r2->applied == std::vector<std::string>{"delete pnet entries of ERDMANOSMCD"});
+  CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "rxe0"), eth("ERDMA", "eth0")}));
+
+  // An administrator's PNETID on the device: off, whatever the setting, and left alone.
+  k.table.entries.push_back(ib("ADMIN", "lo"));
+  auto r3 = on.reconcile(devices);
+  REQUIRE(r3.ok());
+  CHECK(r3->smcd_loopback == "off");
+  CHECK(r3->applied.empty());
+
+  // A kernel without the device: nothing to turn off, and no error.
+  k.table.entries.clear();
+  cfg.smcd_loopback = false;
+  SmcrHostSetup none(cfg, k.table_opener(), k.info_opener(), [] { return std::string(); });
+  auto r4 = none.reconcile(devices);
+  REQUIRE(r4.ok());
+  CHECK(r4->smcd_loopback == "absent");
+  CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "rxe0"), eth("ERDMA", "eth0")}));
+}
+
 }  // namespace erdma::agent

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <unistd.h>
 
 #include "agent/sys/static_rdma_devices.hpp"
 #include "agent/sys/verbs_rdma_devices.hpp"
@@ -226,6 +227,22 @@ TEST_CASE("static source serves the configured list") {
   CHECK(s->devices.size() == 2);
   CHECK(s->rdma_cm_present);
   CHECK(two.describe() == "static (2 devices)");
+}
+
+
+TEST_CASE("the SMC-D loopback device is the virtual one under class/dibs") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("erdma-dibs-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device().empty());  // no sysfs at all
+  fs::create_directories(root / "class/dibs");
+  CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device().empty());  // the class, no device
+  // A hardware ISM device hangs off its bus: not the loopback.
+  fs::create_directory_symlink("../../devices/pci0000:00/0000:00:05.0/dibs/ism0", root / "class/dibs/ism0");
+  CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device().empty());
+  fs::create_directory_symlink("../../devices/virtual/dibs/lo", root / "class/dibs/lo");
+  CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device() == "lo");
+  fs::remove_all(root);
 }
 
 }  // namespace erdma::agent
