@@ -305,7 +305,7 @@ struct Listener::State : std::enable_shared_from_this<Listener::State> {
   State(net::io_context& io, Current<SslContext>& t, Current<const Config>& c, ServerMetrics& m, ListenerLimits l)
       : ioc(io), acceptor(net::make_strand(io)), retry(acceptor.get_executor()), tls(t), config(c), metrics(m),
         limits(l), slots({l.max_connections, l.max_connections_per_peer}),
-        body_budget(std::make_shared<BodyBudget>(l.body_budget, m)) {}
+        body_budget(std::make_shared<BodyBudget>(l.body_budget, m)), large_reviews(net::make_strand(io)) {}
 
   net::io_context& ioc;
   tcp::acceptor acceptor;
@@ -321,6 +321,8 @@ struct Listener::State : std::enable_shared_from_this<Listener::State> {
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;  // by slot id
   common::ConnectionSlots slots;
   std::shared_ptr<BodyBudget> body_budget;  // shared with every body's reservation
+  // Reviews of bodies the parser does not keep buffers for run here, one at a time (Session::on_body).
+  net::strand<net::io_context::executor_type> large_reviews;
 
   void accept();
   void admit(tcp::socket socket);
@@ -485,7 +487,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_body(beast::error_code ec, std::size_t) {
     if (ec) return on_read_error(ec, "read body");
+    // Decoding takes simdjson buffers of up to about 14 bytes per byte of JSON. Up to
+    // kMaxKeptParserCapacity the I/O thread's parser already holds them; a larger body makes it
+    // allocate (and free afterwards) that much more. Such bodies are reviewed one at a time in
+    // the process, on a strand of their own, so that memory is needed once, not once per I/O
+    // thread; no thread waits for it, and smaller bodies never queue behind them. The session
+    // does nothing else meanwhile, and the answer goes out from its own strand.
+    if (parser_->get().body().size > Reviewer::kMaxKeptParserCapacity) {
+      return net::post(state_->large_reviews, [self = shared_from_this()] {
+        self->serve();
+        net::dispatch(self->stream_.get_executor(), [self] { self->answer(); });
+      });
+    }
     serve();
+    answer();
   }
 
   void on_read_error(const beast::error_code& ec, const char* during) {
@@ -532,6 +547,8 @@ class Session : public std::enable_shared_from_this<Session> {
     return "request body larger than " + std::to_string(limits().max_body_bytes) + " bytes (--max-body-bytes)";
   }
 
+  // Decides the answer into res_. Runs on the session's strand, or on large_reviews while the
+  // session waits for it (nothing else of the session runs meanwhile).
   void serve() {
     const auto& req = parser_->get();
     HttpRequest in;
@@ -556,14 +573,19 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.emplace(static_cast<http::status>(out.status), req.version());
     res_->set(http::field::content_type, out.content_type);
     if (!out.allow.empty()) res_->set(http::field::allow, out.allow);
-    res_->keep_alive(req.keep_alive() && !draining && !evicted_);
+    res_->keep_alive(req.keep_alive() && !draining);
     if (req.method() == http::verb::head) {
       res_->content_length(out.body.size());
     } else {
       res_->body() = std::move(out.body);
       res_->prepare_payload();
     }
-    parser_.reset();  // frees the request body before the response goes out
+    parser_.reset();  // frees the request body (and gives back its budget) before the response goes out
+  }
+
+  // On the session's strand, after serve(): evicted_ is written there.
+  void answer() {
+    if (evicted_) res_->keep_alive(false);
     write(false);
   }
 
