@@ -5,11 +5,16 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/dispatch.hpp>
@@ -40,15 +45,103 @@ namespace {
 
 class Session;
 
+// The request bodies' byte budget, shared by every session: common::ByteBudget under a mutex, its
+// use mirrored in erdma_webhook_body_budget_used_bytes. Thread-safe.
+class BodyBudget {
+ public:
+  BodyBudget(common::ByteBudget::Limits limits, ServerMetrics& metrics) : budget_(limits), metrics_(metrics) {
+    metrics_.set_body_budget(limits.total);
+  }
+
+  [[nodiscard]] bool grow(size_t held, size_t want) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!budget_.grow(held, want)) return false;
+    metrics_.set_body_budget_used(budget_.used());
+    return true;
+  }
+
+  void release(size_t held) {
+    std::lock_guard<std::mutex> lock(mu_);
+    budget_.release(held);
+    metrics_.set_body_budget_used(budget_.used());
+  }
+
+  [[nodiscard]] size_t used() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return budget_.used();
+  }
+
+  [[nodiscard]] const common::ByteBudget::Limits& limits() const noexcept { return budget_.limits(); }
+
+ private:
+  std::mutex mu_;
+  common::ByteBudget budget_;
+  ServerMetrics& metrics_;
+};
+
+// One body's share of the budget; given back when the body is freed (answered, refused, or its
+// connection closed), whichever way that happens. Move-only.
+class BodyReservation {
+ public:
+  BodyReservation() = default;
+  explicit BodyReservation(std::shared_ptr<BodyBudget> budget) : budget_(std::move(budget)) {}
+  BodyReservation(BodyReservation&& other) noexcept
+      : budget_(std::move(other.budget_)), held_(std::exchange(other.held_, 0)) {}
+  BodyReservation& operator=(BodyReservation&& other) noexcept {
+    if (this != &other) {
+      reset();
+      budget_ = std::move(other.budget_);
+      held_ = std::exchange(other.held_, 0);
+    }
+    return *this;
+  }
+  BodyReservation(const BodyReservation&) = delete;
+  BodyReservation& operator=(const BodyReservation&) = delete;
+  ~BodyReservation() { reset(); }
+
+  // Makes the reservation at least `bytes`; false (nothing changed) when that does not fit now.
+  [[nodiscard]] bool grow_to(size_t bytes) {
+    if (bytes <= held_) return true;
+    if (!budget_) {
+      // Every session attaches the budget before it reads a body: a body read outside it would
+      // be the unbounded memory the budget exists to prevent.
+      log::error("request body read without a body budget");
+      std::abort();
+    }
+    if (!budget_->grow(held_, bytes)) return false;
+    held_ = bytes;
+    return true;
+  }
+
+  [[nodiscard]] size_t held() const noexcept { return held_; }
+
+ private:
+  void reset() noexcept {
+    if (budget_ && held_ > 0) budget_->release(held_);
+    held_ = 0;
+  }
+
+  std::shared_ptr<BodyBudget> budget_;
+  size_t held_ = 0;
+};
+
+// What a body reader reports when the budget has no room for the body's next growth; the session
+// answers it with 429.
+beast::error_code over_budget_error() { return boost::system::errc::make_error_code(boost::system::errc::not_enough_memory); }
+
 // A request body read into one heap block with kBodyPadding spare bytes after it: the reviewer
 // parses it where it lies (no padded copy), and no byte is zero-filled before being overwritten
 // (Beast's string_body resizes, i.e. zero-fills, before each copy). A body with a Content-Length
-// (checked against the limit before reading) is allocated once at that size.
+// (checked against the limit before reading) is allocated once at that size. Every allocation is
+// first reserved in the body budget (capacity bytes; the padding is not counted); the reader fails
+// with over_budget_error() when it does not fit.
 struct PaddedBody {
   struct value_type {
     std::unique_ptr<char[]> data;
     size_t size = 0;
     size_t capacity = 0;  // without the padding
+    size_t limit = std::numeric_limits<size_t>::max();  // the largest body accepted (body_limit)
+    BodyReservation reservation;  // declared after data: given back once data is freed
 
     std::string_view view() const noexcept { return {data.get(), size}; }
   };
@@ -61,14 +154,25 @@ struct PaddedBody {
     void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
       ec = {};
       body_.size = 0;
-      grow(length ? static_cast<size_t>(*length) : kUnknownLengthStart);
+      if (!grow(length ? static_cast<size_t>(*length) : std::min(kUnknownLengthStart, body_.limit))) {
+        ec = over_budget_error();
+      }
     }
 
     template <class ConstBufferSequence>
     std::size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
       ec = {};
       const size_t n = net::buffer_size(buffers);
-      if (n > body_.capacity - body_.size) grow(std::max(body_.size + n, body_.capacity * 2));
+      if (n > body_.capacity - body_.size) {
+        // Chunked: double, but never past the body limit, and when the doubled size does not fit
+        // the budget, try the bytes needed now.
+        const size_t needed = body_.size + n;
+        const size_t doubled = std::max(needed, std::min(body_.capacity * 2, body_.limit));
+        if (!grow(doubled) && (doubled == needed || !grow(needed))) {
+          ec = over_budget_error();
+          return 0;
+        }
+      }
       body_.size += net::buffer_copy(net::buffer(body_.data.get() + body_.size, n), buffers);
       return n;
     }
@@ -78,12 +182,15 @@ struct PaddedBody {
    private:
     static constexpr size_t kUnknownLengthStart = 4096;  // chunked bodies grow by doubling
 
-    void grow(size_t capacity) {
-      if (body_.data && capacity <= body_.capacity) return;
+    // False when the budget has no room for `capacity` bytes now.
+    [[nodiscard]] bool grow(size_t capacity) {
+      if (body_.data && capacity <= body_.capacity) return true;
+      if (!body_.reservation.grow_to(capacity)) return false;
       std::unique_ptr<char[]> bigger(new char[capacity + kBodyPadding]);
       if (body_.size != 0) std::memcpy(bigger.get(), body_.data.get(), body_.size);
       body_.data = std::move(bigger);
       body_.capacity = capacity;
+      return true;
     }
 
     value_type& body_;
@@ -197,7 +304,8 @@ void log_client_certificate_refused(const std::string& problem, const tcp::endpo
 struct Listener::State : std::enable_shared_from_this<Listener::State> {
   State(net::io_context& io, Current<SslContext>& t, Current<const Config>& c, ServerMetrics& m, ListenerLimits l)
       : ioc(io), acceptor(net::make_strand(io)), retry(acceptor.get_executor()), tls(t), config(c), metrics(m),
-        limits(l), slots({l.max_connections, l.max_connections_per_peer}) {}
+        limits(l), slots({l.max_connections, l.max_connections_per_peer}),
+        body_budget(std::make_shared<BodyBudget>(l.body_budget, m)), large_reviews(net::make_strand(io)) {}
 
   net::io_context& ioc;
   tcp::acceptor acceptor;
@@ -212,6 +320,9 @@ struct Listener::State : std::enable_shared_from_this<Listener::State> {
   std::mutex sessions_mu;  // guards sessions and slots
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;  // by slot id
   common::ConnectionSlots slots;
+  std::shared_ptr<BodyBudget> body_budget;  // shared with every body's reservation
+  // Reviews of bodies the parser does not keep buffers for run here, one at a time (Session::on_body).
+  net::strand<net::io_context::executor_type> large_reviews;
 
   void accept();
   void admit(tcp::socket socket);
@@ -335,6 +446,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(limits().max_header_bytes));
     parser_->body_limit(static_cast<uint64_t>(limits().max_body_bytes));
+    auto& body = parser_->get().body();
+    body.limit = limits().max_body_bytes;
+    body.reservation = BodyReservation(state_->body_budget);
     lowest().expires_after(limits().header_timeout);
     http::async_read_header(stream_, buffer_, *parser_,
                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
@@ -342,8 +456,12 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_header(beast::error_code ec, std::size_t) {
     if (ec) return on_read_error(ec, "read header");
-    if (const auto len = parser_->content_length(); len && *len > limits().max_body_bytes) {
-      return reply_error(http::status::payload_too_large, too_large_message());
+    const auto len = parser_->content_length();
+    if (len && *len > limits().max_body_bytes) return reply_error(http::status::payload_too_large, too_large_message());
+    // Reserved before anything is read (or 100-continue sent): a body that does not fit now is
+    // never buffered.
+    if (len && !parser_->get().body().reservation.grow_to(static_cast<size_t>(*len))) {
+      return refuse_over_budget("request body of " + std::to_string(*len) + " bytes");
     }
     const auto& req = parser_->get();
     if (req.version() >= 11 && common::iequals(req[http::field::expect], "100-continue")) {
@@ -369,7 +487,20 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void on_body(beast::error_code ec, std::size_t) {
     if (ec) return on_read_error(ec, "read body");
+    // Decoding takes simdjson buffers of up to about 14 bytes per byte of JSON. Up to
+    // kMaxKeptParserCapacity the I/O thread's parser already holds them; a larger body makes it
+    // allocate (and free afterwards) that much more. Such bodies are reviewed one at a time in
+    // the process, on a strand of their own, so that memory is needed once, not once per I/O
+    // thread; no thread waits for it, and smaller bodies never queue behind them. The session
+    // does nothing else meanwhile, and the answer goes out from its own strand.
+    if (parser_->get().body().size > Reviewer::kMaxKeptParserCapacity) {
+      return net::post(state_->large_reviews, [self = shared_from_this()] {
+        self->serve();
+        net::dispatch(self->stream_.get_executor(), [self] { self->answer(); });
+      });
+    }
     serve();
+    answer();
   }
 
   void on_read_error(const beast::error_code& ec, const char* during) {
@@ -378,6 +509,10 @@ class Session : public std::enable_shared_from_this<Session> {
                          "request header larger than " + std::to_string(limits().max_header_bytes) + " bytes");
     }
     if (ec == http::error::body_limit) return reply_error(http::status::payload_too_large, too_large_message());
+    if (ec == over_budget_error()) {
+      return refuse_over_budget("chunked request body (" + std::to_string(parser_->get().body().size) +
+                                " bytes so far)");
+    }
     if (ec == beast::error::timeout) return;  // a slow client; the stream closed the socket
     if (ec == http::error::end_of_stream || ec == http::error::partial_message) return close_socket();
     if (is_http_parse_error(ec)) return reply_error(http::status::bad_request, "malformed HTTP request: " + ec.message());
@@ -385,10 +520,35 @@ class Session : public std::enable_shared_from_this<Session> {
     close_socket();
   }
 
+  // 429 for a body that does not fit the body budget now, with Retry-After: kube-apiserver's
+  // webhook client retries a 429, and by then the bodies in progress have been answered. The rest
+  // of the body is discarded unread, as after a 413.
+  void refuse_over_budget(const std::string& what) {
+    static std::atomic<int64_t> last_warned{0};
+    state_->metrics.body_budget_refused();
+    const auto& b = state_->body_budget->limits();
+    const size_t used = state_->body_budget->used();
+    if (warn_due(last_warned)) {
+      log::warn("request bodies refused with 429: the body budget is taken by bodies in progress (the apiserver "
+                "retries; if this persists with legitimate traffic, raise --body-budget with the memory limit)")
+          .kv("conn", id_)
+          .kv("body", what)
+          .kv("budget_used", static_cast<uint64_t>(used))
+          .kv("budget", static_cast<uint64_t>(b.total));
+    }
+    reply_error(http::status::too_many_requests,
+                what + " does not fit the webhook's body budget now (" +
+                    std::to_string(used) + " of " + std::to_string(b.total) +
+                    " bytes held by requests in progress, --body-budget); retry after 1 second",
+                "1");
+  }
+
   std::string too_large_message() const {
     return "request body larger than " + std::to_string(limits().max_body_bytes) + " bytes (--max-body-bytes)";
   }
 
+  // Decides the answer into res_. Runs on the session's strand, or on large_reviews while the
+  // session waits for it (nothing else of the session runs meanwhile).
   void serve() {
     const auto& req = parser_->get();
     HttpRequest in;
@@ -413,14 +573,19 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.emplace(static_cast<http::status>(out.status), req.version());
     res_->set(http::field::content_type, out.content_type);
     if (!out.allow.empty()) res_->set(http::field::allow, out.allow);
-    res_->keep_alive(req.keep_alive() && !draining && !evicted_);
+    res_->keep_alive(req.keep_alive() && !draining);
     if (req.method() == http::verb::head) {
       res_->content_length(out.body.size());
     } else {
       res_->body() = std::move(out.body);
       res_->prepare_payload();
     }
-    parser_.reset();  // frees the request body before the response goes out
+    parser_.reset();  // frees the request body (and gives back its budget) before the response goes out
+  }
+
+  // On the session's strand, after serve(): evicted_ is written there.
+  void answer() {
+    if (evicted_) res_->keep_alive(false);
     write(false);
   }
 
@@ -445,10 +610,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // An error answer that ends the connection: the rest of the request may still be arriving, so
   // the close discards unread input for a while instead of resetting the connection (a reset could
   // destroy the answer before the client reads it).
-  void reply_error(http::status status, std::string message) {
+  void reply_error(http::status status, std::string message, std::string_view retry_after = {}) {
     const unsigned version = parser_ && parser_->is_header_done() ? parser_->get().version() : 11;
     res_.emplace(status, version);
     res_->set(http::field::content_type, "text/plain; charset=utf-8");
+    if (!retry_after.empty()) res_->set(http::field::retry_after, retry_after);
     res_->keep_alive(false);
     res_->body() = std::move(message) + "\n";
     res_->prepare_payload();

@@ -133,6 +133,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   net::io_context ioc(static_cast<int>(threads));
   ListenerLimits limits;
   limits.max_body_bytes = o.max_body_bytes;
+  limits.body_budget = body_budget_limits(o.body_budget);
   limits.max_connections = o.max_connections;
   limits.idle_timeout = o.idle_timeout;
   limits.max_connections_per_peer = o.max_connections_per_peer;
@@ -186,6 +187,8 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
       .kv("port", static_cast<unsigned>(listener.port()))
       .kv("metrics_port", static_cast<unsigned>(metrics_server.port()))
       .kv("threads", threads)
+      .kv("max_body_bytes", static_cast<uint64_t>(o.max_body_bytes))
+      .kv("body_budget", static_cast<uint64_t>(o.body_budget))
       .kv("cert_subject", creds->info.subject)
       .kv("cert_key_type", creds->info.key_type)
       .kv("cert_sha256", creds->info.sha256)

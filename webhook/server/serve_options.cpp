@@ -53,6 +53,12 @@ Flags:
   --config FILE            webhook configuration, YAML or JSON (default: built-in defaults)
   --threads N              I/O threads (default: the cores this process may run on)
   --max-body-bytes SIZE    larger request bodies get 413 (default 8Mi; e.g. 3Mi, 1048576)
+  --body-budget SIZE       the bytes all request bodies being read or answered may hold
+                           together (default 32Mi). A body that does not fit now is answered
+                           429 with Retry-After: 1, before it is read; the apiserver retries.
+                           A quarter is kept for bodies of at most 64Ki, so ordinary reviews
+                           fit while large bodies hold the rest; at least 4/3 of
+                           --max-body-bytes
   --max-connections N      open TLS connections at most (default 1024). A new connection
                            beyond it closes the connection that has waited longest for a
                            request (first those that never carried an AdmissionReview); it is
@@ -81,7 +87,7 @@ ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with 
 (a bare number is seconds). Every flag except --config and --port-file can also be set in the
 config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
 tlsMinVersion, tlsCipherSuites (a list or a comma-separated string), clientCA, threads,
-maxBodyBytes, maxConnections, maxConnectionsPerPeer, shutdownGrace, reloadInterval, idleTimeout,
+maxBodyBytes, bodyBudget, maxConnections, maxConnectionsPerPeer, shutdownGrace, reloadInterval, idleTimeout,
 idleTimeoutBeforeReview, logLevel); flags win.
 The server section is read at start-up only.
 
@@ -93,7 +99,7 @@ constexpr common::FlagSpec kFlags[] = {
     {"--config"},          {"--threads"},         {"--max-body-bytes"},  {"--max-connections"},
     {"--shutdown-grace"},  {"--reload-interval"}, {"--log-level"},       {"--port-file"},
     {"--idle-timeout"},    {"--tls-min-version"}, {"--tls-cipher-suites"}, {"--client-ca"},
-    {"--max-connections-per-peer"}, {"--idle-timeout-before-review"},
+    {"--max-connections-per-peer"}, {"--idle-timeout-before-review"}, {"--body-budget"},
 };
 
 Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
@@ -136,6 +142,10 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
     auto v = parse_bytes(value);
     if (!v) return make_error(ErrorCode::InvalidArgument, "--max-body-bytes: " + v.error().message);
     o.max_body_bytes = *v;
+  } else if (name == "--body-budget") {
+    auto v = parse_bytes(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, "--body-budget: " + v.error().message);
+    o.body_budget = *v;
   } else if (name == "--max-connections") {
     ERDMA_TRY_ASSIGN(auto v, parse_count(value, name, 1, 1'000'000));
     o.max_connections = static_cast<size_t>(v);
@@ -168,6 +178,19 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
   return {};
 }
 
+// A body of --max-body-bytes must fit the budget beside its reserve, or it would be refused for
+// ever (429 after 429).
+Status check_body_budget(const ServeOptions& o) {
+  const auto limits = body_budget_limits(o.body_budget);
+  if (limits.total - limits.reserve >= o.max_body_bytes) return {};
+  const size_t least = 4 * (o.max_body_bytes - 1) / 3 + 1;  // the smallest budget that fits one (sizes <= 4Gi)
+  return make_error(ErrorCode::InvalidArgument,
+                    "--body-budget " + std::to_string(o.body_budget) + ": a body of --max-body-bytes (" +
+                        std::to_string(o.max_body_bytes) + ") would never fit, since a quarter of the budget is "
+                        "kept for bodies of at most 64Ki; set --body-budget to at least " + std::to_string(least) +
+                        " or lower --max-body-bytes");
+}
+
 Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, const nlohmann::json* section) {
   ERDMA_TRY_ASSIGN(auto raw, common::parse_flags(args, kFlags));
   if (!raw.positional.empty()) {
@@ -182,11 +205,16 @@ Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, con
     ERDMA_TRY(set_option(out.options, name, value));
   }
   ERDMA_TRY(check_tls_policy(out.options.tls_policy));
+  ERDMA_TRY(check_body_budget(out.options));
   return out;
 }
 
 }  // namespace
 
+
+common::ByteBudget::Limits body_budget_limits(size_t total) noexcept {
+  return {total, total / 4, size_t{64} << 10};
+}
 
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   size_t digits = 0;
@@ -232,7 +260,8 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
   if (auto s = cfg::expect_map(section, "server"); !s) return s;
   if (auto s = cfg::check_keys(section, "server",
                                {"listen", "metricsListen", "tlsCert", "tlsKey", "tlsMinVersion", "tlsCipherSuites",
-                                "clientCA", "threads", "maxBodyBytes", "maxConnections", "maxConnectionsPerPeer",
+                                "clientCA", "threads", "maxBodyBytes", "bodyBudget", "maxConnections",
+                                "maxConnectionsPerPeer",
                                 "shutdownGrace", "reloadInterval", "idleTimeout", "idleTimeoutBeforeReview",
                                 "logLevel"});
       !s) {
@@ -242,6 +271,7 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       {"listen", "--listen"},           {"metricsListen", "--metrics-listen"},
       {"tlsCert", "--tls-cert"},        {"tlsKey", "--tls-key"},
       {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
+      {"bodyBudget", "--body-budget"},
       {"maxConnections", "--max-connections"}, {"shutdownGrace", "--shutdown-grace"},
       {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
       {"idleTimeout", "--idle-timeout"},       {"tlsMinVersion", "--tls-min-version"},

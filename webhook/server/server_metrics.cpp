@@ -22,7 +22,14 @@ ServerMetrics::ServerMetrics(m::Registry& r)
                               "connections, every one mid-request.")),
       evicted_(r.counter("erdma_webhook_connections_evicted_total",
                          "Idle connections closed to make room for a new one (--max-connections or "
-                         "--max-connections-per-peer reached).")) {
+                         "--max-connections-per-peer reached).")),
+      body_budget_(r.gauge("erdma_webhook_body_budget_bytes",
+                           "--body-budget: the bytes all request bodies being read or served may hold together.")),
+      body_budget_used_(r.gauge("erdma_webhook_body_budget_used_bytes",
+                                "Bytes of --body-budget held now by request bodies being read or served.")),
+      body_budget_refused_(r.counter("erdma_webhook_body_budget_refused_total",
+                                     "Requests answered 429 with Retry-After because their body did not fit "
+                                     "--body-budget beside the bodies already held.")) {
   const char* help = "Admission requests by outcome (invalid: the body was not a usable AdmissionReview).";
   const char* names[] = {"mutated", "unchanged", "skipped", "rejected", "invalid"};
   const Outcome order[] = {Outcome::Mutated, Outcome::Unchanged, Outcome::Skipped, Outcome::Rejected, Outcome::Invalid};

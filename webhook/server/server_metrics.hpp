@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,11 @@ class ServerMetrics {
   void connection_refused() noexcept { refused_.inc(); }
   void connection_refused_peer() noexcept { refused_peer_.inc(); }
   void connection_evicted() noexcept { evicted_.inc(); }
+  // The request-body budget (--body-budget): its size, the bytes held now, and the requests
+  // answered 429 because their body did not fit.
+  void set_body_budget(size_t bytes) noexcept { body_budget_.set(static_cast<double>(bytes)); }
+  void set_body_budget_used(size_t bytes) noexcept { body_budget_used_.set(static_cast<double>(bytes)); }
+  void body_budget_refused() noexcept { body_budget_refused_.inc(); }
 
   // Why a TLS handshake failed. untrusted_certificate: the client refused our certificate (an
   // apiserver whose caBundle does not match it); client_certificate: with --client-ca, the client
@@ -48,6 +54,9 @@ class ServerMetrics {
   common::metrics::Counter& refused_;
   common::metrics::Counter& refused_peer_;
   common::metrics::Counter& evicted_;
+  common::metrics::Gauge& body_budget_;
+  common::metrics::Gauge& body_budget_used_;
+  common::metrics::Counter& body_budget_refused_;
   std::array<common::metrics::Counter*, 6> handshake_failures_{};  // indexed by HandshakeFailure
 };
 

@@ -42,6 +42,7 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(d->options.max_connections == 1024);
   CHECK(d->options.max_connections_per_peer == 64);
   CHECK(d->options.idle_timeout_before_review.count() == 15000);
+  CHECK(d->options.body_budget == 32u << 20);
 
   auto p = parse_serve_args({"--listen", "127.0.0.1:0", "--tls-cert=/c", "--tls-key", "/k", "--threads", "3",
                              "--max-body-bytes", "3Mi", "--shutdown-grace", "2s", "--log-level", "debug",
@@ -64,10 +65,37 @@ TEST_CASE("flags: defaults, values, errors") {
   for (const auto& bad : std::vector<std::vector<std::string>>{
            {"--nope"}, {"--listen"}, {"--threads", "0"}, {"--threads", "x"}, {"--log-level", "loud"},
            {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}, {"--idle-timeout", "0"},
-           {"--max-connections-per-peer", "0"}, {"--idle-timeout-before-review", "50ms"}}) {
+           {"--max-connections-per-peer", "0"}, {"--idle-timeout-before-review", "50ms"}, {"--body-budget", "0"},
+           {"--body-budget", "lots"}}) {
     CAPTURE(bad.front());
     CHECK_FALSE(parse_serve_args(bad).ok());
   }
+}
+
+TEST_CASE("the body budget must hold a body of --max-body-bytes beside its reserve") {
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    bool ok;
+  };
+  const std::vector<Case> cases = {
+      {"defaults: 32Mi holds an 8Mi body", {}, true},
+      {"a budget of the largest body alone leaves no room for the reserve", {"--body-budget", "8Mi"}, false},
+      {"the smallest budget for 8Mi bodies: 4/3 of it, rounded up", {"--body-budget", "11184810"}, true},
+      {"one byte less", {"--body-budget", "11184809"}, false},
+      {"a smaller largest body makes a small budget enough", {"--body-budget", "4Mi", "--max-body-bytes", "3Mi"}, true},
+      {"raised with the memory limit", {"--body-budget", "128Mi"}, true},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto p = parse_serve_args(c.args);
+    CHECK(p.ok() == c.ok);
+    if (!p.ok()) CHECK(p.error().message.find("at least 11184810") != std::string::npos);
+  }
+  const auto limits = body_budget_limits(32u << 20);
+  CHECK(limits.total == 32u << 20);
+  CHECK(limits.reserve == 8u << 20);
+  CHECK(limits.small == 64u << 10);
 }
 
 TEST_CASE("config file server section") {
@@ -84,6 +112,11 @@ TEST_CASE("config file server section") {
   REQUIRE(apply_server_section({{"maxConnectionsPerPeer", 16}, {"idleTimeoutBeforeReview", "5s"}}, o).ok());
   CHECK(o.max_connections_per_peer == 16);
   CHECK(o.idle_timeout_before_review.count() == 5000);
+  REQUIRE(apply_server_section({{"bodyBudget", "48Mi"}}, o).ok());
+  CHECK(o.body_budget == 48u << 20);
+  auto bad_budget = apply_server_section({{"bodyBudget", "-1"}}, o);
+  REQUIRE_FALSE(bad_budget.ok());
+  CHECK(bad_budget.error().message.find("server.bodyBudget") != std::string::npos);
   auto bad_peer = apply_server_section({{"maxConnectionsPerPeer", 0}}, o);
   REQUIRE_FALSE(bad_peer.ok());
   CHECK(bad_peer.error().message.find("server.maxConnectionsPerPeer") != std::string::npos);
