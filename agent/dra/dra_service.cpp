@@ -8,6 +8,7 @@
 
 #include "agent/core/cdi_spec.hpp"
 #include "agent/core/dra_slices.hpp"
+#include "common/guarded.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -276,7 +277,14 @@ std::string DraService::unprepare_one(const drapb::Claim& c) {
 
 drapb::NodePrepareResourcesResponse DraService::prepare(const drapb::NodePrepareResourcesRequest& request) {
   drapb::NodePrepareResourcesResponse response;
-  for (const auto& c : request.claims()) (*response.mutable_claims())[c.uid()] = prepare_one(c);
+  for (const auto& c : request.claims()) {
+    // Each claim on its own: an unexpected failure fails that claim, not the claims beside it.
+    auto& answer = (*response.mutable_claims())[c.uid()];
+    if (!common::run_guarded("NodePrepareResources", [&] { answer = prepare_one(c); })) {
+      answer.clear_devices();
+      answer.set_error(claim_text(c) + ": unexpected internal error (the agent's log has it); the kubelet retries");
+    }
+  }
   return response;
 }
 

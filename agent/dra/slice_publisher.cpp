@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/guarded.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
 
@@ -135,9 +136,21 @@ void SlicePublisher::start() {
   started_ = true;
   pending_ = true;  // publish at once
   pending_at_ = Clock::now();
-  loop_thread_ = std::thread([this] { run_loop(); });
+  const common::RestartBackoff backoff{options_.backoff_initial, options_.backoff_max};
+  const auto stopping = [this] { return stop_.stop_requested(); };
+  // A failure that escapes a pass shows in the stats the readiness and metrics read.
+  const auto record = [this](const std::string& error) {
+    std::lock_guard<std::mutex> guard(mu_);
+    ++stats_.publishes_failed;
+    stats_.last_error = "unexpected: " + error;
+  };
+  loop_thread_ = std::thread([this, backoff, stopping, record] {
+    common::run_restarting("resource slice publisher", [this] { run_loop(); }, stopping, backoff, record);
+  });
   if (api_.can_watch()) {
-    watch_thread_ = std::thread([this] { run_watch(stop_.get_token()); });
+    watch_thread_ = std::thread([this, backoff, stopping] {
+      common::run_restarting("resource slice watch", [this] { run_watch(stop_.get_token()); }, stopping, backoff);
+    });
   } else {
     log::warn("resource slices are not watched (the API client cannot); edits by others are repaired at the "
               "next resync")
