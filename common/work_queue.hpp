@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/guarded.hpp"
+
 namespace erdma::common {
 
 template <class Job>
@@ -106,7 +108,8 @@ class WorkQueue {
         ++running_;
         stopping = stopping_;
       }
-      run_(std::move(job), stopping);
+      // One job's exception costs that job only: the worker, and the jobs after it, go on.
+      run_guarded("work queue job", [&] { run_(std::move(job), stopping); });
       {
         std::lock_guard lock(mu_);
         --running_;

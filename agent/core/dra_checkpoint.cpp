@@ -12,11 +12,14 @@
 #include "agent/core/dra_slices.hpp"
 #include "agent/core/rdma_device.hpp"
 #include "common/config_reader.hpp"
+#include "common/json_read.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
 namespace {
 
+using common::JsonAt;
+using common::JsonKind;
 using common::json_quote;
 using nlohmann::json;
 
@@ -72,10 +75,10 @@ bool is_file_name(std::string_view s) {
          s.find('\0') == std::string_view::npos && s.ends_with(".json");
 }
 
-// Strict member access: the object has exactly `keys`.
+// Strict member access: the object has exactly `keys`, each read through common::JsonAt.
 class Fields {
  public:
-  Fields(const json& obj, std::string where) : obj_(obj), where_(std::move(where)) {}
+  Fields(const json& obj, std::string where) : obj_(obj), at_(obj, where), where_(std::move(where)) {}
 
   Status exactly(std::initializer_list<std::string_view> keys) const {
     if (!obj_.is_object()) return bad("is not an object");
@@ -89,30 +92,39 @@ class Fields {
     return {};
   }
   Result<std::string> string(std::string_view key, bool (*valid)(std::string_view), std::string_view rule) const {
-    const json& v = obj_.at(std::string(key));
-    if (!v.is_string()) return bad(std::string(key) + " is not a string");
-    const auto& s = v.get_ref<const std::string&>();
-    if (!valid(s)) return bad(std::string(key) + " " + json_quote(common::cut_for_message(s, 80)) + " is not " + std::string(rule));
-    return s;
+    const auto s = at_.member(key).if_string();
+    if (!s) return bad(std::string(key) + " is not a string");
+    if (!valid(*s)) return bad(std::string(key) + " " + json_quote(common::cut_for_message(*s, 80)) + " is not " + std::string(rule));
+    return *s;
+  }
+  Result<bool> boolean(std::string_view key) const {
+    const auto b = at_.member(key).if_boolean();
+    if (!b) return bad(std::string(key) + " is not true or false");
+    return *b;
   }
   Result<std::vector<std::string>> strings(std::string_view key, bool (*valid)(std::string_view), std::string_view rule,
                                            bool allow_empty) const {
-    const json& v = obj_.at(std::string(key));
-    if (!v.is_array()) return bad(std::string(key) + " is not an array");
-    if (v.empty() && !allow_empty) return bad(std::string(key) + " is empty");
+    const JsonAt v = at_.member(key);
+    if (!v.is(JsonKind::Array)) return bad(std::string(key) + " is not an array");
+    if (v.size() == 0 && !allow_empty) return bad(std::string(key) + " is empty");
     std::vector<std::string> out;
-    for (const auto& e : v) {
-      if (!e.is_string() || !valid(e.get_ref<const std::string&>())) {
-        return bad(std::string(key) + " holds " + common::cut_for_message(e.dump(), 80) + ", not " + std::string(rule));
+    for (size_t i = 0; i < v.size(); ++i) {
+      auto e = v.element(i).if_string();
+      if (!e || !valid(*e)) {
+        return bad(std::string(key) + " holds " +
+                   common::cut_for_message(v.element(i).get()->dump(-1, ' ', false, json::error_handler_t::replace), 80) +
+                   ", not " + std::string(rule));
       }
-      out.push_back(e.get<std::string>());
+      out.push_back(std::move(*e));
     }
     return out;
   }
+  [[nodiscard]] JsonAt member(std::string_view key) const { return at_.member(key); }
   Error bad(const std::string& why) const { return make_error(ErrorCode::InvalidArgument, where_ + " " + why); }
 
  private:
   const json& obj_;
+  JsonAt at_;
   std::string where_;
 };
 
@@ -153,13 +165,12 @@ Result<PreparedClaim> read_claim(const json& j, size_t index) {
   ERDMA_TRY_ASSIGN(c.ns, g.string("namespace", valid_namespace, "a namespace name"));
   ERDMA_TRY_ASSIGN(c.name, g.string("name", valid_object, "an object name"));
   ERDMA_TRY_ASSIGN(c.cdi_spec_file, g.string("cdiSpecFile", is_file_name, "a .json file name"));
-  if (!j["smcr"].is_boolean()) return g.bad("smcr is not true or false");
-  c.smcr = j["smcr"].get<bool>();
-  const json& devs = j["devices"];
-  if (!devs.is_array() || devs.empty()) return g.bad("devices is not a non-empty array");
+  ERDMA_TRY_ASSIGN(c.smcr, g.boolean("smcr"));
+  const JsonAt devs = g.member("devices");
+  if (!devs.is(JsonKind::Array) || devs.size() == 0) return g.bad("devices is not a non-empty array");
   std::set<std::tuple<std::string, std::string, std::string>> seen;
   for (size_t i = 0; i < devs.size(); ++i) {
-    ERDMA_TRY_ASSIGN(auto d, read_device(devs[i], where + " device " + std::to_string(i)));
+    ERDMA_TRY_ASSIGN(auto d, read_device(*devs.element(i).get(), where + " device " + std::to_string(i)));
     if (!seen.emplace(d.pool, d.device, d.share_id).second) {
       return g.bad("lists device " + d.pool + "/" + d.device + (d.share_id.empty() ? "" : " share " + d.share_id) +
                    " twice");
@@ -231,13 +242,18 @@ Result<Checkpoint> decode_checkpoint(std::string_view text) {
   const json doc = json::parse(text.begin(), text.end(), nullptr, false);
   if (doc.is_discarded()) return bad("is not JSON (truncated or overwritten?)");
   if (!doc.is_object()) return bad("is not a JSON object");
+  const JsonAt at(doc, "DRA checkpoint");
   // Kind and version first: a newer agent's file gets a message about versions, not fields.
-  if (!doc.contains("kind") || doc["kind"] != kCheckpointKind) {
+  if (at.member("kind").if_string() != kCheckpointKind) {
+    const json* kind = at.member("kind").get();
     return bad("is not a " + json_quote(kCheckpointKind) + " file (kind " +
-               (doc.contains("kind") ? common::cut_for_message(doc["kind"].dump(), 80) : std::string("missing")) + ")");
+               (kind != nullptr ? common::cut_for_message(kind->dump(-1, ' ', false, json::error_handler_t::replace), 80)
+                                : std::string("missing")) +
+               ")");
   }
-  if (!doc.contains("version") || !doc["version"].is_number_integer()) return bad("has no integer version");
-  if (const auto v = doc["version"].get<int64_t>(); v != kCheckpointVersion) {
+  const auto version = at.member("version").if_int64();
+  if (!version) return bad("has no integer version");
+  if (const int64_t v = *version; v != kCheckpointVersion) {
     return bad("has version " + std::to_string(v) + "; this agent reads version " + std::to_string(kCheckpointVersion) +
                (v > kCheckpointVersion ? " (the file was written by a newer agent: run that one again, or"
                                          " unprepare its claims before a downgrade)"
@@ -247,20 +263,21 @@ Result<Checkpoint> decode_checkpoint(std::string_view text) {
   if (auto s = top.exactly({"kind", "version", "claims", "checksum"}); !s) {
     return make_error(ErrorCode::InvalidArgument, s.error().message + std::string(kFix));
   }
-  if (!doc["checksum"].is_string()) return bad("checksum is not a string");
+  const auto checksum = at.member("checksum").if_string();
+  if (!checksum) return bad("checksum is not a string");
   json body = doc;
   body.erase("checksum");
-  const std::string want = std::string(kChecksumPrefix) + hex8(crc32(body.dump()));
-  if (doc["checksum"].get_ref<const std::string&>() != want) {
-    return bad("is corrupt: checksum " + json_quote(common::cut_for_message(doc["checksum"].get<std::string>(), 40)) +
-               ", content gives " + json_quote(want));
+  const std::string want = std::string(kChecksumPrefix) + hex8(crc32(body.dump(-1, ' ', false, json::error_handler_t::replace)));
+  if (*checksum != want) {
+    return bad("is corrupt: checksum " + json_quote(common::cut_for_message(*checksum, 40)) + ", content gives " +
+               json_quote(want));
   }
-  const json& claims = doc["claims"];
-  if (!claims.is_array()) return bad("claims is not an array");
+  const JsonAt claims = at.member("claims");
+  if (!claims.is(JsonKind::Array)) return bad("claims is not an array");
   if (claims.size() > kMaxCheckpointClaims) return bad("lists more than " + std::to_string(kMaxCheckpointClaims) + " claims");
   Checkpoint cp;
   for (size_t i = 0; i < claims.size(); ++i) {
-    auto c = read_claim(claims[i], i);
+    auto c = read_claim(*claims.element(i).get(), i);
     if (!c) return make_error(ErrorCode::InvalidArgument, c.error().message + std::string(kFix));
     const std::string uid = c->uid;
     if (!cp.claims.emplace(uid, normalized(std::move(c).value())).second) return bad("lists claim " + uid + " twice");

@@ -7,11 +7,14 @@
 #include <tuple>
 
 #include "agent/core/dra_slices.hpp"
+#include "common/json_read.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
 namespace {
 
+using common::JsonAt;
+using common::JsonKind;
 using common::json_quote;
 using nlohmann::json;
 
@@ -19,27 +22,23 @@ std::string ref_text(const ClaimRef& r) { return "claim " + r.ns + "/" + r.name 
 
 std::string base_request(std::string_view request) { return std::string(request.substr(0, request.find('/'))); }
 
-// A string member, or InvalidArgument naming where it should be.
-Result<std::string> string_at(const json& obj, const char* key, const std::string& where) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
-    return make_error(ErrorCode::InvalidArgument, where + "." + key + " is missing or not a non-empty string");
-  }
-  return it->get<std::string>();
+// A non-empty string, or InvalidArgument naming where it should be.
+Result<std::string> non_empty_string(const JsonAt& at) {
+  ERDMA_TRY_ASSIGN(std::string s, at.string());
+  if (s.empty()) return at.error("is empty");
+  return s;
 }
 
 // Whether a config's `requests` list covers an allocation result's request ("main" or "main/sub").
-bool applies_to(const json& requests, const std::string& request) {
+bool applies_to(const std::vector<std::string>& requests, const std::string& request) {
   if (requests.empty()) return true;
   const std::string base = base_request(request);
-  return std::any_of(requests.begin(), requests.end(), [&](const json& r) {
-    return r.is_string() && (r.get_ref<const std::string&>() == request || r.get_ref<const std::string&>() == base);
-  });
+  return std::any_of(requests.begin(), requests.end(), [&](const std::string& r) { return r == request || r == base; });
 }
 
 struct OurConfig {
   bool from_claim = false;
-  json requests;  // array
+  std::vector<std::string> requests;  // none: every request
   ClaimMode mode = ClaimMode::Rdma;
 };
 
@@ -112,69 +111,63 @@ Result<ClaimMode> parse_erdma_config(const json& parameters) {
 Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::vector<RdmaDevice>& cards,
                              std::string_view pool, std::string_view driver) {
   const std::string who = ref_text(ref);
-  if (!claim.is_object() || !claim.contains("metadata") || !claim["metadata"].is_object()) {
+  const JsonAt at(claim, who);
+  const JsonAt meta = at.member("metadata");
+  if (!meta.is(JsonKind::Object)) {
     return make_error(ErrorCode::InvalidArgument, who + ": the API server's answer is not a ResourceClaim (no metadata)");
   }
-  const json& meta = claim["metadata"];
-  const std::string uid = meta.value("uid", std::string());
+  ERDMA_TRY_ASSIGN(const std::string uid, meta.member("uid").string_or(""));
   if (uid != ref.uid) {
     return make_error(ErrorCode::FailedPrecondition,
                       who + ": the API server holds a claim of that name with UID " + json_quote(uid) +
                           ": the claim was deleted and created again; the kubelet prepares the new one for the "
                           "pod that uses it");
   }
-  const json* alloc = nullptr;
-  if (const auto st = claim.find("status"); st != claim.end() && st->is_object()) {
-    if (const auto a = st->find("allocation"); a != st->end() && a->is_object()) alloc = &*a;
-  }
-  if (alloc == nullptr) {
+  const JsonAt alloc = at.path("status.allocation");
+  if (!alloc.is(JsonKind::Object)) {
     return make_error(ErrorCode::FailedPrecondition,
                       who + " is not allocated (no status.allocation); the scheduler allocates it before the pod "
                             "is bound to a node");
   }
-  json results = json::array();
-  json configs = json::array();
-  if (const auto d = alloc->find("devices"); d != alloc->end()) {
-    if (!d->is_object()) return make_error(ErrorCode::InvalidArgument, who + ": status.allocation.devices is not an object");
-    results = d->value("results", json::array());
-    configs = d->value("config", json::array());
-    if (!results.is_array() || !configs.is_array()) {
-      return make_error(ErrorCode::InvalidArgument,
-                        who + ": status.allocation.devices.results and .config must be lists");
-    }
-  }
+  const JsonAt devs = alloc.member("devices");
+  ERDMA_TRY(devs.expect_optional(JsonKind::Object));
+  const JsonAt results = devs.member("results");
+  const JsonAt configs = devs.member("config");
+  ERDMA_TRY(results.expect_optional(JsonKind::Array));
+  ERDMA_TRY(configs.expect_optional(JsonKind::Array));
 
   // This driver's configs, validated all, in the allocator's order.
   std::vector<OurConfig> ours;
   for (size_t i = 0; i < configs.size(); ++i) {
-    const json& c = configs[i];
-    const std::string where = who + ": status.allocation.devices.config[" + std::to_string(i) + "]";
-    if (!c.is_object()) return make_error(ErrorCode::InvalidArgument, where + " is not an object");
-    const auto op = c.find("opaque");
-    if (op == c.end() || op->is_null()) continue;  // a kind of config this driver does not know
-    if (!op->is_object()) return make_error(ErrorCode::InvalidArgument, where + ".opaque is not an object");
-    if (op->value("driver", std::string()) != driver) continue;
+    const JsonAt c = configs.element(i);
+    ERDMA_TRY(c.expect(JsonKind::Object));
+    const JsonAt op = c.member("opaque");
+    if (op.is_missing()) continue;  // a kind of config this driver does not know
+    ERDMA_TRY(op.expect(JsonKind::Object));
+    ERDMA_TRY_ASSIGN(const std::string config_driver, op.member("driver").string_or(""));
+    if (config_driver != driver) continue;
     OurConfig oc;
-    const std::string source = c.value("source", std::string());
+    ERDMA_TRY_ASSIGN(const std::string source, c.member("source").string_or(""));
     if (source == "FromClaim") {
       oc.from_claim = true;
     } else if (source != "FromClass") {
-      return make_error(ErrorCode::InvalidArgument, where + ": source " + json_quote(source) +
-                                                        " is neither FromClass nor FromClaim");
+      return c.member("source").error(json_quote(source) + " is neither FromClass nor FromClaim");
     }
-    oc.requests = c.value("requests", json::array());
-    if (!oc.requests.is_array()) return make_error(ErrorCode::InvalidArgument, where + ".requests is not a list");
-    const auto params = op->find("parameters");
-    if (params == op->end()) {
-      return make_error(ErrorCode::InvalidArgument, where + ".opaque.parameters is missing");
+    const JsonAt requests = c.member("requests");
+    ERDMA_TRY(requests.expect_optional(JsonKind::Array));
+    for (size_t k = 0; k < requests.size(); ++k) {
+      ERDMA_TRY_ASSIGN(auto name, requests.element(k).string());
+      oc.requests.push_back(std::move(name));
     }
-    if (params->dump().size() > kMaxOpaqueParametersBytes) {
-      return make_error(ErrorCode::InvalidArgument, where + ".opaque.parameters is larger than 10 KiB");
+    const JsonAt params = op.member("parameters");
+    if (params.get() == nullptr) return params.error("is missing");
+    if (params.get()->dump(-1, ' ', false, json::error_handler_t::replace).size() > kMaxOpaqueParametersBytes) {
+      return params.error("is larger than 10 KiB");
     }
-    auto mode = parse_erdma_config(*params);
+    auto mode = parse_erdma_config(*params.get());
     if (!mode) {
       return make_error(ErrorCode::InvalidArgument,
-                        where + " (" + (oc.from_claim ? "from the claim" : "from the DeviceClass") +
+                        c.where() + " (" + (oc.from_claim ? "from the claim" : "from the DeviceClass") +
                             "): " + mode.error().message);
     }
     oc.mode = *mode;
@@ -194,23 +187,19 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
   std::string first_request;
   size_t others = 0;
   for (size_t i = 0; i < results.size(); ++i) {
-    const json& r = results[i];
-    const std::string where = who + ": status.allocation.devices.results[" + std::to_string(i) + "]";
-    if (!r.is_object()) return make_error(ErrorCode::InvalidArgument, where + " is not an object");
-    if (r.value("driver", std::string()) != driver) {
+    const JsonAt r = results.element(i);
+    ERDMA_TRY(r.expect(JsonKind::Object));
+    ERDMA_TRY_ASSIGN(const std::string result_driver, r.member("driver").string_or(""));
+    if (result_driver != driver) {
       ++others;
       continue;
     }
-    ERDMA_TRY_ASSIGN(const std::string request, string_at(r, "request", where));
-    ERDMA_TRY_ASSIGN(const std::string rpool, string_at(r, "pool", where));
-    ERDMA_TRY_ASSIGN(const std::string device, string_at(r, "device", where));
-    std::string share;
-    if (const auto s = r.find("shareID"); s != r.end() && !s->is_null()) {
-      if (!s->is_string() || !is_claim_uid(s->get_ref<const std::string&>())) {
-        return make_error(ErrorCode::InvalidArgument, where + ".shareID is not a UID: " +
-                                                          common::cut_for_message(s->dump(), 80));
-      }
-      share = s->get<std::string>();
+    ERDMA_TRY_ASSIGN(const std::string request, non_empty_string(r.member("request")));
+    ERDMA_TRY_ASSIGN(const std::string rpool, non_empty_string(r.member("pool")));
+    ERDMA_TRY_ASSIGN(const std::string device, non_empty_string(r.member("device")));
+    ERDMA_TRY_ASSIGN(const std::string share, r.member("shareID").string_or(""));
+    if (!r.member("shareID").is_missing() && !is_claim_uid(share)) {
+      return r.member("shareID").error("is not a UID: " + json_quote(common::cut_for_message(share, 80)));
     }
     if (rpool != pool) {
       return make_error(ErrorCode::NotFound, who + ": device " + rpool + "/" + device + " is in pool " +
@@ -326,33 +315,23 @@ Result<json> device_status_entries(const PreparedClaim& claim, const std::map<st
 
 std::vector<std::string> reserved_pods(const json& claim) {
   std::vector<std::string> out;
-  if (!claim.is_object()) return out;
-  const auto st = claim.find("status");
-  if (st == claim.end() || !st->is_object()) return out;
-  const auto reserved = st->find("reservedFor");
-  if (reserved == st->end() || !reserved->is_array()) return out;
-  for (const auto& r : *reserved) {
-    if (!r.is_object() || r.value("resource", json()) != "pods") continue;
-    const auto name = r.find("name");
-    if (name != r.end() && name->is_string() && !name->get_ref<const std::string&>().empty()) {
-      out.push_back(name->get<std::string>());
-    }
+  const JsonAt entries = JsonAt(claim, "ResourceClaim").path("status.reservedFor");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const JsonAt r = entries.element(i);
+    if (r.member("resource").if_string() != "pods") continue;
+    auto name = r.member("name").if_string();
+    if (name && !name->empty()) out.push_back(std::move(*name));
   }
   return out;
 }
 
 json merged_device_status(const json& claim, const json& entries, std::string_view driver) {
   json out = json::array();
-  if (claim.is_object()) {
-    const auto st = claim.find("status");
-    if (st != claim.end() && st->is_object()) {
-      const auto devs = st->find("devices");
-      if (devs != st->end() && devs->is_array()) {
-        for (const auto& e : *devs) {
-          if (!e.is_object() || e.value("driver", std::string()) != driver) out.push_back(e);
-        }
-      }
-    }
+  // Others' entries are kept as they are, whatever their shape: they are not ours to judge.
+  const JsonAt devs = JsonAt(claim, "ResourceClaim").path("status.devices");
+  for (size_t i = 0; i < devs.size() && devs.is(JsonKind::Array); ++i) {
+    const JsonAt e = devs.element(i);
+    if (e.member("driver").if_string() != driver) out.push_back(*e.get());
   }
   if (entries.is_array()) {
     for (const auto& e : entries) out.push_back(e);

@@ -6,11 +6,14 @@
 
 #include "agent/core/plugin_model.hpp"
 #include "common/config_reader.hpp"
+#include "common/json_read.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
 namespace {
 
+using common::JsonAt;
+using common::JsonKind;
 using common::json_quote;
 using nlohmann::json;
 
@@ -354,35 +357,24 @@ struct Existing {
 
 Result<Existing> read_item(const json& item, size_t index) {
   const std::string where = "ResourceSlice list item " + std::to_string(index);
-  auto bad = [&](const std::string& why) { return make_error(ErrorCode::InvalidArgument, where + ": " + why); };
-  if (!item.is_object()) return bad("not an object");
-  const auto meta = item.find("metadata");
-  if (meta == item.end() || !meta->is_object()) return bad("no metadata object");
-  const auto name = meta->find("name");
-  if (name == meta->end() || !name->is_string() || name->get_ref<const std::string&>().empty()) {
-    return bad("no metadata.name");
-  }
+  const JsonAt at(item, where);
+  ERDMA_TRY(at.expect(JsonKind::Object));
+  ERDMA_TRY(at.member("metadata").expect(JsonKind::Object));
+  const JsonAt name = at.path("metadata.name");
   Existing e;
-  e.name = name->get<std::string>();
-  const auto rv = meta->find("resourceVersion");
-  if (rv == meta->end() || !rv->is_string() || rv->get_ref<const std::string&>().empty()) {
-    return bad("(" + e.name + ") no metadata.resourceVersion");
-  }
-  e.resource_version = rv->get<std::string>();
-  const auto spec = item.find("spec");
-  if (spec == item.end() || !spec->is_object()) return bad("(" + e.name + ") no spec object");
-  const auto driver = spec->find("driver");
-  if (driver == spec->end() || !driver->is_string()) return bad("(" + e.name + ") no spec.driver");
-  e.driver = driver->get<std::string>();
-  if (const auto node = spec->find("nodeName"); node != spec->end() && !node->is_null()) {
-    if (!node->is_string()) return bad("(" + e.name + ") spec.nodeName is not a string");
-    e.node = node->get<std::string>();
-  }
-  const auto pool = spec->find("pool");
-  if (pool == spec->end() || !pool->is_object()) return bad("(" + e.name + ") no spec.pool object");
-  const auto gen = pool->find("generation");
-  if (gen == pool->end() || !gen->is_number_integer()) return bad("(" + e.name + ") no integer spec.pool.generation");
-  e.generation = gen->get<int64_t>();
+  ERDMA_TRY_ASSIGN(e.name, name.string());
+  if (e.name.empty()) return name.error("is empty");
+  // From here on the item is named by its name too.
+  const JsonAt named(item, where + " (" + common::cut_for_message(e.name, 80) + ")");
+  const JsonAt rv = named.path("metadata.resourceVersion");
+  ERDMA_TRY_ASSIGN(e.resource_version, rv.string());
+  if (e.resource_version.empty()) return rv.error("is empty");
+  const JsonAt spec = named.member("spec");
+  ERDMA_TRY(spec.expect(JsonKind::Object));
+  ERDMA_TRY_ASSIGN(e.driver, spec.member("driver").string());
+  ERDMA_TRY_ASSIGN(e.node, spec.member("nodeName").string_or(""));
+  ERDMA_TRY(spec.member("pool").expect(JsonKind::Object));
+  ERDMA_TRY_ASSIGN(e.generation, spec.path("pool.generation").int64());
   e.object = &item;
   return e;
 }
@@ -401,31 +393,43 @@ json comparable_spec(const json& spec) {
   return s;
 }
 
+// metadata.ownerReferences, or null. The caller checked that metadata is an object.
 json owner_refs(const json& object) {
-  const auto& meta = object.at("metadata");
-  return meta.contains("ownerReferences") ? meta["ownerReferences"] : json();
+  const json* refs = JsonAt(object, "ResourceSlice").path("metadata.ownerReferences").get();
+  return refs != nullptr ? *refs : json();
 }
 
+// Both objects have a spec and metadata object (slice_has_content and read_item check).
 bool same_content(const json& wanted, const json& existing) {
-  if (comparable_spec(wanted.at("spec")) != comparable_spec(existing.at("spec"))) return false;
+  const json* want_spec = JsonAt(wanted, "ResourceSlice").member("spec").get();
+  const json* have_spec = JsonAt(existing, "ResourceSlice").member("spec").get();
+  if (want_spec == nullptr || have_spec == nullptr) return false;
+  if (comparable_spec(*want_spec) != comparable_spec(*have_spec)) return false;
   const json want_refs = owner_refs(wanted);
   return want_refs.is_null() || want_refs == owner_refs(existing);
 }
 
-// Keeps the timeAdded the server gave a taint that stays (same device, key and effect).
+// Keeps the timeAdded the server gave a taint that stays (same device, key and effect). `spec`
+// is a wanted one (build_slices' shape); `old_spec` is the server's, read for what it holds.
 void carry_taint_times(json& spec, const json& old_spec) {
-  if (!spec.contains("devices") || !old_spec.contains("devices") || !old_spec["devices"].is_array()) return;
+  if (!spec.contains("devices") || !spec["devices"].is_array()) return;
+  const JsonAt old_devices = JsonAt(old_spec, "ResourceSlice spec").member("devices");
   for (auto& d : spec["devices"]) {
-    if (!d.contains("taints")) continue;
-    for (const auto& od : old_spec["devices"]) {
-      if (!od.is_object() || od.value("name", "") != d["name"] || !od.contains("taints") || !od["taints"].is_array()) {
-        continue;
-      }
+    if (!d.is_object() || !d.contains("taints") || !d["taints"].is_array()) continue;
+    const auto name = JsonAt(d, "device").member("name").if_string();
+    for (size_t i = 0; i < old_devices.size() && old_devices.is(JsonKind::Array); ++i) {
+      const JsonAt od = old_devices.element(i);
+      const JsonAt old_taints = od.member("taints");
+      if (!name || od.member("name").if_string() != name || !old_taints.is(JsonKind::Array)) continue;
       for (auto& t : d["taints"]) {
-        for (const auto& ot : od["taints"]) {
-          if (ot.is_object() && ot.value("key", "") == t["key"] && ot.value("effect", "") == t["effect"] &&
-              ot.contains("timeAdded")) {
-            t["timeAdded"] = ot["timeAdded"];
+        if (!t.is_object()) continue;
+        const JsonAt wanted_taint(t, "taint");
+        for (size_t k = 0; k < old_taints.size(); ++k) {
+          const JsonAt ot = old_taints.element(k);
+          const json* added = ot.member("timeAdded").get();
+          if (added != nullptr && ot.member("key").if_string() == wanted_taint.member("key").if_string() &&
+              ot.member("effect").if_string() == wanted_taint.member("effect").if_string()) {
+            t["timeAdded"] = *added;
           }
         }
       }
@@ -446,9 +450,33 @@ bool slice_has_content(const json& wanted, const json& existing) {
 
 Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& existing) {
   if (wanted.empty()) return make_error(ErrorCode::InvalidArgument, "no ResourceSlices wanted (build_slices gives one at least)");
-  const json& first_spec = wanted.front().at("spec");
-  const std::string driver = first_spec.at("driver").get<std::string>();
-  const std::string node = first_spec.at("nodeName").get<std::string>();
+  // The wanted slices are build_slices' own, read through the checked reader all the same: a
+  // caller's slip is an Internal error, never an exception.
+  const auto internal = [](Error e) {
+    e.code = ErrorCode::Internal;
+    return e;
+  };
+  std::vector<std::string> wanted_names_in_order;
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const JsonAt w(wanted[i], "wanted ResourceSlice " + std::to_string(i));
+    auto name = w.path("metadata.name").string();
+    if (!name) return internal(std::move(name).error());
+    for (const char* member : {"apiVersion", "kind", "spec"}) {
+      if (w.member(member).get() == nullptr) return internal(w.member(member).error("is missing"));
+    }
+    if (auto s = w.member("spec").expect(JsonKind::Object); !s) return internal(std::move(s).error());
+    if (auto s = w.path("spec.pool").expect(JsonKind::Object); !s) return internal(std::move(s).error());
+    wanted_names_in_order.push_back(std::move(name).value());
+  }
+  const JsonAt first_spec = JsonAt(wanted.front(), "wanted ResourceSlice 0").member("spec");
+  auto driver_read = first_spec.member("driver").string();
+  auto node_read = first_spec.member("nodeName").string();
+  auto first_gen = first_spec.path("pool.generation").int64();
+  if (!driver_read) return internal(std::move(driver_read).error());
+  if (!node_read) return internal(std::move(node_read).error());
+  if (!first_gen) return internal(std::move(first_gen).error());
+  const std::string driver = std::move(driver_read).value();
+  const std::string node = std::move(node_read).value();
   if (!existing.is_object()) {
     return make_error(ErrorCode::InvalidArgument, "ResourceSlice list answer is not an object");
   }
@@ -478,20 +506,20 @@ Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& exist
   }
 
   bool same = ours.size() == wanted.size() && gens.size() == 1;
-  for (const auto& w : wanted) {
-    if (!same) break;
-    const auto it = ours.find(w.at("metadata").at("name").get<std::string>());
-    same = it != ours.end() && same_content(w, *it->second.object);
+  for (size_t i = 0; i < wanted.size() && same; ++i) {
+    const auto it = ours.find(wanted_names_in_order[i]);
+    same = it != ours.end() && same_content(wanted[i], *it->second.object);
   }
   if (same) {
     plan.generation = *gens.begin();
     return plan;
   }
 
-  plan.generation = std::max(max_gen + 1, first_spec.at("pool").at("generation").get<int64_t>());
+  plan.generation = std::max(max_gen + 1, *first_gen);
   std::set<std::string> wanted_names;
-  for (const auto& w : wanted) {
-    const std::string name = w.at("metadata").at("name").get<std::string>();
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const json& w = wanted[i];
+    const std::string& name = wanted_names_in_order[i];
     wanted_names.insert(name);
     if (others.count(name) != 0) {
       return make_error(ErrorCode::FailedPrecondition,
@@ -499,7 +527,7 @@ Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& exist
                             " on node " + json_quote(others.at(name).node) + "; delete it, or give this agent "
                             "another driver name");
     }
-    json spec = w.at("spec");
+    json spec = w["spec"];  // checked above: present, an object
     spec["pool"]["generation"] = plan.generation;
     const auto it = ours.find(name);
     if (it == ours.end()) {
@@ -509,9 +537,9 @@ Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& exist
       continue;
     }
     json obj = *it->second.object;
-    carry_taint_times(spec, obj.at("spec"));
-    obj["apiVersion"] = w.at("apiVersion");
-    obj["kind"] = w.at("kind");
+    carry_taint_times(spec, obj["spec"]);  // read_item checked: an object
+    obj["apiVersion"] = w["apiVersion"];
+    obj["kind"] = w["kind"];
     obj["spec"] = std::move(spec);
     if (const json refs = owner_refs(w); !refs.is_null()) obj["metadata"]["ownerReferences"] = refs;
     plan.actions.push_back(SliceAction{SliceOp::Update, name, it->second.resource_version, std::move(obj)});

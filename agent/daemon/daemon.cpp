@@ -27,6 +27,7 @@
 #include "agent/sys/pod_netns.hpp"
 #include "agent/sys/pod_sources.hpp"
 #include "agent/sys/sysfs_rdma.hpp"
+#include "common/guarded.hpp"
 #include "common/http/metrics_server.hpp"
 #include "common/listen_address.hpp"
 #include "common/log.hpp"
@@ -141,7 +142,9 @@ int run_daemon(const AgentConfig& cfg) {
       return kExitFailure;
     }
     log::info("serving metrics").kv("listen", cfg.metrics_listen).kv("port", static_cast<unsigned>(metrics_server->port()));
-    metrics_thread = std::thread([&] { ioc.run(); });
+    // A handler's exception leaves io_context::run; running it again serves on.
+    metrics_thread = std::thread(
+        [&] { common::run_restarting("metrics server", [&] { ioc.run(); }, [&] { return ioc.stopped(); }); });
   }
 
   int rc = kExitOk;

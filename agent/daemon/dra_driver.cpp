@@ -4,6 +4,7 @@
 #include "agent/core/plugin_model.hpp"
 #include "agent/daemon/dra_facts.hpp"
 #include "agent/sys/dra_node_facts.hpp"
+#include "common/json_read.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -13,12 +14,9 @@ namespace {
 constexpr size_t kEventQueue = 256;
 constexpr const char* kSysRoot = "/sys";
 
-// The string at `pointer` in an API answer, or "" when it is missing or not a string.
-std::string string_at(const nlohmann::json& doc, const char* pointer) {
-  const nlohmann::json::json_pointer p(pointer);
-  if (!doc.contains(p)) return "";
-  const auto& v = doc.at(p);
-  return v.is_string() ? v.get<std::string>() : "";
+// metadata.uid of an API answer, or "" when it is missing or not a string.
+std::string uid_of(const nlohmann::json& object) {
+  return common::JsonAt(object, "object").path("metadata.uid").if_string().value_or("");
 }
 }  // namespace
 
@@ -68,7 +66,7 @@ void ApiPodEvents::post(const Job& job) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", pod.error().message);
     return;
   }
-  ref.uid = string_at(*pod, "/metadata/uid");
+  ref.uid = uid_of(*pod);
   auto posted = poster_.post(ref, job.type, job.reason, job.message);
   if (!posted) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", posted.error().message);
@@ -85,7 +83,7 @@ Status DraDriver::start() {
   ERDMA_TRY_ASSIGN(auto api_cfg, kube::in_cluster_config());
   ERDMA_TRY_ASSIGN(api_, kube::make_https_api(std::move(api_cfg)));
   auto node = api_->get("/api/v1/nodes/" + node_name_);
-  if (node) node_uid_ = string_at(*node, "/metadata/uid");
+  if (node) node_uid_ = uid_of(*node);
   if (node_uid_.empty()) {
     log::warn("the Node's UID is not known: the slices are published without an owner (not garbage-collected with "
               "the Node)")

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/guarded.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent::dra {
@@ -150,7 +151,8 @@ Status DraKubeletPlugin::start() {
     return s;
   }
   stopping_ = false;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread(
+      [this] { common::run_restarting("DRA socket keeper", [this] { loop(); }, [this] { return stopping_.load(); }); });
   return {};
 }
 

@@ -8,6 +8,8 @@
 
 #include "agent/core/cdi_spec.hpp"
 #include "agent/core/dra_slices.hpp"
+#include "common/guarded.hpp"
+#include "common/json_read.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 
@@ -226,10 +228,14 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
   // Two tries: a 409 (someone else wrote the claim meanwhile) is answered with a fresh read.
   for (int attempt = 0;; ++attempt) {
     const auto merged = merged_device_status(object, *entries, config_.driver);
-    const auto st = object.find("status");
-    if (st != object.end() && st->is_object() && st->value("devices", nlohmann::json::array()) == merged) {
+    const common::JsonAt status = common::JsonAt(object, "ResourceClaim").member("status");
+    const nlohmann::json* devices = status.member("devices").get();
+    if (status.is(common::JsonKind::Object) && (devices != nullptr ? *devices : nlohmann::json::array()) == merged) {
       return count(true, "");  // already says so
     }
+    // The answer is the claim plan_claim read: an object; a status of another type is replaced.
+    if (!object.is_object()) return count(false, "the API server's answer is not a ResourceClaim");
+    if (!status.is(common::JsonKind::Object)) object["status"] = nlohmann::json::object();
     object["status"]["devices"] = merged;
     auto put = api_.replace(path, object);
     if (put) return count(true, "");
@@ -237,7 +243,9 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
     auto fresh = api_.get(claim_path(c.namespace_(), c.name()));
     if (!fresh) return count(false, fresh.error().message);
     object = std::move(*fresh);
-    if (object.value(nlohmann::json::json_pointer("/metadata/uid"), std::string()) != c.uid()) return count(false, "the claim was recreated");
+    if (common::JsonAt(object, "ResourceClaim").path("metadata.uid").if_string() != c.uid()) {
+      return count(false, "the claim was recreated");
+    }
   }
 }
 
@@ -269,7 +277,14 @@ std::string DraService::unprepare_one(const drapb::Claim& c) {
 
 drapb::NodePrepareResourcesResponse DraService::prepare(const drapb::NodePrepareResourcesRequest& request) {
   drapb::NodePrepareResourcesResponse response;
-  for (const auto& c : request.claims()) (*response.mutable_claims())[c.uid()] = prepare_one(c);
+  for (const auto& c : request.claims()) {
+    // Each claim on its own: an unexpected failure fails that claim, not the claims beside it.
+    auto& answer = (*response.mutable_claims())[c.uid()];
+    if (!common::run_guarded("NodePrepareResources", [&] { answer = prepare_one(c); })) {
+      answer.clear_devices();
+      answer.set_error(claim_text(c) + ": unexpected internal error (the agent's log has it); the kubelet retries");
+    }
+  }
   return response;
 }
 

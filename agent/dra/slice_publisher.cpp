@@ -3,25 +3,22 @@
 
 #include <algorithm>
 
+#include "common/guarded.hpp"
+#include "common/json_read.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
 namespace {
 
 namespace log = common::log;
+using common::JsonAt;
+using common::JsonKind;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string name_of(const json& object) {
-  if (!object.is_object() || !object.contains("metadata") || !object["metadata"].is_object()) return "";
-  return object["metadata"].value("name", "");
-}
-
-std::string string_at(const json& object, const char* a, const char* b) {
-  if (!object.is_object() || !object.contains(a) || !object[a].is_object()) return "";
-  const auto& inner = object[a];
-  const auto it = inner.find(b);
-  return it != inner.end() && it->is_string() ? it->get<std::string>() : "";
+// metadata.name of one of the wanted slices (build_slices' own output: always there).
+std::string wanted_name(const json& slice) {
+  return JsonAt(slice, "ResourceSlice").path("metadata.name").if_string().value_or("");
 }
 
 }  // namespace
@@ -31,18 +28,26 @@ std::string node_slices_path(std::string_view node_name, std::string_view driver
          kube::url_query_escape("spec.nodeName=" + std::string(node_name) + ",spec.driver=" + std::string(driver));
 }
 
-bool slice_event_needs_publish(const json& event, const std::vector<json>& wanted, std::string_view node_name,
-                               std::string_view driver) {
-  if (!event.is_object()) return false;
-  const std::string type = event.value("type", "");
+Result<bool> slice_event_needs_publish(const json& event, const std::vector<json>& wanted, std::string_view node_name,
+                                       std::string_view driver) {
+  const JsonAt at(event, "ResourceSlice watch event");
+  ERDMA_TRY(at.expect(JsonKind::Object));
+  ERDMA_TRY_ASSIGN(const std::string type, at.member("type").string());
   if (type != "ADDED" && type != "MODIFIED" && type != "DELETED") return false;  // BOOKMARK and others
-  const json& object = event.contains("object") ? event["object"] : json();
-  const std::string name = name_of(object);
-  const auto want = std::find_if(wanted.begin(), wanted.end(), [&](const json& w) { return name_of(w) == name; });
+  const JsonAt object = at.member("object");
+  ERDMA_TRY(object.expect(JsonKind::Object));
+  ERDMA_TRY_ASSIGN(const std::string name, object.path("metadata.name").string());
+  const JsonAt spec = object.member("spec");
+  ERDMA_TRY(spec.expect(JsonKind::Object));
+  ERDMA_TRY_ASSIGN(const std::string node, spec.member("nodeName").string_or(""));
+  ERDMA_TRY_ASSIGN(const std::string slice_driver, spec.member("driver").string_or(""));
+  ERDMA_TRY(spec.member("devices").expect_optional(JsonKind::Array));
+  const auto want =
+      std::find_if(wanted.begin(), wanted.end(), [&](const json& w) { return wanted_name(w) == name; });
   if (type == "DELETED") return want != wanted.end();
-  if (want != wanted.end()) return !slice_has_content(*want, object);
+  if (want != wanted.end()) return !slice_has_content(*want, *object.get());
   // Not one of ours by name: news only when it claims our node and driver (an extra slice).
-  return string_at(object, "spec", "nodeName") == node_name && string_at(object, "spec", "driver") == driver;
+  return node == node_name && slice_driver == driver;
 }
 
 SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options)
@@ -131,9 +136,21 @@ void SlicePublisher::start() {
   started_ = true;
   pending_ = true;  // publish at once
   pending_at_ = Clock::now();
-  loop_thread_ = std::thread([this] { run_loop(); });
+  const common::RestartBackoff backoff{options_.backoff_initial, options_.backoff_max};
+  const auto stopping = [this] { return stop_.stop_requested(); };
+  // A failure that escapes a pass shows in the stats the readiness and metrics read.
+  const auto record = [this](const std::string& error) {
+    std::lock_guard<std::mutex> guard(mu_);
+    ++stats_.publishes_failed;
+    stats_.last_error = "unexpected: " + error;
+  };
+  loop_thread_ = std::thread([this, backoff, stopping, record] {
+    common::run_restarting("resource slice publisher", [this] { run_loop(); }, stopping, backoff, record);
+  });
   if (api_.can_watch()) {
-    watch_thread_ = std::thread([this] { run_watch(stop_.get_token()); });
+    watch_thread_ = std::thread([this, backoff, stopping] {
+      common::run_restarting("resource slice watch", [this] { run_watch(stop_.get_token()); }, stopping, backoff);
+    });
   } else {
     log::warn("resource slices are not watched (the API client cannot); edits by others are repaired at the "
               "next resync")
@@ -253,16 +270,25 @@ void SlicePublisher::run_watch(std::stop_token stop) {
     const Status status = api_.watch(
         path,
         [&](const json& event) {
-          bool news = false;
+          Result<bool> news = false;
+          bool publishing = false;
           {
             std::lock_guard<std::mutex> lock(mu_);
-            news = !last_wanted_.empty() &&
-                   slice_event_needs_publish(event, last_wanted_, options_.node_name, options_.driver);
+            publishing = !last_wanted_.empty();
+            news = slice_event_needs_publish(event, last_wanted_, options_.node_name, options_.driver);
+            if (!news) ++stats_.ignored_events;
           }
-          if (news) {
+          if (!news) {
+            // One odd event costs nothing but itself: the stream goes on, and the periodic resync
+            // covers whatever it may have meant.
+            log::warn("resource slice watch event ignored").kv("error", news.error().message);
+            return true;
+          }
+          if (publishing && *news) {
+            const JsonAt at(event, "");
             log::info("resource slice changed by someone else, repairing")
-                .kv("event", event.value("type", ""))
-                .kv("slice", name_of(event.contains("object") ? event["object"] : json()));
+                .kv("event", at.member("type").if_string().value_or(""))
+                .kv("slice", at.path("object.metadata.name").if_string().value_or(""));
             request(options_.repair_delay, /*repair=*/true);
           }
           return true;

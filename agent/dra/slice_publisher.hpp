@@ -56,15 +56,21 @@ struct PublisherStats {
   uint64_t publishes_failed = 0;
   uint64_t writes = 0;           // creates + updates + deletes sent and accepted
   uint64_t repairs = 0;          // publishes a watch event asked for
+  uint64_t ignored_events = 0;   // watch events of the wrong shape, logged and skipped
   std::string last_error;        // "" after a success
 };
 
 // True when a watch event on this node's slices means the server no longer holds `wanted`:
 // a wanted slice DELETED, a wanted slice ADDED or MODIFIED with other content, or a slice of
 // this node and driver that is not wanted (it will be deleted). The publisher's own writes come
-// back with the wanted content and are not news. Pure.
-[[nodiscard]] bool slice_event_needs_publish(const nlohmann::json& event, const std::vector<nlohmann::json>& wanted,
-                                             std::string_view node_name, std::string_view driver);
+// back with the wanted content and are not news; nor are BOOKMARKs and types it does not know.
+// InvalidArgument, naming the member, for an event that is not a WatchEvent of ResourceSlices:
+// not an object, a type that is not a string; for ADDED, MODIFIED and DELETED an object without
+// a string metadata.name or a spec object, spec.nodeName or spec.driver not strings,
+// spec.devices not an array. Pure; never throws.
+[[nodiscard]] Result<bool> slice_event_needs_publish(const nlohmann::json& event,
+                                                     const std::vector<nlohmann::json>& wanted,
+                                                     std::string_view node_name, std::string_view driver);
 
 // The list (and watch) path of one node's slices of one driver, field selectors escaped.
 [[nodiscard]] std::string node_slices_path(std::string_view node_name, std::string_view driver);

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "common/json_read.hpp"
+
 namespace erdma::agent::kube {
 namespace {
 
@@ -73,8 +75,9 @@ Error error_from_answer(std::string_view verb, std::string_view path, unsigned h
   const auto status = nlohmann::json::parse(body, nullptr, false);
   if (!status.is_discarded() && status.is_object() &&
       (status.contains("reason") || status.contains("message"))) {
-    if (auto it = status.find("reason"); it != status.end() && it->is_string()) reason = it->get<std::string>();
-    if (auto it = status.find("message"); it != status.end() && it->is_string()) detail = it->get<std::string>();
+    const common::JsonAt at(status, "Status");
+    reason = at.member("reason").if_string().value_or("");
+    detail = at.member("message").if_string().value_or("");
   } else if (!body.empty()) {
     detail = quote_body(body);
   }

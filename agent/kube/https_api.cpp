@@ -29,6 +29,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
+#include "common/json_read.hpp"
+
 namespace erdma::agent::kube {
 namespace {
 
@@ -486,13 +488,14 @@ Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std:
                             what + ": an event that is not a JSON WatchEvent object (" +
                                 std::to_string(line.size()) + " bytes)");
         }
-        if (event["type"] == "ERROR") {
-          const auto& obj = event.contains("object") ? event["object"] : nlohmann::json::object();
-          unsigned code = 500;
-          if (obj.is_object() && obj.contains("code") && obj["code"].is_number_unsigned()) {
-            code = obj["code"].get<unsigned>();
-          }
-          return error_from_answer("WATCH", path, code, obj.dump());
+        const common::JsonAt at(event, "watch event");
+        if (at.member("type").if_string() == "ERROR") {
+          // A Status object; its code, when it is a plausible HTTP status, picks the Error.
+          const auto code = at.path("object.code").uint64(599);
+          const nlohmann::json* obj = at.member("object").get();
+          return error_from_answer("WATCH", path, code && *code >= 100 ? static_cast<unsigned>(*code) : 500,
+                                   obj != nullptr ? obj->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                                  : std::string("{}"));
         }
         if (!on_event(event)) return {};
       }

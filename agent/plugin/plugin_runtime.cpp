@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/guarded.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -64,7 +65,8 @@ Status PluginRuntime::start() {
         .kv("resource", endpoint_.resource_name)
         .kv("source", devices_.describe());
     scan();
-    thread_ = std::thread([this] { loop(); });
+    thread_ = std::thread(
+      [this] { common::run_restarting("device plugin loop", [this] { loop(); }, [this] { return stopping_.load(); }); });
     return {};
   }
   log::info("device plugin starting")
@@ -73,7 +75,8 @@ Status PluginRuntime::start() {
       .kv("source", devices_.describe())
       .kv("slots_per_device", endpoint_.slots_per_device);
   scan();
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread(
+      [this] { common::run_restarting("device plugin loop", [this] { loop(); }, [this] { return stopping_.load(); }); });
   return {};
 }
 

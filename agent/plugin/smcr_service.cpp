@@ -2,6 +2,7 @@
 #include "agent/plugin/smcr_service.hpp"
 
 #include "agent/sys/file_install.hpp"
+#include "common/guarded.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -23,7 +24,12 @@ void SmcrService::start() {
     }
     cv_.notify_all();
   });
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    common::run_restarting("SMC-R service loop", [this] { loop(); }, [this] {
+      std::lock_guard lock(mu_);
+      return stopping_;
+    });
+  });
 }
 
 void SmcrService::stop() {

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/core/host_setup.hpp"
+#include "common/guarded.hpp"
 #include "common/unique_fd.hpp"
 
 namespace erdma::agent {
@@ -180,7 +181,9 @@ Status SetnsNetns::run(const NetnsRef& ns, std::function<Status()> fn, std::chro
       return;
     }
     nsfd.reset();
-    promise->set_value(fn());
+    Status outcome = make_error(ErrorCode::Internal, "work in network namespace " + path + " failed unexpectedly");
+    common::run_guarded("network namespace work", [&] { outcome = fn(); });
+    promise->set_value(std::move(outcome));
   });
   if (result.wait_until(deadline) != std::future_status::ready) {
     worker.detach();

@@ -251,7 +251,7 @@ Status FakeKubeApi::watch(std::string_view path, const kube::WatchHandler& on_ev
     if (stop.stop_requested() || (w->events.empty() && w->ended)) break;
     json event = std::move(w->events.front());
     w->events.pop_front();
-    if (event["type"] == "ERROR") {
+    if (event.is_object() && event.contains("type") && event["type"] == "ERROR") {
       result = kube::error_from_answer("WATCH", path, event["object"]["code"].get<unsigned>(), event["object"].dump());
       break;
     }
@@ -294,6 +294,14 @@ void FakeKubeApi::push_watch_error(unsigned http_status, const std::string& reas
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& w : watchers_) {
     w.events.push_back(json{{"type", "ERROR"}, {"object", json::parse(status(http_status, reason, message))}});
+  }
+  changed_.notify_all();
+}
+
+void FakeKubeApi::push_watch_event_for_test(const json& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& w : watchers_) {
+    if (!w.ended) w.events.push_back(event);
   }
   changed_.notify_all();
 }

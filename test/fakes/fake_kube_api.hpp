@@ -56,6 +56,8 @@ class FakeKubeApi final : public kube::Api {
   void push_watch_error(unsigned http_status, const std::string& reason, const std::string& message);
   // The server ends every open watch (as timeoutSeconds does).
   void end_watches();
+  // Every open watch gets `event` as it is, whatever its shape (a server or proxy gone wrong).
+  void push_watch_event_for_test(const nlohmann::json& event);
 
   [[nodiscard]] std::optional<nlohmann::json> object(const std::string& path) const;
   // Objects directly under a collection path, by name.

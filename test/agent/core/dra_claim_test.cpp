@@ -105,6 +105,61 @@ TEST_CASE("plan_claim: errors, each with its code and the object it names") {
   }
 }
 
+TEST_CASE("plan_claim: members of the wrong type are InvalidArgument naming the claim and the member, never a throw") {
+  struct Case {
+    const char* name;
+    const char* pointer;
+    json value;
+    const char* says;
+  };
+  const json base = claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromClaim", "rdma")}));
+  const std::vector<Case> cases = {
+      {"uid a number", "/metadata/uid", 5, "metadata.uid: expected a string, got number 5"},
+      {"devices a list", "/status/allocation/devices", json::array(),
+       "status.allocation.devices: expected an object, got list"},
+      {"results a map", "/status/allocation/devices/results", json::object(),
+       "status.allocation.devices.results: expected an array, got map"},
+      {"result driver a number", "/status/allocation/devices/results/0/driver", 1,
+       "status.allocation.devices.results[0].driver: expected a string, got number 1"},
+      {"result pool empty", "/status/allocation/devices/results/0/pool", "",
+       "status.allocation.devices.results[0].pool is empty"},
+      {"shareID a number", "/status/allocation/devices/results/0/shareID", 7,
+       "status.allocation.devices.results[0].shareID: expected a string, got number 7"},
+      {"config a string", "/status/allocation/devices/config/0", "x",
+       "status.allocation.devices.config[0]: expected an object, got string"},
+      {"opaque driver a list", "/status/allocation/devices/config/0/opaque/driver", json::array(),
+       "status.allocation.devices.config[0].opaque.driver: expected a string, got list"},
+      {"source a bool", "/status/allocation/devices/config/0/source", true,
+       "status.allocation.devices.config[0].source: expected a string, got boolean true"},
+      {"requests a map", "/status/allocation/devices/config/0/requests", json::object(),
+       "status.allocation.devices.config[0].requests: expected an array, got map"},
+      {"a request a number", "/status/allocation/devices/config/0/requests", json::array({"r", 3}),
+       "status.allocation.devices.config[0].requests[1]: expected a string, got number 3"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    json claim = base;
+    claim[json::json_pointer(c.pointer)] = c.value;
+    auto plan = plan_claim(claim, ref(), node(), kPool);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error().code == ErrorCode::InvalidArgument);
+    CHECK(plan.error().message.find(c.says) != std::string::npos);
+    CHECK(plan.error().message.find("claim team-a/train-0 (" + std::string(kUid) + ")") == 0);
+  }
+}
+
+TEST_CASE("reserved_pods and merged_device_status: entries of any shape are skipped or kept, never a throw") {
+  json claim = claim_of(json::array());
+  claim["status"]["reservedFor"] = json::array({json{{"resource", 5}, {"name", "x"}}, json{{"resource", "pods"}, {"name", 5}},
+                                                7, json{{"resource", "pods"}, {"name", "web-0"}}});
+  CHECK(reserved_pods(claim) == std::vector<std::string>{"web-0"});
+  claim["status"]["devices"] = json::array({json{{"driver", 5}}, "odd", json{{"driver", kDriver}, {"device", "old"}}});
+  const json merged = merged_device_status(claim, json::array({json{{"driver", kDriver}, {"device", "new"}}}));
+  CHECK(merged == json::array({json{{"driver", 5}}, "odd", json{{"driver", kDriver}, {"device", "new"}}}));
+  claim["status"]["devices"] = json::object({{"driver", kDriver}});
+  CHECK(merged_device_status(claim, json::array()) == json::array());
+}
+
 TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, later over earlier") {
   struct Case {
     const char* name;

@@ -533,6 +533,12 @@ TEST_CASE("plan_slices: a malformed list answer is refused, naming the item, and
       {"spec a list", edited([](json& j) { j["spec"] = json::array(); }), "spec"},
       {"generation a string", edited([](json& j) { j["spec"]["pool"]["generation"] = "3"; }), "generation"},
       {"nodeName a number", edited([](json& j) { j["spec"]["nodeName"] = 3; }), "nodeName"},
+      {"name a number", edited([](json& j) { j["metadata"]["name"] = 5; }),
+       "item 0: metadata.name: expected a string, got number 5"},
+      {"driver a map", edited([](json& j) { j["spec"]["driver"] = json::object(); }), "spec.driver: expected a string"},
+      {"generation past int64", edited([](json& j) { j["spec"]["pool"]["generation"] = 18446744073709551615ULL; }),
+       "spec.pool.generation: expected an integer in"},
+      {"pool a list", edited([](json& j) { j["spec"]["pool"] = json::array(); }), "spec.pool: expected an object"},
       {"twice", json{{"items", {good, good}}}, "twice"},
   };
   for (const auto& c : cases) {

@@ -218,23 +218,75 @@ TEST_CASE("slice_event_needs_publish: others' edits and deletes are news, the pu
   Node node;
   node.set_cards(1);
   const auto wanted = node.wanted()()->slices;
+  const auto needs = [&](const json& event) {
+    auto r = slice_event_needs_publish(event, wanted, "node-a", "erdma.aliyun.com");
+    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    return *r;
+  };
   json own = wanted[0];
   own["metadata"]["resourceVersion"] = "9";
   own["spec"]["pool"]["generation"] = 3;
-  CHECK_FALSE(slice_event_needs_publish({{"type", "ADDED"}, {"object", own}}, wanted, "node-a", "erdma.aliyun.com"));
-  CHECK_FALSE(slice_event_needs_publish({{"type", "MODIFIED"}, {"object", own}}, wanted, "node-a", "erdma.aliyun.com"));
-  CHECK(slice_event_needs_publish({{"type", "DELETED"}, {"object", own}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK_FALSE(needs({{"type", "ADDED"}, {"object", own}}));
+  CHECK_FALSE(needs({{"type", "MODIFIED"}, {"object", own}}));
+  CHECK(needs({{"type", "DELETED"}, {"object", own}}));
   json edited = own;
   edited["spec"]["devices"] = json::array();
-  CHECK(slice_event_needs_publish({{"type", "MODIFIED"}, {"object", edited}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK(needs({{"type", "MODIFIED"}, {"object", edited}}));
   json extra = own;
   extra["metadata"]["name"] = "node-a-extra";
-  CHECK(slice_event_needs_publish({{"type", "ADDED"}, {"object", extra}}, wanted, "node-a", "erdma.aliyun.com"));
-  CHECK_FALSE(slice_event_needs_publish({{"type", "DELETED"}, {"object", extra}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK(needs({{"type", "ADDED"}, {"object", extra}}));
+  CHECK_FALSE(needs({{"type", "DELETED"}, {"object", extra}}));
   json foreign = extra;
   foreign["spec"]["nodeName"] = "node-b";
-  CHECK_FALSE(slice_event_needs_publish({{"type", "ADDED"}, {"object", foreign}}, wanted, "node-a", "erdma.aliyun.com"));
-  CHECK_FALSE(slice_event_needs_publish({{"type", "BOOKMARK"}, {"object", {}}}, wanted, "node-a", "erdma.aliyun.com"));
+  CHECK_FALSE(needs({{"type", "ADDED"}, {"object", foreign}}));
+  CHECK_FALSE(needs({{"type", "BOOKMARK"}, {"object", {}}}));
+}
+
+TEST_CASE("slice_event_needs_publish: an event of the wrong shape is InvalidArgument naming the member") {
+  Node node;
+  node.set_cards(1);
+  const auto wanted = node.wanted()()->slices;
+  const json own = wanted[0];
+  struct Case {
+    std::string name;
+    json event;
+    std::string want;
+  };
+  auto with = [&](const char* pointer, json value) {
+    json o = own;
+    o[json::json_pointer(pointer)] = std::move(value);
+    return o;
+  };
+  const std::vector<Case> cases = {
+      {"not an object", json::array({1}), "ResourceSlice watch event: expected an object, got list"},
+      {"type a number", {{"type", 1}, {"object", own}}, "ResourceSlice watch event: type: expected a string, got number 1"},
+      {"no type", {{"object", own}}, "ResourceSlice watch event: type is missing"},
+      {"object a list", {{"type", "ADDED"}, {"object", json::array({own})}},
+       "ResourceSlice watch event: object: expected an object, got list"},
+      {"name a number", {{"type", "MODIFIED"}, {"object", with("/metadata/name", 5)}},
+       "ResourceSlice watch event: object.metadata.name: expected a string, got number 5"},
+      {"metadata a string", {{"type", "DELETED"}, {"object", with("/metadata", "x")}},
+       "ResourceSlice watch event: object.metadata.name is missing"},
+      {"spec missing", {{"type", "ADDED"}, {"object", {{"metadata", {{"name", "s"}}}}}},
+       "ResourceSlice watch event: object.spec is missing"},
+      {"nodeName a bool", {{"type", "ADDED"}, {"object", with("/spec/nodeName", true)}},
+       "ResourceSlice watch event: object.spec.nodeName: expected a string, got boolean true"},
+      {"driver an object", {{"type", "ADDED"}, {"object", with("/spec/driver", json::object())}},
+       "ResourceSlice watch event: object.spec.driver: expected a string, got map"},
+      {"devices an object", {{"type", "MODIFIED"}, {"object", with("/spec/devices", {{"name", "erdma-0"}})}},
+       "ResourceSlice watch event: object.spec.devices: expected an array, got map"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    const auto r = slice_event_needs_publish(c.event, wanted, "node-a", "erdma.aliyun.com");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().code == ErrorCode::InvalidArgument);
+    CHECK(r.error().message == c.want);
+  }
+  // A BOOKMARK carries no slice: its object is not read.
+  const auto bookmark = slice_event_needs_publish({{"type", "BOOKMARK"}, {"object", 5}}, wanted, "node-a", "erdma.aliyun.com");
+  REQUIRE(bookmark.ok());
+  CHECK_FALSE(*bookmark);
 }
 
 TEST_CASE("the loop: publishes at start, repairs others' deletes and edits through its watch, then goes quiet") {
@@ -326,6 +378,38 @@ TEST_CASE("the loop: with a client that cannot watch, the resync repairs") {
   REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
   CHECK(publisher.stats().repairs == 0);
   for (const auto& call : api.calls()) CHECK(call.verb != "WATCH");
+  publisher.stop();
+}
+
+TEST_CASE("the loop: watch events of the wrong types are logged and skipped; a valid event after them is applied") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(2);
+  SlicePublisher publisher(api, node.wanted(), options());
+  publisher.start();
+  REQUIRE(eventually([&] { return publisher.stats().publishes_ok == 1 && api.open_watches() == 1; }));
+  const json ours = *api.object(slice_path(0));
+
+  json named_by_number = ours;
+  named_by_number["metadata"]["name"] = 5;
+  json devices_as_object = ours;
+  devices_as_object["spec"]["devices"] = {{"name", "erdma-0"}};
+  api.push_watch_event_for_test({{"type", 1}, {"object", ours}});
+  api.push_watch_event_for_test({{"type", "MODIFIED"}, {"object", named_by_number}});
+  api.push_watch_event_for_test({{"type", "MODIFIED"}, {"object", devices_as_object}});
+  api.push_watch_event_for_test({{"type", "ADDED"}, {"object", json::array({ours})}});
+
+  // A valid event after them, on the same stream: someone deleted a slice; it is repaired.
+  api.delete_for_test(slice_path(0));
+  REQUIRE(eventually([&] { return api.object(slice_path(0)).has_value(); }));
+  CHECK(slice_has_content(node.wanted()()->slices[0], *api.object(slice_path(0))));
+  REQUIRE(eventually([&] { return publisher.stats().ignored_events == 4; }));
+  REQUIRE(eventually([&] { return publisher.stats().repairs >= 1; }));  // counted once the publish returns
+  // The same watch went on: it was not ended and opened again.
+  size_t watches = 0;
+  for (const auto& call : api.calls()) if (call.verb == "WATCH") ++watches;
+  CHECK(watches == 1);
+  CHECK(api.open_watches() == 1);
   publisher.stop();
 }
 
