@@ -17,8 +17,9 @@ exist fails silently on their side. The sources of truth, read from the tree:
 - the alert rules (monitoring/prometheus/erdma-controller.rules.yaml): alert names, their `for:`
   durations, range windows and comparison thresholds; other `Erdma...` words (the DRA config kind,
   Event reasons) are string literals of the programs;
-- the project version (`project(... VERSION x.y.z)` in CMakeLists.txt), and the releases that
-  CHANGELOG.md has headings for.
+- the project version (`project(... VERSION x.y.z)` in CMakeLists.txt): image tags and "Version
+  x.y.z" must be it; a release the docs name ("agents of 0.1", "0.2's", "a release ... (0.1)")
+  must be it or have a CHANGELOG.md heading.
 
 Scanned: README.md, docs/**/*.md, the chart's README files, Chart.yaml, values.yaml (comments
 included), NOTES.txt, examples/**, the Grafana dashboard. Each finding names file:line, the quoted
@@ -166,7 +167,7 @@ ERDMA_WORD = re.compile(r"\bErdma[A-Z][A-Za-z0-9]*\b")
 IMAGE_TAG = re.compile(r"\berdma-(?:webhook|agent|controller)[\w{},-]*:(\d+\.\d+\.\d+)\b")
 STATED_VERSION = re.compile(r"\b(?:[Vv]ersion|the project version),?\s+(\d+\.\d+\.\d+)\b")
 RELEASE_REF = re.compile(r"\b(?:agents?|webhooks?|releases?|erdma-controller)\s+(?:of|older than|before|from|newer than)"
-                         r"\s+(\d+\.\d+(?:\.\d+)?)\b|\b(\d+\.\d+(?:\.\d+)?)'s\b|\((\d+\.\d+(?:\.\d+)?)\)")
+                         r"\s+(\d+\.\d+(?:\.\d+)?)\b|\b(\d+\.\d+(?:\.\d+)?)'s\b|\brelease\b[^()\n]{0,80}\((\d+\.\d+(?:\.\d+)?)\)")
 COMPARISON = re.compile(r"(?:[<>]=?|==)\s*(\d+(?:\.\d+)?)(\s*\*\s*86400)?")
 DURATION = re.compile(r"\b(\d+|an|one|a)\s+(minutes?|hours?|days?)\b")
 BELOW = re.compile(r"\b(?:below|under|less than|fewer than)\s+(\d+)\b")
@@ -335,7 +336,7 @@ def fake_tree(root):
                           "Alert on `erdma_webhook_tls_cert_not_after_seconds - time() < 30*86400`.\n"
                           "ErdmaAgentNotRegistered fires after 3 minutes.\n"
                           "| `erdma_webhook_warnings_total{kind}` | `resource_added`, `resource_zer`, `windows_pod`, `resource_zero` |\n"
-                          "Tag `erdma-agent:0.6.0`. Nodes older than the agents of 0.5.\n"
+                          "Tag `erdma-agent:0.6.0`. Nodes older than the agents of 0.5. A release that did it (0.4).\n"
                           "CDI names `erdma.aliyun.com/rdma=erdma_0`, keys `smc.alibabacloud.com/x`.\n",
         "examples/pod.yaml": "resources: {limits: {aliyun/ermda: 1}}\n",
         "charts/c/values.yaml": "# adds aliyun/erdma-smcr; metric erdma_webhook_reload_total\n",
@@ -394,6 +395,7 @@ def main():
             "docs/broken.md:8: warning kind smcr_not_allowed is missing",
             "docs/broken.md:9: version 0.6.0 tags an image",
             "docs/broken.md:9: version 0.5 names a release",
+            "docs/broken.md:9: version 0.4 names a release",
             "docs/broken.md:10: dra name erdma.aliyun.com/rdma", "nearest correct: erdma.aliyun.com/claim",
             "docs/broken.md:10: domain smc.alibabacloud.com",
             "examples/pod.yaml:1: resource aliyun/ermda", "nearest correct: aliyun/erdma",
@@ -402,7 +404,7 @@ def main():
         missing = [w for w in want if w not in text]
         expect(not missing, "not reported: %s\nreported:\n%s" % (missing, text))
         expect(not [f for f in found if f.startswith("README.md")], "correct names reported:\n" + text)
-        expect(len(found) == 16, "expected exactly the 16 planted mistakes:\n" + text)
+        expect(len(found) == 17, "expected exactly the 17 planted mistakes:\n" + text)
     suite.check("a fake tree with a wrong name of each kind fails, naming file:line and the nearest name",
                 broken_tree)
 
