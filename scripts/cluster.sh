@@ -286,7 +286,7 @@ vm_node_config() {
   kubelet_yaml "$g/pki" "kubelet-serving-$name" > "$d/kubelet.yaml"
   kube_proxy_yaml "$g/kube-proxy.kubeconfig" "$name" > "$d/kube-proxy.yaml"
   containerd_toml /var/lib/containerd /run/cni/net.d /run/cni/bin > "$d/containerd.toml"
-  bridge_conflist "$(vm_pod_cidr "$i")" '{"type": "erdma-rxe"}' > "$d/cni.conflist"
+  bridge_conflist "$(vm_pod_cidr "$i")" '{"type": "erdma-rxe", "skipNamespaces": ["plain-veth"]}' > "$d/cni.conflist"
   for j in $(seq 1 "$VM_NODES"); do
     [ "$j" = "$i" ] || routes+="$(vm_pod_cidr "$j")@$(vm_ip "$j") "
   done

@@ -110,7 +110,7 @@ stage "real cluster with containerd 2.x: the DRA driver" 900 test/cluster/dra.sh
 # running the real kubelet, the product installed, the seed Deployment on the pod network showing
 # SMCR in smcss inside its pod, and SMCD between two pods of one node.
 stage "VM worker nodes' kernel from Debian's linux-source-7.3 (cached)" 1800 test/vm/build-kernel.sh
-stage "real cluster with VM worker nodes: SMC-R between ordinary pods" 900 test/cluster/vm-nodes.sh build
+stage "real cluster with VM worker nodes: SMC-R between ordinary pods" 1500 test/cluster/vm-nodes.sh build
 # Real kernel (Debian's bookworm-backports kernel under qemu): SMC pnet/UEID netlink and SMC-R over
 # Soft-RoCE through the preload library. Bounded inside too (600 s, kernel download included).
 stage "VM test (SMC-R over Soft-RoCE, real kernel)" 660 test/vm/run.sh build

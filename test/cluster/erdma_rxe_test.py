@@ -52,5 +52,22 @@ if not (isinstance(v, dict) and "1.0.0" in v.get("supportedVersions", [])):
     print("FAIL: VERSION answer: %r" % (v,))
 expect("DEL of a device that is not there succeeds (idempotent)", run(conf, CNI_COMMAND="DEL", CNI_CONTAINERID=CID), None)
 expect("CHECK of a missing device: code 11", run(conf, CNI_COMMAND="CHECK", CNI_CONTAINERID=CID), 11)
+skip = json.dumps({"cniVersion": "1.0.0", "name": "t", "type": "erdma-rxe", "skipNamespaces": ["plain-veth"],
+                   "prevResult": {"cniVersion": "1.0.0", "ips": [{"address": "10.89.1.9/24"}]}})
+args = "IgnoreUnknown=1;K8S_POD_NAMESPACE=plain-veth;K8S_POD_NAME=p"
+# A skipped namespace: ADD passes prevResult on unchanged and creates nothing (rdma is never run:
+# an empty PATH would fail it), CHECK has nothing to find.
+out = expect("ADD in a skipped namespace passes prevResult on, no device",
+             run(skip, CNI_COMMAND="ADD", CNI_CONTAINERID=CID, CNI_NETNS="/proc/self/ns/net", CNI_IFNAME="eth0",
+                 CNI_ARGS=args, PATH=""), None)
+if out != json.loads(skip)["prevResult"]:
+    failed += 1
+    print("FAIL: the skipped ADD's result is not prevResult: %r" % (out,))
+expect("CHECK in a skipped namespace succeeds", run(skip, CNI_COMMAND="CHECK", CNI_CONTAINERID=CID, CNI_ARGS=args, PATH=""), None)
+expect("a namespace that is not skipped still gets its device checked: code 11",
+       run(skip, CNI_COMMAND="CHECK", CNI_CONTAINERID=CID, CNI_ARGS="K8S_POD_NAMESPACE=smcr-demo"), 11)
+expect("skipNamespaces that is not a list of names: code 7",
+       run(json.dumps({"cniVersion": "1.0.0", "type": "erdma-rxe", "skipNamespaces": "plain-veth"}), CNI_COMMAND="ADD",
+           CNI_CONTAINERID=CID, CNI_ARGS=args), 7)
 print("erdma_rxe: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

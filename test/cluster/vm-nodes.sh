@@ -221,6 +221,23 @@ check "erdma-agent smc-status --pod on the server's node agrees (SMCR, on the po
   kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
     awk '\$3 ~ /:8080\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe_/ {f = 1} END {exit !f}'"
 
+# The RDMA counters of the pods' own devices (the kernel's, read on the nodes with `rdma statistic`)
+# carried the 16 MiB: the client's device sent them, the server's received them.
+pod_device() {  # NODE POD SIDE: the RDMA device smc-status names for the pod's port-8080 connection
+  kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" |
+    awk -v side="$3" '$2 == "SMCR" && ($3 ~ /:8080$/ || $4 ~ /:8080$/) && $6 == side {split($5, d, "/"); print d[1]; exit}'
+}
+rdma_counter() {  # NODE DEVICE COUNTER: the port's counter, from `rdma statistic show link DEVICE/1`
+  "$CLUSTER" exec --node "$1" "rdma statistic show link $2/1" | tee /dev/stderr |
+    awk -v c="$3" '{for (i = 1; i < NF; i++) if ($i == c) v = $(i + 1)} END {print v + 0}'
+}
+client_dev=$(pod_device "$client_node" client client) server_dev=$(pod_device "$server_node" "$server" server)
+echo "the client's device: $client_dev on $client_node; the server's: $server_dev on $server_node"
+check "RDMA counters: the client pod's own device $client_dev sent >= 16 MiB (sent_bytes)" bash -c "
+  $(declare -f rdma_counter); CLUSTER='$CLUSTER'; [ \"\$(rdma_counter $client_node '$client_dev' sent_bytes)\" -ge 16777216 ]"
+check "RDMA counters: the server pod's own device $server_dev received >= 16 MiB (rcvd_bytes)" bash -c "
+  $(declare -f rdma_counter); CLUSTER='$CLUSTER'; [ \"\$(rdma_counter $server_node '$server_dev' rcvd_bytes)\" -ge 16777216 ]"
+
 # The agent predicted, at the pod's start, what the kernel then did (docs/smcr-pod-networks.md).
 check "the agent's prediction for the seed pod matches the kernel: expected (pod-rdma-device)" bash -c "
   kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
@@ -231,6 +248,72 @@ one_card() { [ "$(kubectl get node "$1" -o jsonpath='{.status.allocatable.aliyun
 for n in "$VM1" "$VM2"; do
   check "$n still offers one card (64 aliyun/erdma slots) with the pods' devices present" wait_for 30 one_card "$n"
 done
+
+# ---------------------------------------------------------------------------------------------
+# Two more layouts, each with the agent's prediction held against what the kernel then did:
+# the node's network (hostNetwork pods on both nodes: SMC-R over the nodes' cards rxe0, whose
+# counters must carry the bytes), and the usual veth pod network without a device per pod
+# (namespace plain-veth, which the CNI step skips), where the kernel must fall back as predicted.
+phase "other layouts: hostNetwork, and veth pods without a device of their own"
+# pair NS NAME HOSTNET PORT: a server pod on VM1 and a client pod on VM2, both annotated; the client
+# sends 16 MiB to the server and holds the connection. Files: $work/NAME-{server,client}.yaml
+pair() {
+  local ns=$1 name=$2 hostnet=$3 port=$4 ip
+  cat >"$work/$name-server.yaml" <<EOT
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $name-server
+  namespace: $ns
+  annotations: {network.alibabacloud.com/erdma-smcr: "true"}
+spec:
+  hostNetwork: $hostnet
+  nodeSelector: {kubernetes.io/hostname: $VM1}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - {name: server, image: $WORKLOAD, imagePullPolicy: Never, command: [tcp-bulk, serve, --port, "$port", --hold, "120", --timeout, "300"]}
+EOT
+  kubectl apply -f "$work/$name-server.yaml" >/dev/null && kubectl -n "$ns" wait --for=condition=Ready "pod/$name-server" --timeout=110s >/dev/null || return 1
+  ip=$(kubectl -n "$ns" get pod "$name-server" -o jsonpath='{.status.podIP}')
+  sed -e "s/name: $name-server/name: $name-client/" -e "s/hostname: $VM1/hostname: $VM2/" \
+    -e "s|command: .*|command: [tcp-bulk, send, --to, \"$ip:$port\", --bytes, 16M, --hold, \"120\", --timeout, \"300\"]}|" \
+    -e 's/terminationGracePeriodSeconds: 1/restartPolicy: Never/' "$work/$name-server.yaml" >"$work/$name-client.yaml"
+  kubectl apply -f "$work/$name-client.yaml" >/dev/null || return 1
+  sent() { kubectl -n "$1" logs "$2" 2>/dev/null | grep -q '"match":true'; }
+  wait_for 240 sent "$ns" "$name-client" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
+  kubectl -n "$ns" logs "$name-client"
+}
+# status_row NODE NS POD PORT: the pod's smc-status row for the connection to PORT ("MODE DETAIL...")
+# after its prediction line ("prediction: VERDICT (REASON) ... [kernel: DECLINE at the SIDE]")
+status_of() { kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$2/$3"; }
+before_rxe0=$("$CLUSTER" exec --node "$VM2" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "sent_bytes") v = $(i + 1)} END {print v + 0}')
+must "hostNetwork pods, $VM1 <- $VM2: 16 MiB arrive intact" pair "$NS" hostnet true 8090
+check "smcss inside the hostNetwork client shows SMCR" bash -c "$(declare -f kubectl bounded); kubectl -n $NS exec hostnet-client -- smcss -R | tee /dev/stderr |
+  awk '\$5 ~ /:8090\$/ && \$7 == \"SMCR\" {f = 1} END {exit !f}'"
+check "the prediction for the hostNetwork client is expected (host-network), and smc-status shows SMCR on the node's card rxe0" bash -c "
+  $(declare -f kubectl bounded status_of agent_on); NS=$NS; status_of $VM2 $NS hostnet-client | tee /dev/stderr > '$work/hostnet.status';
+  grep -q '^prediction: expected (host-network): ' '$work/hostnet.status' &&
+  awk '\$4 ~ /:8090\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe0\\// {f = 1} END {exit !f}' '$work/hostnet.status'"
+check "RDMA counters: $VM2's card rxe0 sent >= 16 MiB more (sent_bytes, from $before_rxe0)" bash -c "
+  v=\$('$CLUSTER' exec --node $VM2 'rdma statistic show link rxe0/1' | tee /dev/stderr |
+    awk '{for (i = 1; i < NF; i++) if (\$i == \"sent_bytes\") v = \$(i + 1)} END {print v + 0}'); [ \"\$v\" -ge $((before_rxe0 + 16777216)) ]"
+
+must "namespace plain-veth opted in (the CNI step gives its pods no RDMA device)" bash -c "
+  kubectl create namespace plain-veth >/dev/null && kubectl label namespace plain-veth erdma-injection=enabled >/dev/null"
+must "veth pods without a device of their own, $VM1 <- $VM2: 16 MiB arrive intact" pair plain-veth veth false 8080
+status_of "$VM2" plain-veth veth-client >"$work/veth.status" 2>&1
+cat "$work/veth.status"
+predicted=$(sed -n 's/^prediction: \([a-z-]*\) (\([a-z-]*\)).*\[kernel: \([A-Z_0-9]*\) at the \([a-z]*\)\]$/\1 \2 \3 \4/p' "$work/veth.status")
+# The kernel's answer on the predicted side: the client's own row, or the server's on VM1.
+read -r verdict reason decline side <<<"$predicted"
+if [ "$side" = server ]; then status_of "$VM1" plain-veth veth-server >"$work/veth-side.status" 2>&1; else cp "$work/veth.status" "$work/veth-side.status"; fi
+kernel=$(awk '$2 == "TCP" && ($3 ~ /:8080$/ || $4 ~ /:8080$/) {print $5; exit}' "$work/veth-side.status")
+echo "veth without a device of its own: predicted $verdict ($reason), $decline at the $side; the kernel at the $side: ${kernel:-no fallback row}"
+check "the prediction for the veth client is will-fall-back (pod-subnet-outside-rdma-netdev)" test "$verdict $reason" = "will-fall-back pod-subnet-outside-rdma-netdev"
+check "the kernel fell back as predicted: $decline at the $side (got ${kernel:-none})" test -n "$decline" -a "$kernel" = "$decline"
+check "smcss inside the veth client shows TCP for the connection" bash -c "$(declare -f kubectl bounded); kubectl -n plain-veth exec veth-client -- smcss -R | tee /dev/stderr |
+  awk '\$5 ~ /:8080\$/ && \$7 == \"TCP\" {f = 1} END {exit !f}'"
+kubectl delete namespace plain-veth --wait=false >/dev/null
 
 # Two annotated pods on one node: the kernel's SMC-D loopback device (DIBS_LO) is offered before
 # SMC-R, across network namespaces, with no configuration.
@@ -253,9 +336,6 @@ tcp_sent() { kubectl -n "$NS" logs client-same-tcp 2>/dev/null | grep -q '"match
 must "its 16 MiB arrive intact" wait_for 240 tcp_sent
 check "smcss inside it lists no SMC socket (plain TCP: nothing injected without the annotation)" bash -c "
   $(declare -f smcss_mode kubectl bounded); NS=$NS; [ -z \"\$(smcss_mode client-same-tcp)\" ]"
-# mib_per_s of a client's exchange, from its log line
-rate_of() { kubectl -n "$NS" logs "$1" 2>/dev/null | sed -n 's/.*"mib_per_s":\([0-9.]*\).*/\1/p' | tail -n 1; }
-rate_smcd=$(rate_of client-same-node) rate_tcp=$(rate_of client-same-tcp)
 
 # ---------------------------------------------------------------------------------------------
 # new_exchange NAME: a new annotated client pod, on the VM node that does not run the seed
@@ -279,7 +359,9 @@ seed_state() { kubectl -n "$NS" get pod "$server" -o jsonpath='{.metadata.uid} {
 
 # A client that loops through every fault below: one exchange of 1 MiB after another to the
 # Deployment's Service (kube-proxy's ClusterIP), each retried on a new connection until it
-# arrives intact (at most 20 tries), with the counts after each one in its log.
+# arrives intact, with the counts after each one in its log. An exchange still failing after 10
+# minutes counts as lost: longer than any outage below should last (while a rebooted node's pod
+# is still the Service's endpoint, every try fails: about a minute under TCG).
 phase "a looping SMC-R client on the other node, through every fault below"
 must "a Service for the seed Deployment" kubectl -n "$NS" expose deployment app-with-erdma --port 8080
 svc_ip=$(kubectl -n "$NS" get service app-with-erdma -o jsonpath='{.spec.clusterIP}')
@@ -305,11 +387,11 @@ spec:
     - |
       n=0 ok=0 retried=0 lost=0
       while :; do
-        n=\$((n + 1)) tries=0
+        n=\$((n + 1)) tries=0 t0=\$(date +%s)
         while :; do
           tries=\$((tries + 1))
           if tcp-bulk send --to $svc_ip:8080 --bytes 1M --seed \$n --timeout 30 >/tmp/last 2>&1; then ok=\$((ok + 1)); break; fi
-          [ \$tries -lt 20 ] || { lost=\$((lost + 1)); break; }
+          [ \$((\$(date +%s) - t0)) -lt 600 ] || { lost=\$((lost + 1)); break; }
           sleep 1
         done
         [ \$tries -eq 1 ] || retried=\$((retried + 1))
@@ -330,6 +412,11 @@ loop_moves_past() {
   [ "$(echo "$c" | sed -n 's/.* ok=\([0-9]*\) .*/\1/p')" -gt "$1" ]
 }
 must "the looper's first exchanges arrive intact" wait_for 120 loop_moves_past 2
+looper_ip=$(kubectl -n "$NS" get pod looper -o jsonpath='{.status.podIP}')
+# The server holds each connection a while after answering: its own view shows the looper's.
+check "smcss in the seed pod shows the looper's connections through the Service as SMCR" bash -c "
+  kubectl -n $NS exec $server -- smcss -R | tee /dev/stderr |
+    awk -v peer='^$looper_ip:' '\$1 != \"LISTEN\" && \$5 ~ peer && \$7 == \"SMCR\" {f = 1} END {exit !f}'"
 echo "looper: $(loop_counts)"
 
 phase "faults: containerd restarted and the node rebooted under the seed pod, the agent rolled"
@@ -363,8 +450,40 @@ check "a new client after the agent's roll: intact, SMCR" new_exchange client-af
 
 # ---------------------------------------------------------------------------------------------
 # smcr.smcdLoopback: false through the site overlay (a new ConfigMap: the DaemonSet rolls), then
-# pods of one node use SMC-R too.
+# pods of one node use SMC-R too. Between the same two pods of one node (a bench pod beside the
+# seed pod), before and after: 16 MiB over SMC-D, then SMC-R, each beside plain TCP (the same
+# program without the preload), the mode read in the bench pod while the connection is held.
 phase "SMC-D off (smcr.smcdLoopback: false): pods of one node use SMC-R"
+read -r seed_ip seed_node < <(kubectl -n "$NS" get pod -l app=app-with-erdma \
+  -o jsonpath='{range .items[?(@.status.containerStatuses[0].state.running)]}{.status.podIP} {.spec.nodeName}{"\n"}{end}' | head -n 1)
+seed_pod=$(kubectl -n "$NS" get pod -l app=app-with-erdma --field-selector "spec.nodeName=$seed_node,status.phase=Running" -o jsonpath='{.items[0].metadata.name}')
+sed -e "s/name: client$/name: bench/" -e "s/hostname: .*}/hostname: $seed_node}/" -e 's/restartPolicy: Never/terminationGracePeriodSeconds: 1/' \
+  -e 's/command: .*/command: [sleep, "100000"]/' "$work/client.yaml" >"$work/bench.yaml"
+must "a bench pod (annotated) beside the seed pod on $seed_node" bash -c "kubectl apply -f '$work/bench.yaml' >/dev/null &&
+  kubectl -n $NS wait --for=condition=Ready pod/bench --timeout=110s"
+# measure PRELOAD: 16 MiB from the bench pod to the seed pod, "MODE MIB_PER_S" (MODE "-" when no
+# SMC socket); PRELOAD no runs it without LD_PRELOAD (plain TCP). Only sockets that were not there
+# before the run count (earlier runs' sockets wait for the server to close its end).
+cat >"$work/measure.sh" <<'EOT'
+to=$1 preload=$2
+smcss -a | awk 'NR > 1 {print $3}' >/tmp/before
+if [ "$preload" = yes ]; then tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >/tmp/m.out &
+else env -u LD_PRELOAD tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >/tmp/m.out &
+fi
+until grep -q '"match"' /tmp/m.out || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
+smcss -R | awk 'NR == FNR {seen[$1] = 1; next} FNR == 1 || !($3 in seen)' /tmp/before -
+cat /tmp/m.out
+kill $! 2>/dev/null
+EOT
+measure() {
+  kubectl -n "$NS" exec -i bench -- sh -s "$seed_ip:8080" "$1" <"$work/measure.sh" | tee /dev/stderr |
+    awk '$5 ~ /:8080$/ {mode = $7} /"match":true/ {match($0, /"mib_per_s":[0-9.]+/); rate = substr($0, RSTART + 12, RLENGTH - 12)}
+      END {if (rate == "") exit 1; print (mode == "" ? "-" : mode), rate}'
+}
+read -r mode_smcd rate_smcd < <(measure yes)
+read -r mode_tcp1 rate_tcp1 < <(measure no)
+check "before: the bench pod's 16 MiB to the seed pod go over SMCD (got: ${mode_smcd:-none})" test "$mode_smcd" = SMCD
+check "before: without the preload, plain TCP (no SMC socket; got: ${mode_tcp1:-none})" test "$mode_tcp1" = -
 smcd_off() {
   sed -i 's/^  smcdLoopback: true$/  smcdLoopback: false/' "$work/site/agent-config.yaml" &&
     grep -q '^  smcdLoopback: false$' "$work/site/agent-config.yaml" &&
@@ -372,22 +491,17 @@ smcd_off() {
     kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s
 }
 must "the site overlay sets smcr.smcdLoopback: false; the agent rolls across both VM nodes" smcd_off
-read -r seed_ip seed_node < <(kubectl -n "$NS" get pod -l app=app-with-erdma \
-  -o jsonpath='{range .items[?(@.status.containerStatuses[0].state.running)]}{.status.podIP} {.spec.nodeName}{"\n"}{end}' | head -n 1)
-seed_pod=$(kubectl -n "$NS" get pod -l app=app-with-erdma --field-selector "spec.nodeName=$seed_node" -o jsonpath='{.items[0].metadata.name}')
 same_off() {  # the agent reads the switch at start: its host setup puts the PNETID on the loopback device
   kubectl -n erdma-system exec "$(agent_on "$seed_node")" -- erdma-agent smc-status --pod "$NS/$seed_pod" |
     grep '^same node: as-across-nodes: SMC-D loopback device lo is off (PNETID ERDMANOSMCD'
 }
 check "smc-status --pod on $seed_node: same node: as-across-nodes (the PNETID on the loopback device)" wait_for 60 same_off
-sed -e "s/name: client$/name: client-same-smcr/" -e "s/hostname: .*}/hostname: $seed_node}/" -e "s/$server_ip:8080/$seed_ip:8080/" \
-  "$work/client.yaml" >"$work/client-same-smcr.yaml"
-must "kubectl apply a client on the seed pod's node ($seed_node)" kubectl apply -f "$work/client-same-smcr.yaml"
-smcr_sent() { kubectl -n "$NS" logs client-same-smcr 2>/dev/null | grep -q '"match":true'; }
-must "its 16 MiB arrive intact" wait_for 240 smcr_sent
-check "smcss inside the same-node client now shows SMCR" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client-same-smcr)\" = SMCR ]"
-rate_smcr=$(rate_of client-same-smcr)
-echo "one node, 16 MiB from a client pod to the seed Deployment's pod (MiB/s, one exchange each; under TCG only the order means anything, never the figures): SMC-D $rate_smcd, SMC-R $rate_smcr, TCP $rate_tcp"
+read -r mode_smcr rate_smcr < <(measure yes)
+read -r mode_tcp2 rate_tcp2 < <(measure no)
+check "after: the same two pods now use SMCR (got: ${mode_smcr:-none})" test "$mode_smcr" = SMCR
+check "after: without the preload, plain TCP (got: ${mode_tcp2:-none})" test "$mode_tcp2" = -
+echo "one node, the same two pods, 16 MiB each (MiB/s; under TCG only the order means anything, never the figures):"
+echo "  SMC-D $rate_smcd beside TCP $rate_tcp1; after smcr.smcdLoopback: false, SMC-R $rate_smcr beside TCP $rate_tcp2"
 n=$(loop_ok)
 check "the looper goes on after the agent's second roll, nothing lost ($(loop_counts))" wait_for 120 loop_moves_past "$n"
 
