@@ -42,7 +42,7 @@ test_packages=(
   iproute2 musl-tools
   # VM test (test/vm/run.sh): qemu (TCG), busybox initramfs, kernel modules, Soft-RoCE tools
   qemu-system-x86 busybox-static kmod cpio xz-utils ibverbs-utils
-  # two-node test (test/vm/two-nodes.sh): a real container runtime in each VM
+  # the real clusters (scripts/cluster.sh), the VM worker nodes included: a container runtime
   containerd runc containernetworking-plugins
   # the VM worker nodes' kernel, built from Debian's source package (test/vm/build-kernel.sh)
   flex bison bc libelf-dev

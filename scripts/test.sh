@@ -7,17 +7,17 @@
 #   3. the real-kernel VM test (SMC-R over Soft-RoCE in one VM);
 #   4. builds again with clang, AddressSanitizer and UndefinedBehaviorSanitizer and runs the suites
 #      that exercise C++ (unit, fuzz-input replay, the servers under hostile clients) there;
-#   5. runs every libFuzzer target for a short, fixed time (test/fuzz/run.sh);
-#   6. the two-node test (two VMs, containerd, CNI, the agent as a container, SMC-R between pods),
-#      with the rest of the budget.
+#   5. runs every libFuzzer target for a short, fixed time (test/fuzz/run.sh).
 # Between 2 and 3: real Kubernetes (kube-apiserver, scheduler, controller-manager, kubelet) built
 # from pinned Go modules once per machine, a one-node cluster, and the user's journey on it; then
 # containerd 2.x (also from its pinned Go module) on the same cluster, handing a pod CDI devices,
 # and the agent's DRA driver there (test/cluster/dra.sh); then the same cluster with two VM worker
-# nodes on a kernel with SMC (test/cluster/vm-nodes.sh): the seed Deployment shows SMCR.
+# nodes on a kernel with SMC (test/cluster/vm-nodes.sh): the seed Deployment shows SMCR, through
+# faults and a drain, beside hostNetwork and veth pods held against the agent's prediction, SMC-D
+# between pods of one node, and the DRA driver on the nodes' real cards.
 # Steps 4 and 5 run in a background lane at the lowest CPU priority (nice 19) beside steps 2 and 3:
 # the emulated VM rarely keeps both cores busy, and the lane takes only what the foreground leaves.
-# The lane's output is printed when it ends; the two-node test starts after it, alone.
+# The lane's output is printed when it ends.
 # The whole run is bounded: TEST_BUDGET seconds (default 3600, 60 minutes) in total, and every
 # stage is killed at its own cap or when the budget runs out, whichever comes first; each stage
 # prints its time, and the last line gives the total.
@@ -126,10 +126,4 @@ if [ "$lane_rc" -ne 0 ]; then
 fi
 echo "<== sanitizer lane: ok ($((SECONDS - lane_t0)) s in all, of which $((SECONDS - wait_t0)) s after the VM test)"
 
-# The two-node test goes last and gets what the budget leaves: under TCG its time follows the
-# machine's speed more than any other stage's (5 to 25 minutes seen on these 2-core machines). Its
-# own deadline ends 60 s inside the stage's cap, so a slow run still prints its summary.
-two_cap=$((budget - (SECONDS - start) - 10))
-stage "two-node test (containerd, CNI, the agent's image, SMC-R between pods)" "$two_cap" \
-  env TWO_NODES_DEADLINE="${TWO_NODES_DEADLINE:-$((two_cap - 60))}" test/vm/two-nodes.sh build
 echo "all tests passed in $((SECONDS - start)) s"

@@ -85,7 +85,8 @@ kubectl() { bounded 120 "kubectl $1" kubectl "$@"; }
 # ---------------------------------------------------------------------------------------------
 phase "cluster with two VM worker nodes"
 t0=$SECONDS
-out=$(bounded 1500 "scripts/cluster.sh up --vm-nodes 2" "$CLUSTER" up --vm-nodes 2 2>"$work/up.log") || {
+# containerd 2.x with CDI on every node (test/cluster/build-containerd.sh): the DRA phase needs it.
+out=$(export ERDMA_CONTAINERD=cdi; bounded 1500 "scripts/cluster.sh up --vm-nodes 2" "$CLUSTER" up --vm-nodes 2 2>"$work/up.log") || {
   cat "$work/up.log" >&2
   echo "vm-nodes: scripts/cluster.sh up --vm-nodes 2 failed" >&2
   failed=1
@@ -600,6 +601,71 @@ for i in 0 1; do
     kubectl -n $NS exec nccltest-$i -- sh -c 'ibv_devinfo -d rxe0 | grep state; env | grep ^NCCL_IB_HCA' | tee /dev/stderr |
       tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'"
 done
+
+# ---------------------------------------------------------------------------------------------
+# The DRA driver on the same nodes (containerd 2.x with CDI): manifests/dra through a site overlay
+# that names the rxe driver; each VM node publishes its real card rxe0 in a ResourceSlice, and a
+# pod with a ResourceClaimTemplate on each node runs, not privileged, with exactly that card.
+phase "DRA on the VM nodes: the real rxe cards through ResourceSlices and CDI"
+site_dra() {
+  mkdir -p "$work/site-dra" &&
+    sed -e 's/^  drivers: \[erdma\]$/  drivers: [rxe]/' "$SRC/manifests/dra/agent-config.yaml" >"$work/site-dra/agent-config.yaml" &&
+    grep -q 'drivers: \[rxe\]' "$work/site-dra/agent-config.yaml" &&
+    printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources:' \
+      '- ../manifests/dra' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
+      '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >"$work/site-dra/kustomization.yaml"
+}
+must "a site overlay over manifests/dra (the rxe driver's cards)" site_dra
+must "kubectl apply -k (manifests/dra through the site overlay); the agent rolls" bash -c "
+  $(declare -f kubectl bounded); kubectl apply -k '$work/site-dra' >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s"
+slice_card() {  # NODE: the device names of the node's ResourceSlices of the driver
+  kubectl get resourceslices -o jsonpath="{range .items[?(@.spec.nodeName=='$1')]}{range .spec.devices[*]}{.name} {.attributes.ibDevice.string}{'\n'}{end}{end}"
+}
+for n in "$VM1" "$VM2"; do
+  has_rxe0() { slice_card "$1" | grep -q ' rxe0$'; }
+  check "$n publishes its card rxe0 in a ResourceSlice" wait_for 120 has_rxe0 "$n"
+done
+for i in 1 2; do
+  node=erdma-vm$i
+  cat >"$work/dra-pod-$i.yaml" <<EOT
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-card-$i, namespace: $NS}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: card
+        exactly: {deviceClassName: erdma.aliyun.com}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: dra-user-$i, namespace: $NS}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $node}
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+  - {name: erdma, resourceClaimTemplateName: one-card-$i}
+  containers:
+  - name: main
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: [sleep, "100000"]
+    resources:
+      claims: [{name: erdma}]
+EOT
+  must "a pod with a ResourceClaimTemplate on $node runs (allocated by the scheduler, prepared by the agent)" bash -c "
+    $(declare -f kubectl bounded); kubectl apply -f '$work/dra-pod-$i.yaml' >/dev/null &&
+    kubectl -n $NS wait --for=condition=Ready pod/dra-user-$i --timeout=180s"
+  check "dra-user-$i has exactly rdma_cm and the card's uverbs0 (the agent's CDI spec, through containerd 2.x)" bash -c "
+    [ \"\$(kubectl -n $NS exec dra-user-$i -- ls /dev/infiniband | tee /dev/stderr | tr '\n' ' ')\" = 'rdma_cm uverbs0 ' ]"
+  check "dra-user-$i: ibv_devinfo shows rxe0 PORT_ACTIVE, NCCL_IB_HCA names it" bash -c "
+    kubectl -n $NS exec dra-user-$i -- sh -c 'ibv_devinfo -d rxe0 | grep state; echo NCCL_IB_HCA=\$NCCL_IB_HCA' | tee /dev/stderr |
+      tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'"
+done
+check "the two claims are allocated rxe0, one on each node" bash -c "
+  [ \"\$(kubectl -n $NS get resourceclaims -o jsonpath='{.items[*].status.allocation.devices.results[0].device}' | tee /dev/stderr)\" = 'rxe0 rxe0' ]"
 
 phase "down"
 if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then exit 1; fi  # finish() says where

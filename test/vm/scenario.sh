@@ -569,7 +569,7 @@ one_reason=$(echo "$orow" | grep -oE '[A-Z_0-9]+ \(0x[0-9a-f]{8}\)' | cut -d' ' 
 one_line=$(grep -E '^(OK|MISMATCH|FAIL|ERROR)' "$W/onepnet.client" | head -1)
 log "INFO one PNETID (ERDMA) for rxe0 and rxe1: client socket ${one_mode:-none} ${one_reason:-}; client said: ${one_line:-nothing} (exit $one_rc)"
 echo "RESULT one_pnetid_mode=${one_mode:-none} reason=${one_reason:-none} client=$(echo "$one_line" | cut -d' ' -f1)" >> "$VMOUT/results.txt"
-# SMC-R from a pod's own netns is the two-node test's (test/vm/two-nodes.sh): here rxe sends and
+# SMC-R from a pod's own netns is the VM worker nodes' (test/cluster/vm-nodes.sh): here rxe sends and
 # receives in init_net only and its GIDs are not on the pod's subnet, so such an exchange could only
 # wait out its timeouts (about 140 s under TCG) to show a fallback that test checks on real CNI.
 stop_agent
