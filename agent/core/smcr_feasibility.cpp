@@ -344,6 +344,16 @@ SmcrPrediction predict_smcr(const SmcrPodFacts& f) {
     v1p.same_node = std::move(p.same_node);
     return v1p;
   }
+  // With the SMC-D loopback device on, a client that finds no SMC-R device still proposes SMC-D
+  // v2 over the loopback device; a peer on another node declines it (measured on 7.3 with veth
+  // pods without a device of their own: NOSMCD2DEV 0x03030007 at the server, PEERDECL at the
+  // client), so the kernel counts the fallback at the server.
+  if (p.fallback == "NOSMCDEV" && p.side == SmcrSide::Client && p.same_node.mode == SameNodeMode::SmcdLoopback) {
+    p.fallback = "NOSMCD2DEV";
+    p.side = SmcrSide::Server;
+    p.detail += " (the client proposes the SMC-D loopback device " + f.smcd_loopback_device +
+                " instead, which a peer on another node declines)";
+  }
   return p;
 }
 

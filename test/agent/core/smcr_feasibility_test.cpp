@@ -259,6 +259,24 @@ TEST_CASE("same-node connections: SMC-D through the loopback device unless it is
     CHECK(p.same_node.mode == c.want);
     CHECK(p.reason == predict_smcr(base).reason);
   }
+  // A client without an SMC-R device proposes the loopback device instead: the peer on another
+  // node declines it (NOSMCD2DEV at the server, the client's PEERDECL), as measured on 7.3.
+  const auto none = predict_smcr(base);
+  REQUIRE(none.reason == SmcrReason::PodSubnetOutsideRdmaNetdev);
+  CHECK(none.fallback == "NOSMCDEV");
+  CHECK(none.side == SmcrSide::Client);
+  const auto lo = predict_smcr(with(base, [](SmcrPodFacts& x) { x.smcd_loopback_device = "lo"; }));
+  CHECK(lo.reason == SmcrReason::PodSubnetOutsideRdmaNetdev);
+  CHECK(lo.verdict == SmcrVerdict::WillFallBack);
+  CHECK(lo.fallback == "NOSMCD2DEV");
+  CHECK(lo.side == SmcrSide::Server);
+  CHECK(lo.detail.find("SMC-D loopback device lo") != std::string::npos);
+  const auto off = predict_smcr(with(base, [](SmcrPodFacts& x) {
+    x.smcd_loopback_device = "lo";
+    x.smcd_loopback_pnet_id = "ERDMANOSMCD";
+  }));
+  CHECK(off.fallback == "NOSMCDEV");
+  CHECK(off.side == SmcrSide::Client);
   CHECK(to_string(SameNodeMode::SmcdLoopback) == "smcd-loopback");
   CHECK(to_string(SameNodeMode::AsAcrossNodes) == "as-across-nodes");
   CHECK(predict_same_node(with(base, [](SmcrPodFacts& x) { x.smcd_loopback_device = "lo"; })).summary().rfind(
