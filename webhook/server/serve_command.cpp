@@ -138,6 +138,7 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
   limits.idle_timeout = o.idle_timeout;
   limits.max_connections_per_peer = o.max_connections_per_peer;
   limits.idle_timeout_before_review = o.idle_timeout_before_review;
+  limits.body_timeout = o.body_timeout;
   Listener listener(ioc, tls, config, metrics, limits);
   if (auto s = listener.listen(*https_addr); !s) {
     log::error("cannot start").kv("error", s.error().message);

@@ -79,6 +79,9 @@ Flags:
                            the idle timeout of a connection that has not yet carried an
                            AdmissionReview (probes, scanners, clients holding slots)
                            (default 15s; never longer than --idle-timeout)
+  --body-timeout DUR       a request's body must arrive whole within this after its headers, or
+                           the connection is closed and its share of the body budget given back
+                           (default 8s)
   --log-level LEVEL        debug, info, warn or error (default info); logs are JSON lines on stderr
   --port-file FILE         once serving (listening, signals handled), write {"https":PORT,"metrics":PORT} to FILE
   -h, --help               this text
@@ -88,7 +91,7 @@ ADDR is host:port with an IP literal ([::]:8443 for IPv6). DUR is a number with 
 config file, in a top-level `server` section (keys listen, metricsListen, tlsCert, tlsKey,
 tlsMinVersion, tlsCipherSuites (a list or a comma-separated string), clientCA, threads,
 maxBodyBytes, bodyBudget, maxConnections, maxConnectionsPerPeer, shutdownGrace, reloadInterval, idleTimeout,
-idleTimeoutBeforeReview, logLevel); flags win.
+idleTimeoutBeforeReview, bodyTimeout, logLevel); flags win.
 The server section is read at start-up only.
 
 Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or config.
@@ -100,6 +103,7 @@ constexpr common::FlagSpec kFlags[] = {
     {"--shutdown-grace"},  {"--reload-interval"}, {"--log-level"},       {"--port-file"},
     {"--idle-timeout"},    {"--tls-min-version"}, {"--tls-cipher-suites"}, {"--client-ca"},
     {"--max-connections-per-peer"}, {"--idle-timeout-before-review"}, {"--body-budget"},
+    {"--body-timeout"},
 };
 
 Result<unsigned long long> parse_count(std::string_view text, std::string_view what, unsigned long long min,
@@ -157,6 +161,11 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
     if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
     if (v->count() < 100) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
     o.idle_timeout_before_review = *v;
+  } else if (name == "--body-timeout") {
+    auto v = parse_duration(value);
+    if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
+    if (v->count() < 100) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
+    o.body_timeout = *v;
   } else if (name == "--shutdown-grace" || name == "--reload-interval" || name == "--idle-timeout") {
     auto v = parse_duration(value);
     if (!v) return make_error(ErrorCode::InvalidArgument, std::string(name) + ": " + v.error().message);
@@ -263,7 +272,7 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
                                 "clientCA", "threads", "maxBodyBytes", "bodyBudget", "maxConnections",
                                 "maxConnectionsPerPeer",
                                 "shutdownGrace", "reloadInterval", "idleTimeout", "idleTimeoutBeforeReview",
-                                "logLevel"});
+                                "bodyTimeout", "logLevel"});
       !s) {
     return s;
   }
@@ -278,6 +287,7 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
       {"tlsCipherSuites", "--tls-cipher-suites"}, {"clientCA", "--client-ca"},
       {"maxConnectionsPerPeer", "--max-connections-per-peer"},
       {"idleTimeoutBeforeReview", "--idle-timeout-before-review"},
+      {"bodyTimeout", "--body-timeout"},
   };
   for (const auto& [key, flag] : kSectionKeys) {
     const nlohmann::json* value = cfg::get(section, key);

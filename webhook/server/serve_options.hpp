@@ -33,6 +33,7 @@ struct ServeOptions {
   std::chrono::milliseconds reload_interval{10000};
   std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no request
   std::chrono::milliseconds idle_timeout_before_review{15000};  // the same before its first AdmissionReview
+  std::chrono::milliseconds body_timeout{8000};  // a request body must arrive whole within this
   std::string log_level = "info";
   std::string port_file;                   // where to write the bound ports (for tests and scripts)
 };

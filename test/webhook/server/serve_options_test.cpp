@@ -43,6 +43,7 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(d->options.max_connections_per_peer == 64);
   CHECK(d->options.idle_timeout_before_review.count() == 15000);
   CHECK(d->options.body_budget == 32u << 20);
+  CHECK(d->options.body_timeout.count() == 8000);
 
   auto p = parse_serve_args({"--listen", "127.0.0.1:0", "--tls-cert=/c", "--tls-key", "/k", "--threads", "3",
                              "--max-body-bytes", "3Mi", "--shutdown-grace", "2s", "--log-level", "debug",
@@ -56,8 +57,9 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(p->options.shutdown_grace.count() == 2000);
   CHECK(p->options.log_level == "debug");
   CHECK(p->options.idle_timeout.count() == 90000);
-  auto q = parse_serve_args({"--max-connections-per-peer", "8", "--idle-timeout-before-review=2s"});
+  auto q = parse_serve_args({"--max-connections-per-peer", "8", "--idle-timeout-before-review=2s", "--body-timeout", "30s"});
   REQUIRE(q.ok());
+  CHECK(q->options.body_timeout.count() == 30000);
   CHECK(q->options.max_connections_per_peer == 8);
   CHECK(q->options.idle_timeout_before_review.count() == 2000);
   CHECK(parse_serve_args({"--help"}).value().help);
@@ -66,7 +68,7 @@ TEST_CASE("flags: defaults, values, errors") {
            {"--nope"}, {"--listen"}, {"--threads", "0"}, {"--threads", "x"}, {"--log-level", "loud"},
            {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}, {"--idle-timeout", "0"},
            {"--max-connections-per-peer", "0"}, {"--idle-timeout-before-review", "50ms"}, {"--body-budget", "0"},
-           {"--body-budget", "lots"}}) {
+           {"--body-budget", "lots"}, {"--body-timeout", "10ms"}, {"--body-timeout", "soon"}}) {
     CAPTURE(bad.front());
     CHECK_FALSE(parse_serve_args(bad).ok());
   }

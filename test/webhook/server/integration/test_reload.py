@@ -61,12 +61,27 @@ class Load:
 
     def __enter__(self):
         self.thread.start()
-        time.sleep(0.3)
+        # The load is on once its first pair of requests came back (or failed).
+        wait_until(lambda: self.seen or self.failures, "the load's first requests")
         return self
 
     def __exit__(self, *exc):
         self.stop.set()
         self.thread.join(timeout=30)
+
+
+# Every wait is for an event, bounded far above what it takes on a loaded machine: the file watch
+# (inotify) is what must pick changes up, because the periodic re-check (--reload-interval) is set
+# to an hour, so a change seen at all was seen by the watch. The times are printed, never asserted.
+EVENT_WAIT_S = 120
+
+
+def wait_until(cond, what):
+    deadline = time.monotonic() + EVENT_WAIT_S
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("%s: not within %d s" % (what, EVENT_WAIT_S))
+        time.sleep(0.01)
 
 
 def main():
@@ -80,7 +95,7 @@ def main():
     cfg.update({"config.yaml": b"erdmaEnv:\n- {name: NCCL_IB_HCA, value: erdma}\n- {name: NCCL_IB_GID_INDEX, value: '1'}\n"})
     server = Server(w, cert_dir=ca_dir, config=cfg.file("config.yaml"),
                     extra_args=["--tls-cert", tls.file("tls.crt"), "--tls-key", tls.file("tls.key"),
-                                "--reload-interval", "30s"])
+                                "--reload-interval", "1h"])
     metric = lambda kind, result: server.metrics()[("erdma_webhook_reloads_total",
                                                    (("kind", kind), ("result", result)))]
     results = {}
@@ -95,16 +110,15 @@ def main():
             t_swap = time.monotonic()
             tls.update({"tls.crt": read(os.path.join(ca_dir, "tls.crt")),
                         "tls.key": read(os.path.join(ca_dir, "tls.key"))})
-            deadline = t_swap + 5
-            while load.first_seen_after(new_sha, t_swap) is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            time.sleep(0.5)  # and keep going on the new one for a while
+            wait_until(lambda: load.first_seen_after(new_sha, t_swap) is not None, "the new certificate served")
+            served = load.requests
+            wait_until(lambda: load.requests >= served + 20, "20 more requests on the new certificate")
         delay = load.first_seen_after(new_sha, t_swap)
         results["swap_s"] = delay
         print("  %d requests, %d failures; new certificate on new connections after %s s"
               % (load.requests, len(load.failures), "%.3f" % delay if delay is not None else "never"))
         expect(not load.failures, load.failures[:5])
-        expect(delay is not None and delay <= 2.0, "new certificate not served within 2 s")
+        expect(delay is not None, "new certificate never served")
         expect(load.kept_sha == first_sha, "the connection opened before the swap should finish on the old cert")
         expect(metric("cert", "success") == 1, "reloads_total cert success")
         out = server.metrics()[("erdma_webhook_tls_cert_not_after_seconds", ())]
@@ -133,9 +147,7 @@ def main():
         with Load(server) as load:
             for i, (name, files) in enumerate(cases):
                 tls.update(files)
-                deadline = time.monotonic() + 5
-                while metric("cert", "error") < errors_before + i + 1 and time.monotonic() < deadline:
-                    time.sleep(0.02)
+                wait_until(lambda: metric("cert", "error") >= errors_before + i + 1, "%s refused" % name)
                 expect(metric("cert", "error") == errors_before + i + 1, "%s not refused (counted)" % name)
         print("  %d requests during 4 bad swaps, %d failures" % (load.requests, len(load.failures)))
         expect(not load.failures, load.failures[:5])
@@ -147,9 +159,7 @@ def main():
         # Putting a good pair back is picked up again.
         generate_certs(ca_dir)
         tls.update({"tls.crt": read(os.path.join(ca_dir, "tls.crt")), "tls.key": read(os.path.join(ca_dir, "tls.key"))})
-        deadline = time.monotonic() + 5
-        while metric("cert", "success") < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: metric("cert", "success") >= 2, "the good pair after the bad ones")
         expect(metric("cert", "success") == 2, "good pair after bad ones")
 
     def gid_index_in_patch():
@@ -169,24 +179,19 @@ def main():
         expect(gid_index_in_patch() == "1", "initial config")
         cfg.update({"config.yaml": b"erdmaEnv:\n- {name: NCCL_IB_HCA, value: erdma}\n- {name: NCCL_IB_GID_INDEX, value: '3'}\n"})
         t0 = time.monotonic()
-        while gid_index_in_patch() != "3" and time.monotonic() < t0 + 5:
-            time.sleep(0.02)
-        took = time.monotonic() - t0
-        print("  new config in effect after %.3f s" % took)
-        expect(gid_index_in_patch() == "3" and took <= 2.0, "config not reloaded within 2 s")
+        wait_until(lambda: gid_index_in_patch() == "3", "the new config in effect")
+        print("  new config in effect after %.3f s" % (time.monotonic() - t0))
         expect(metric("config", "success") == 1, "reloads_total config success")
         cfg.update({"config.yaml": b"smcr: {mountPath: relative/path}\n"})
-        deadline = time.monotonic() + 5
-        while metric("config", "error") < 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_until(lambda: metric("config", "error") >= 1, "the bad config refused")
         expect(metric("config", "error") == 1, "bad config not counted")
         expect(gid_index_in_patch() == "3", "bad config replaced the good one")
         refused = [l for l in server.log_lines() if l["msg"].startswith("config reload refused")]
         expect(len(refused) == 1 and "mountPath" in refused[0]["error"], refused)
 
-    suite.check("cert rotated by ..data swap under load: no failures, new cert within 2 s", rotate_under_load)
+    suite.check("cert rotated by ..data swap under load: no failures, the new cert picked up by the watch", rotate_under_load)
     suite.check("bad pairs (garbage, mismatch, expired, empty) refused and counted", bad_pairs_refused)
-    suite.check("config rotated by ..data swap; a bad config refused", config_reload)
+    suite.check("config rotated by ..data swap (picked up by the watch); a bad config refused", config_reload)
     code = server.terminate()
     suite.check("exit status 0 after SIGTERM", lambda: expect(code == 0, code))
     suite.finish()
