@@ -470,20 +470,24 @@ must "a bench pod (annotated) beside the seed pod on $seed_node" bash -c "kubect
 # SMC socket); PRELOAD no runs it without LD_PRELOAD (plain TCP). Only sockets that were not there
 # before the run count (earlier runs' sockets wait for the server to close its end).
 cat >"$work/measure.sh" <<'EOT'
-to=$1 preload=$2
-smcss -a | awk 'NR > 1 {print $3}' >/tmp/before
-if [ "$preload" = yes ]; then tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >/tmp/m.out &
-else env -u LD_PRELOAD tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >/tmp/m.out &
+to=$1 preload=$2 out=/tmp/measure.$$
+smcss -a | awk 'NR > 1 {print $3}' >/tmp/before.$$
+if [ "$preload" = yes ]; then tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >"$out" &
+else env -u LD_PRELOAD tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >"$out" &
 fi
-until grep -q '"match"' /tmp/m.out || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
-smcss -R | awk 'NR == FNR {seen[$1] = 1; next} FNR == 1 || !($3 in seen)' /tmp/before -
-cat /tmp/m.out
+until grep -q '"match"' "$out" 2>/dev/null || ! kill -0 $! 2>/dev/null; do sleep 0.2; done
+smcss -R | awk 'NR == FNR {seen[$1] = 1; next} FNR == 1 || !($3 in seen)' /tmp/before.$$ -
+cat "$out"
 kill $! 2>/dev/null
+rm -f "$out" /tmp/before.$$
 EOT
+# The output goes to a file first and then to stderr: a `tee /dev/stderr` would reopen the log
+# file this script's stderr may be, from its start.
 measure() {
-  kubectl -n "$NS" exec -i bench -- sh -s "$seed_ip:8080" "$1" <"$work/measure.sh" | tee /dev/stderr |
-    awk '$5 ~ /:8080$/ {mode = $7} /"match":true/ {match($0, /"mib_per_s":[0-9.]+/); rate = substr($0, RSTART + 12, RLENGTH - 12)}
-      END {if (rate == "") exit 1; print (mode == "" ? "-" : mode), rate}'
+  kubectl -n "$NS" exec -i bench -- sh -s "$seed_ip:8080" "$1" <"$work/measure.sh" >"$work/measure.out"
+  cat "$work/measure.out" >&2
+  awk '$5 ~ /:8080$/ {mode = $7} /"match":true/ {match($0, /"mib_per_s":[0-9.]+/); rate = substr($0, RSTART + 12, RLENGTH - 12)}
+    END {if (rate == "") exit 1; print (mode == "" ? "-" : mode), rate}' "$work/measure.out"
 }
 read -r mode_smcd rate_smcd < <(measure yes)
 read -r mode_tcp1 rate_tcp1 < <(measure no)

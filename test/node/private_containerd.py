@@ -1,6 +1,6 @@
 # A private containerd on this host for tests and benchmarks: its own root, state and socket under a
-# directory the caller owns, run inside a private mount namespace with a tmpfs over /run, so the
-# host's /run/containerd and /var/lib/containerd are never touched and every mount it makes
+# directory the caller owns, run inside a private mount namespace with a tmpfs over /run and /var/lib, so the
+# host's /run/containerd, /var/lib/containerd and /var/lib/cni are never touched and every mount it makes
 # disappears with it. Optionally:
 #   private_net: containerd (and so every pod's CNI network) lives in a network namespace of its
 #       own with a bridge and host-local IPAM whose state stays under the private /run; the host's
@@ -161,7 +161,11 @@ state = "{t}/state"
         t = self.tmp
         # -n everywhere: util-linux would otherwise record the mounts in /run/mount/utab, and the
         # first ones run while /run is still this machine's.
-        lines = ["set -e", "mount -n --make-rprivate /", "mount -n -t tmpfs tmpfs /run"]
+        # A tmpfs over /var/lib too: the CNI library keeps each pod's result under /var/lib/cni,
+        # which would otherwise stay on this machine after the test (containerd's own root and
+        # state are under the caller's directory, so nothing else of /var/lib is needed).
+        lines = ["set -e", "mount -n --make-rprivate /", "mount -n -t tmpfs tmpfs /run",
+                 "mount -n -t tmpfs tmpfs /var/lib"]
         if self.device_nodes:
             # The host's /dev stays as it is: containerd sees an overlay whose upper layer is a
             # tmpfs holding the extra nodes; /dev/pts and /dev/shm are bound back in.
