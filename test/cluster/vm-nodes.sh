@@ -471,7 +471,9 @@ must "a bench pod (annotated) beside the seed pod on $seed_node" bash -c "kubect
 # before the run count (earlier runs' sockets wait for the server to close its end).
 cat >"$work/measure.sh" <<'EOT'
 to=$1 preload=$2 out=/tmp/measure.$$
-smcss -a | awk 'NR > 1 {print $3}' >/tmp/before.$$
+# The list starts with a line of its own, so awk's NR == FNR below never runs into smcss's output
+# when no socket was there before.
+{ echo inodes; smcss -a | awk 'NR > 1 {print $3}'; } >/tmp/before.$$
 if [ "$preload" = yes ]; then tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >"$out" &
 else env -u LD_PRELOAD tcp-bulk send --to "$to" --bytes 16M --hold 30 --timeout 120 >"$out" &
 fi
