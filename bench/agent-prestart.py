@@ -17,8 +17,9 @@
 # answered and logged, the agent found each pod's network namespace through CRI, and every setup
 # ended as this kernel allows: configured where it has SMC, else failed for want of it. The numbers
 # are printed, not judged. The test suite runs it with --pods 3 (ctest bench_agent_prestart_smoke).
-# A machine without containerd, runc, the CNI plugins or root prints "skipped" and exits 0, except
-# under CI=true, where scripts/install-deps.sh provides them and a skip is a failure (exit 1).
+# A machine without containerd, runc, the CNI plugins or root, or whose runc cannot start
+# containers, prints "skipped" with the reason and exits 77 (ctest: Skipped), except under CI=true,
+# where scripts/install-deps.sh provides them, CI runs as root, and a skip is a failure (exit 1).
 #
 #   sudo /usr/bin/python3 bench/agent-prestart.py --agent build/agent/erdma-agent --pods 50
 #
@@ -40,6 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SRC, "test", "node"))
+sys.path.insert(0, os.path.join(SRC, "test", "webhook", "server", "integration"))
+from harness import running_under_ci  # noqa: E402
 from private_containerd import (KUBELET, WORKLOAD_IMAGE, PrivateContainerd,  # noqa: E402
                                 install_step_provides_containerd, missing_tools, timed, wait_for)
 
@@ -266,6 +269,17 @@ class Bench:
                 "with" if smc else "without", wrong[:3]))
 
 
+def skip(why):
+    """This machine cannot run the benchmark: 77 with the reason, or under CI=true (whose machine
+    has what scripts/install-deps.sh installs, and root) 1."""
+    if running_under_ci() and install_step_provides_containerd():
+        print("cannot run under CI=true, where scripts/install-deps.sh provides these and CI runs as root: " + why,
+              file=sys.stderr)
+        return 1
+    print("skipped: %s" % why)
+    return 77
+
+
 def main():
     ap = argparse.ArgumentParser(description="PreStartContainer at native speed on a real containerd with the real "
                                              "erdma-agent (see the header of this file)")
@@ -280,12 +294,7 @@ def main():
     if os.geteuid() != 0:
         missing.append("root (containerd, namespaces)")
     if missing:
-        why = "missing: %s" % ", ".join(missing)
-        if os.environ.get("CI") == "true" and install_step_provides_containerd():
-            print("cannot run under CI=true, where scripts/install-deps.sh provides these: " + why, file=sys.stderr)
-            return 1
-        print("skipped '%s'" % why)
-        return 0
+        return skip("missing: %s" % ", ".join(missing))
     bench = Bench(args)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t0 = time.monotonic()
@@ -294,8 +303,7 @@ def main():
         at_kubelet = timed("%d pods" % args.pods, bench.run_pods)
         bench.report(at_kubelet)
     except Unusable as e:
-        print("skipped '%s'" % e)
-        return 0
+        return skip(str(e))
     finally:
         bench.cleanup()
         print("total: %.1f s" % (time.monotonic() - t0), file=sys.stderr)

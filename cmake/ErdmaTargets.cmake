@@ -35,12 +35,14 @@ endfunction()
 
 # erdma_test(<name> SOURCES ... LIBS ... [LABELS ...] [SKIP_RETURN_CODE n]): one doctest executable,
 # discovered by ctest. A test that cannot run here (no SMC, no root) exits with SKIP_RETURN_CODE
-# after printing why, and ctest reports it as skipped.
+# after printing why (test/skip.hpp), and ctest reports it as skipped.
 function(erdma_test name)
   cmake_parse_arguments(ARG "" "SKIP_RETURN_CODE;TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} doctest::doctest erdma_test_main)
   erdma_settings(${name})
+  # Test headers are included as "test/...", whatever the suite links (test/skip.hpp in every one).
+  target_include_directories(${name} PRIVATE "${PROJECT_SOURCE_DIR}")
   target_compile_definitions(${name} PRIVATE ERDMA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   set(props "")
   if(ARG_LABELS)

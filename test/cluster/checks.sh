@@ -2,10 +2,14 @@
 # their evidence and count them. The caller sets t_start=$SECONDS, passed=0, failed=0 and a
 # name for messages in CHECKS_NAME.
 
+# running_under_ci: whether this run is CI's (CI=true, which .ci/run sets). Every shell skip asks
+# this; C++ asks running_under_ci in test/skip.hpp, Python in test/webhook/server/integration/harness.py.
+running_under_ci() { [ "${CI:-}" = true ]; }
+
 # skip_or_fail WHY: a machine that cannot run the test: skipped (exit 0) with the reason, but
-# under CI=true a failure, since the install step provides what the test needs.
+# under CI=true a failure, since the install step provides what the test needs (and CI runs as root).
 skip_or_fail() {
-  if [ "${CI:-}" = true ]; then
+  if running_under_ci; then
     echo "${CHECKS_NAME:-test}: FAILED: $* (the install step provides what this needs)" >&2
     exit 1
   fi

@@ -10,9 +10,12 @@ libsmc-preload.so loads into tcp-bulk in the workload image, and tcp-bulk moves 
 127.0.0.1 with a SHA-256 that agrees with sha256sum. With containerd installed, a private
 containerd (own root, state and socket under the temporary directory) imports every archive.
 
-Needs the build outputs (erdma-agent, erdma-webhook, smc-preload): without them the test skips,
-and under CI=true fails. The chroot checks need root. Loopback only; every step is bounded and
-prints its duration; the temporary directory and every process started are removed on the way out.
+Needs the build outputs (erdma-agent, erdma-webhook, smc-preload), root for the chroot checks and
+containerd for the import: without one of them the checks that need it are skipped with the
+reason, and under CI=true (root; scripts/install-deps.sh installs containerd) fail. Runs on the
+shared runner (test/webhook/server/integration/harness.py). Loopback only; every step is bounded
+and prints its duration; every process started is stopped and every mount undone on the way out,
+and the work directory removed (kept after a failure outside CI, as every suite does).
 Runs with Debian's /usr/bin/python3 (python3-yaml reads the manifests).
 """
 
@@ -27,17 +30,14 @@ import socket
 import subprocess
 import sys
 import tarfile
-import tempfile
 import threading
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
 BUILD_DIR = os.environ.get("ERDMA_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 BUILD_IMAGES = os.path.join(SOURCE_DIR, "images/build-images.sh")
 OCI_IMAGE = os.path.join(SOURCE_DIR, "images/oci_image.py")
-IN_CI = os.environ.get("CI") == "true"
 OUTPUTS = {"agent/erdma-agent": "erdma-agent", "webhook/erdma-webhook": "erdma-webhook",
            "agent/preload/libsmc-preload.so": "smc-preload"}
 
@@ -54,46 +54,12 @@ REFS = {
     "pause": "localhost/erdma-controller/pause:1",
     "workload": "localhost/erdma-controller/workload:1",
 }
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
+from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
+
 ENTRYPOINTS = {"erdma-agent": ["/usr/bin/erdma-agent"], "erdma-webhook": ["/usr/bin/erdma-webhook"],
                "pause": ["/pause"], "workload": ["/bin/sh"]}
-
-
-class Runner:
-    """Named checks, each reported with its duration; a skip says why."""
-
-    def __init__(self):
-        self.passed = self.failed = self.skipped = 0
-
-    def check(self, name, fn, *args):
-        t0 = time.monotonic()
-        try:
-            fn(*args)
-        except Exception:  # a failed check is reported and the rest still run
-            self.failed += 1
-            print("FAIL %s (%.2f s)" % (name, time.monotonic() - t0))
-            traceback.print_exc(file=sys.stdout)
-        else:
-            self.passed += 1
-            print("ok   %s (%.2f s)" % (name, time.monotonic() - t0))
-        sys.stdout.flush()
-
-    def skip(self, name, reason, required_in_ci=False):
-        if required_in_ci and IN_CI:
-            self.failed += 1
-            print("FAIL %s: %s (CI=true: the build step makes these)" % (name, reason))
-        else:
-            self.skipped += 1
-            print("skip %s: %s" % (name, reason))
-        sys.stdout.flush()
-
-    def exit_code(self):
-        print("build_images: %d passed, %d failed, %d skipped" % (self.passed, self.failed, self.skipped))
-        return 1 if self.failed else (77 if self.skipped else 0)  # any skip: ctest shows Skipped
-
-
-def expect(cond, message):
-    if not cond:
-        raise AssertionError(message)
 
 
 def run(args, timeout=120, **kw):
@@ -363,16 +329,14 @@ class FakeServer(threading.Thread):
         self.join(35)
 
 
-def main():
-    runner = Runner()
+def main(suite):
     missing = [(rel, target) for rel, target in OUTPUTS.items() if not os.path.isfile(os.path.join(BUILD_DIR, rel))]
     if missing:
-        runner.skip("build the images", "build outputs missing in %s: %s; build them: cmake --build %s --target %s" % (
-            BUILD_DIR, " ".join(r for r, _ in missing), BUILD_DIR, " ".join(t for _, t in missing)),
-            required_in_ci=True)
-        return runner.exit_code()
+        suite.skip("build the images", "build outputs missing in %s: %s; build them: cmake --build %s --target %s" % (
+            BUILD_DIR, " ".join(r for r, _ in missing), BUILD_DIR, " ".join(t for _, t in missing)))
+        return
 
-    work = tempfile.mkdtemp(prefix="erdma-build-images-")
+    work = suite.workdir
     started = []  # processes to stop on the way out
     try:
         env = dict(os.environ)
@@ -391,15 +355,15 @@ def main():
             build(out_a)
             expect(sorted(os.listdir(out_a)) == sorted(os.path.basename(p) for p in archives.values()),
                    "archives in %s: %s (no temporary files may stay)" % (out_a, os.listdir(out_a)))
-        runner.check("build-images.sh writes the four archives", build_all)
+        suite.check("build-images.sh writes the four archives", build_all)
         if not all(os.path.exists(p) for p in archives.values()):
-            return runner.exit_code()
+            return
 
         for image, path in archives.items():
-            runner.check("%s: OCI layout, digests and diff_ids" % image, check_layout, path, image)
+            suite.check("%s: OCI layout, digests and diff_ids" % image, check_layout, path, image)
         for image in ("erdma-agent", "erdma-webhook"):
-            runner.check("%s: config agrees with its Dockerfile" % image, check_config_matches_dockerfile,
-                         archives[image], image)
+            suite.check("%s: config agrees with its Dockerfile" % image, check_config_matches_dockerfile,
+                        archives[image], image)
 
         def reproducible():
             build(out_b)
@@ -407,7 +371,7 @@ def main():
                 other = os.path.join(out_b, os.path.basename(path))
                 with open(path, "rb") as f1, open(other, "rb") as f2:
                     expect(sha256_hex(f1.read()) == sha256_hex(f2.read()), "%s differs between two builds" % image)
-        runner.check("the same inputs give byte-identical archives", reproducible)
+        suite.check("the same inputs give byte-identical archives", reproducible)
 
         def epoch_honoured():
             out_c = os.path.join(work, "c")
@@ -416,7 +380,7 @@ def main():
             expect(a.manifest()["layers"][0]["digest"] != b.manifest()["layers"][0]["digest"], "same layer digest")
             with tarfile.open(fileobj=__import__("io").BytesIO(b.layer_tar())) as t:
                 expect([m.mtime for m in t.getmembers()] == [86400], "layer mtimes")
-        runner.check("SOURCE_DATE_EPOCH dates the layer", epoch_honoured)
+        suite.check("SOURCE_DATE_EPOCH dates the layer", epoch_honoured)
 
         def errors_are_clear():
             empty = os.path.join(work, "empty-build")
@@ -429,16 +393,16 @@ def main():
                      "--package", "erdma-no-such-package"])
             expect(r.returncode == 1 and "erdma-no-such-package" in r.stderr and "scripts/install-deps.sh" in r.stderr,
                    r.stderr)
-        runner.check("missing build output, unknown image, missing package: clear errors", errors_are_clear)
+        suite.check("missing build output, unknown image, missing package: clear errors", errors_are_clear)
 
         if os.geteuid() != 0:
-            runner.skip("images run under chroot", "chroot needs root (uid %d)" % os.geteuid())
-            return runner.exit_code()
+            suite.skip("images run under chroot", "chroot needs root (uid %d)" % os.geteuid())
+            return
 
         roots = {}
         for image in ("erdma-agent", "erdma-webhook", "workload"):
             roots[image] = os.path.join(work, "rootfs-" + image)
-            runner.check("%s: unpack the layer" % image, unpack, archives[image], roots[image])
+            suite.check("%s: unpack the layer" % image, unpack, archives[image], roots[image])
 
         def agent_runs():
             root = roots["erdma-agent"]
@@ -455,7 +419,7 @@ def main():
                       "usr/lib/x86_64-linux-gnu/libibverbs/liberdma-rdmav34.so", "etc/passwd", "tmp"):
                 expect(os.path.lexists(os.path.join(root, p)), "/%s is not in the image" % p)
             expect(os.readlink(os.path.join(root, "lib64")) == "usr/lib64", "/lib64 is not the merged-/usr link")
-        runner.check("erdma-agent runs from its image alone (chroot)", agent_runs)
+        suite.check("erdma-agent runs from its image alone (chroot)", agent_runs)
 
         def webhook_runs():
             root = roots["erdma-webhook"]
@@ -463,15 +427,15 @@ def main():
             expect(r.returncode == 0 and "Usage: erdma-webhook" in r.stdout, "erdma-webhook --help: %d %s" % (r.returncode, r.stderr))
             r = chroot(root, "/usr/bin/erdma-webhook", "version", user="65532:65532")
             expect(r.returncode == 0 and VERSION in r.stdout, "erdma-webhook version as 65532: %s %s" % (r.stdout, r.stderr))
-        runner.check("erdma-webhook runs from its image alone (chroot, as its user)", webhook_runs)
+        suite.check("erdma-webhook runs from its image alone (chroot, as its user)", webhook_runs)
         for image in ("erdma-agent", "erdma-webhook"):
-            runner.check("%s: every program manifests/base runs in it is there" % image, check_manifest_programs,
-                         roots[image], image)
+            suite.check("%s: every program manifests/base runs in it is there" % image, check_manifest_programs,
+                        roots[image], image)
 
         def webhook_prestop_runs():
             r = chroot(roots["erdma-webhook"], "/bin/sleep", "0", user="65532:65532")
             expect(r.returncode == 0, "/bin/sleep 0 in erdma-webhook: %d %s" % (r.returncode, r.stderr))
-        runner.check("erdma-webhook: the preStop /bin/sleep runs", webhook_prestop_runs)
+        suite.check("erdma-webhook: the preStop /bin/sleep runs", webhook_prestop_runs)
 
         wl = roots["workload"]
 
@@ -482,7 +446,7 @@ def main():
             expect(r.returncode == 0 and r.stdout.startswith("hi\n0\n") and r.stdout.endswith("done\n"), "%s %s" % (r.stdout, r.stderr))
             with open(os.path.join(wl, "etc/passwd"), "rb") as f:
                 expect(sha256_hex(f.read()) in r.stdout, "sha256sum output: %s" % r.stdout)
-        runner.check("workload: busybox tools", busybox_tools)
+        suite.check("workload: busybox tools", busybox_tools)
 
         def smcss_runs():
             # This machine's kernel decides the one right answer: with SMC's sock_diag a table (its
@@ -497,7 +461,7 @@ def main():
                        "%d %r %r" % (r.returncode, r.stdout, r.stderr))
             r = chroot(wl, "/usr/bin/smcss", "-x")
             expect(r.returncode == 2 and "usage: smcss" in r.stderr, "%d %s" % (r.returncode, r.stderr))
-        runner.check("workload: smcss reads SMC sock_diag (or says the kernel has none)", smcss_runs)
+        suite.check("workload: smcss reads SMC sock_diag (or says the kernel has none)", smcss_runs)
 
         def preload_loads():
             dest = os.path.join(wl, "opt/preload")
@@ -510,7 +474,7 @@ def main():
                        "/usr/bin/tcp-bulk")
             expect(r.returncode == 0 and "/opt/preload/libsmc-preload.so (0x" in r.stdout and "not found" not in r.stdout,
                    "loaded objects: %s %s" % (r.stdout, r.stderr))
-        runner.check("workload: libsmc-preload.so loads into tcp-bulk", preload_loads)
+        suite.check("workload: libsmc-preload.so loads into tcp-bulk", preload_loads)
 
         def gen_digest(n):
             gen = subprocess.Popen(["/usr/sbin/chroot", wl, "/usr/bin/tcp-bulk", "gen", "--bytes", str(n)], stdout=subprocess.PIPE)
@@ -539,7 +503,7 @@ def main():
                 lines = server.stop()
                 started.remove(server)
             expect([l["bytes"] for l in lines] == sizes, "server saw %s" % lines)
-        runner.check("tcp-bulk: serve + send over 127.0.0.1, sha256 equals sha256sum", bulk_transfer)
+        suite.check("tcp-bulk: serve + send over 127.0.0.1, sha256 equals sha256sum", bulk_transfer)
 
         def once_and_hold():
             server = ChrootServer(wl, "--once")
@@ -559,7 +523,7 @@ def main():
                 lines = server.stop()
                 started.remove(server)
             expect([l["bytes"] for l in lines] == [1024], lines)
-        runner.check("tcp-bulk: serve --once exits after one connection; send --hold keeps the socket", once_and_hold)
+        suite.check("tcp-bulk: serve --once exits after one connection; send --hold keeps the socket", once_and_hold)
 
         def failures_are_clear():
             port = free_port()
@@ -582,19 +546,20 @@ def main():
             expect(r.returncode == 1 and "timed out" in r.stderr and "--timeout" in r.stderr, "%d %s" % (r.returncode, r.stderr))
             r = chroot(wl, "/usr/bin/tcp-bulk", "send", "--to", "127.0.0.1", "--bytes", "10")
             expect(r.returncode == 2 and "HOST:PORT" in r.stderr, r.stderr)
-        runner.check("tcp-bulk: refused, wrong digest, silent server, bad flags fail with clear messages", failures_are_clear)
+        suite.check("tcp-bulk: refused, wrong digest, silent server, bad flags fail with clear messages", failures_are_clear)
 
         def library_check_refuses():
             r = run(["/usr/bin/python3", OCI_IMAGE, "--out", os.path.join(work, "x", "bad.tar"), "--ref", "a/b:1",
                      "--file", os.path.join(wl, "usr/bin/tcp-bulk") + "=/usr/bin/tcp-bulk"])
             expect(r.returncode == 1 and "libc.so.6" in r.stderr and "ld-linux-x86-64.so.2" in r.stderr, r.stderr)
             expect(not os.path.exists(os.path.join(work, "x", "bad.tar")), "an archive was written anyway")
-        runner.check("oci_image.py refuses an image that lacks a needed library", library_check_refuses)
+        suite.check("oci_image.py refuses an image that lacks a needed library", library_check_refuses)
 
         if not (os.path.exists("/usr/bin/containerd") and shutil.which("ctr")):
-            runner.skip("ctr import into a private containerd", "containerd is not installed (/usr/bin/containerd, ctr)")
+            suite.skip("ctr import into a private containerd",
+                       "containerd is not installed (/usr/bin/containerd, ctr; scripts/install-deps.sh installs it)")
         else:
-            runner.check("ctr import into a private containerd", containerd_import, work, archives, started)
+            suite.check("ctr import into a private containerd", containerd_import, work, archives, started)
     finally:
         for p in started:
             proc = p.proc if isinstance(p, ChrootServer) else p
@@ -604,9 +569,7 @@ def main():
                 except ProcessLookupError:
                     pass
                 proc.wait(10)
-        unmount_under(work)
-        shutil.rmtree(work, ignore_errors=True)
-    return runner.exit_code()
+        unmount_under(work)  # suite.finish removes the directory, and no mount may stay under it
 
 
 def unmount_under(path):
@@ -663,4 +626,10 @@ def containerd_import(work, archives, started):
 if __name__ == "__main__":
     # ctest's timeout and Ctrl-C end the run through main's cleanup, not around it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    sys.exit(main())
+    suite = Suite("build_images")
+    try:
+        main(suite)
+    except BaseException:  # killed, or a bug in the test: nothing to keep
+        shutil.rmtree(suite.workdir, ignore_errors=True)
+        raise
+    suite.finish()

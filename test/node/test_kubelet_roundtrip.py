@@ -23,7 +23,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "test", "webhook", "server", "integration"))
 import kubelet as k  # noqa: E402
+from harness import skip_case, unittest_main  # noqa: E402
 from private_containerd import wait_for  # noqa: E402
 
 try:
@@ -278,13 +280,9 @@ class RoundTrip(unittest.TestCase):
     def setUp(self):
         # Checked here, not in a class decorator, so that CI=true turns the skip into a failure.
         if grpc is None:
-            if os.environ.get("CI") == "true":
-                self.fail("python3-grpcio missing under CI=true: scripts/install-deps.sh installs it")
-            self.skipTest("python3-grpcio is not installed")
+            skip_case(self, "python3-grpcio is not installed (scripts/install-deps.sh installs it)")
         if shutil.which("protoc") is None:
-            if os.environ.get("CI") == "true":
-                self.fail("protoc missing under CI=true: scripts/install-deps.sh installs protobuf-compiler")
-            self.skipTest("protoc not installed")
+            skip_case(self, "protoc not installed (scripts/install-deps.sh installs protobuf-compiler)")
         self.tmp = tempfile.mkdtemp(prefix="kubelet-rt-")
         self.root = os.path.join(self.tmp, "root")
         self.state = os.path.join(self.tmp, "state")
@@ -467,4 +465,4 @@ class RoundTrip(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    unittest_main()

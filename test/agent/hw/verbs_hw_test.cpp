@@ -1,6 +1,7 @@
 // Discovery on real RDMA hardware (or Soft-RoCE): lists devices through libibverbs, sysfs and
-// RDMA netlink and checks what it finds. Exits 77 (ctest: skipped) with the reason when the
-// machine has no RDMA device; the qemu VM test runs it with a real rxe device.
+// RDMA netlink and checks what it finds. Skipped with the reason (test/skip.hpp: exit 77, under
+// CI=true too, since no install step provides hardware) when the machine has no RDMA device;
+// the qemu VM test runs it with a real rxe device.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "agent/core/plugin_model.hpp"
 #include "agent/sys/rdma_netlink.hpp"
 #include "agent/sys/verbs_rdma_devices.hpp"
+#include "test/skip.hpp"
 
 int main() {
   using namespace erdma::agent;
@@ -20,10 +22,9 @@ int main() {
     return 1;
   }
   if (scan->devices.empty()) {
-    std::printf("SKIP: no RDMA device on this machine:");
-    for (const auto& n : scan->notes) std::printf(" %s;", n.c_str());
-    std::printf("\n");
-    return 77;
+    std::string why = "no RDMA device on this machine:";
+    for (const auto& n : scan->notes) why += " " + n + ";";
+    erdma::testing::skip_test(why.c_str());
   }
   int failures = 0;
   for (const auto& d : scan->devices) {

@@ -11,6 +11,7 @@
 #include "agent/cli/commands.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/skip.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -207,8 +208,8 @@ TEST_CASE("cleanup removes the library, its directory and the NFD file once, and
   const auto dry = run({"cleanup", "--dry-run", "--config", config});
   CAPTURE(dry.err);
   if (dry.rc == kExitFailure && has(dry.err, "cannot read the node's pnet table")) {
-    MESSAGE("skipped: netlink is not readable here: " << dry.err);
-    return;
+    // A kernel that has SMC but refuses this process its pnet table: nothing installable changes that.
+    erdma::testing::skip_test(("netlink is not readable here: " + dry.err).c_str());
   }
   CHECK(dry.rc == kExitOk);
   CHECK(has(dry.out, "preload library " + lib + "/libsmc-preload.so would be removed (dry run)"));

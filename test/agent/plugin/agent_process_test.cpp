@@ -21,7 +21,7 @@
 #include "agent/sys/netlink_smc.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
-#include "test/agent/skip.hpp"
+#include "test/skip.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -214,7 +214,7 @@ TEST_CASE("erdma-agent run: an invalid config is refused with exit status 2") {
 TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves and containers start") {
   if (NetlinkPnetTable::open().ok()) {
     // Where the kernel has SMC this would change the host's pnet table; the VM test covers it.
-    testing::skip_test("this kernel has SMC: the agent would change the host's SMC tables");
+    erdma::testing::skip_test("this kernel has SMC: the agent would change the host's SMC tables");
   }
   TempDir dir;
   testing::FakePodResourcesServer podres(dir.path() + "/podres.sock");
@@ -306,7 +306,7 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
 TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks, once") {
   // What this host's /sys lacks decides what the agent asks for; nothing to load, nothing to see.
   const auto want = plan_module_loads(judge_driver(DriverMode::Default, read_driver_facts("/sys")));
-  if (want.empty()) testing::skip_test("this host already has every module the agent would load");
+  if (want.empty()) erdma::testing::skip_test("this host already has every module the agent would load");
   TempDir dir;
   const std::string calls = dir.path() + "/modprobe-calls";
   const std::string modprobe = dir.path() + "/modprobe";

@@ -13,10 +13,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../skip.hpp"
+#include "test/skip.hpp"
 #include "process.hpp"
 
 using namespace erdma::agent::testing;
+using erdma::testing::skip_or_fail;
+using erdma::testing::skip_test;
 
 namespace {
 
@@ -282,7 +284,7 @@ TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2
 
 TEST_CASE("a musl program starts and works with the library preloaded") {
   const std::string probe = MUSL_PROBE;
-  if (probe.empty()) skip_test("musl-gcc is not installed (Debian package musl-tools): no musl program to try");
+  if (probe.empty()) skip_or_fail("musl-gcc is not installed (Debian package musl-tools): no musl program to try");
   ScratchDir scratch;
   const std::string dir = scratch.path();
   auto plain = run({probe, "kinds"}, base_env(), dir, "musl-plain");
@@ -297,7 +299,7 @@ TEST_CASE("a musl program starts and works with the library preloaded") {
 // Review L7: an unprivileged caller of a setuid or setgid program (reached only when the library is
 // in /etc/ld.so.preload: ld.so ignores LD_PRELOAD paths there) must not steer its diagnostics.
 TEST_CASE("SMC_DEBUG is ignored when the real and effective ids differ") {
-  if (::geteuid() != 0) skip_test("needs root to give the probe a real uid or gid other than its effective one");
+  if (::geteuid() != 0) skip_or_fail("needs root to give the probe a real uid or gid other than its effective one");
   ScratchDir scratch;
   const std::string dir = scratch.path();
   auto env = base_env();

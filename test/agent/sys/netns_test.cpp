@@ -18,7 +18,7 @@
 
 #include <net/if.h>
 
-#include "../skip.hpp"
+#include "test/skip.hpp"
 
 using namespace erdma;
 using namespace erdma::agent;
@@ -26,8 +26,8 @@ using namespace erdma::agent;
 namespace {
 
 void require_root() {
-  if (::geteuid() != 0) testing::skip_test("needs root to create network namespaces");
-  if (std::system("ip -V >/dev/null 2>&1") != 0) testing::skip_test("needs the ip tool (iproute2)");
+  if (::geteuid() != 0) erdma::testing::skip_or_fail("needs root to create network namespaces");
+  if (std::system("ip -V >/dev/null 2>&1") != 0) erdma::testing::skip_or_fail("needs the ip tool (iproute2)");
 }
 
 std::string unique(const char* prefix) {

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../skip.hpp"
+#include "test/skip.hpp"
 
 using namespace erdma;
 using namespace erdma::agent;
@@ -20,7 +20,7 @@ using namespace erdma::agent;
 namespace {
 void require_no_smc() {
   auto t = NetlinkPnetTable::open();
-  if (t.ok()) testing::skip_test("this kernel has SMC; the no-SMC path is checked where it has none");
+  if (t.ok()) erdma::testing::skip_test("this kernel has SMC; the no-SMC path is checked where it has none");
 }
 }  // namespace
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "../skip.hpp"
+#include "test/skip.hpp"
 #include "test/fakes/fake_smc.hpp"
 
 using namespace erdma;
@@ -70,11 +70,11 @@ auto soon() { return std::chrono::steady_clock::now() + std::chrono::seconds(20)
 }  // namespace
 
 TEST_CASE("the inspector reads a veth pod and an ipvlan pod on the RDMA netdev") {
-  if (::geteuid() != 0) testing::skip_test("needs root to create network namespaces");
-  if (!sh("ip -V")) testing::skip_test("needs the ip tool (iproute2)");
+  if (::geteuid() != 0) erdma::testing::skip_or_fail("needs root to create network namespaces");
+  if (!sh("ip -V")) erdma::testing::skip_or_fail("needs the ip tool (iproute2)");
   Layout l;
   if (!l.ok && (l.netdev_type.empty() || l.upper_type.empty())) {
-    testing::skip_test("this kernel can create neither dummy nor bridge devices, or neither ipvlan nor macvlan");
+    erdma::testing::skip_test("this kernel can create neither dummy nor bridge devices, or neither ipvlan nor macvlan");
   }
   REQUIRE_MESSAGE(l.ok, "could not create the test namespaces and devices");
   MESSAGE("stand-in RDMA netdev: " << l.netdev_type << ", pod upper device: " << l.upper_type);
@@ -85,13 +85,13 @@ TEST_CASE("the inspector reads a veth pod and an ipvlan pod on the RDMA netdev")
   dev.name = "rxe_test0";
   dev.driver = "rxe";
   dev.netdev = l.rdma_netdev;
-  auto pnet = std::make_shared<testing::FakePnetTable>(false);
-  auto info = std::make_shared<testing::FakeSmcInfo>();
+  auto pnet = std::make_shared<agent::testing::FakePnetTable>(false);
+  auto info = std::make_shared<agent::testing::FakeSmcInfo>();
   info->table = {Ueid::parse("SMCR-TEST").value()};
   KernelPodNetworkInspector inspector(
       netns, Layout::ref(l.node), [dev]() -> Result<std::vector<RdmaDevice>> { return std::vector<RdmaDevice>{dev}; },
-      [pnet]() -> Result<std::unique_ptr<PnetTable>> { return std::unique_ptr<PnetTable>(new testing::FakePnetTable(*pnet)); },
-      [info]() -> Result<std::unique_ptr<SmcInfo>> { return std::unique_ptr<SmcInfo>(new testing::FakeSmcInfo(*info)); });
+      [pnet]() -> Result<std::unique_ptr<PnetTable>> { return std::unique_ptr<PnetTable>(new agent::testing::FakePnetTable(*pnet)); },
+      [info]() -> Result<std::unique_ptr<SmcInfo>> { return std::unique_ptr<SmcInfo>(new agent::testing::FakeSmcInfo(*info)); });
 
   SUBCASE("veth pod") {
     pnet->entries = {PnetEntry::eth("ERDMA", "eth0").value()};

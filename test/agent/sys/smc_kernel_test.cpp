@@ -11,7 +11,7 @@
 #include <string>
 #include <unistd.h>
 
-#include "../skip.hpp"
+#include "test/skip.hpp"
 #include "agent/sys/netns.hpp"
 #include "pnet_table_contract.hpp"
 
@@ -23,11 +23,11 @@ namespace {
 void require_kernel() {
   const char* allowed = std::getenv("ERDMA_KERNEL_TESTS");
   if (!allowed || std::string(allowed) != "1") {
-    testing::skip_test("set ERDMA_KERNEL_TESTS=1 to let this test rewrite the kernel's SMC tables");
+    erdma::testing::skip_test("set ERDMA_KERNEL_TESTS=1 to let this test rewrite the kernel's SMC tables");
   }
-  if (::geteuid() != 0) testing::skip_test("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)");
+  if (::geteuid() != 0) erdma::testing::skip_or_fail("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)");
   auto t = NetlinkPnetTable::open();
-  if (!t.ok() && t.error().code == ErrorCode::Unavailable) testing::skip_test(t.error().message.c_str());
+  if (!t.ok() && t.error().code == ErrorCode::Unavailable) erdma::testing::skip_test(t.error().message.c_str());
   REQUIRE_MESSAGE(t.ok(), t.error().message);
 }
 
@@ -39,7 +39,7 @@ TEST_CASE("kernel pnet table keeps the contract in the initial netns") {
   require_kernel();
   auto t = NetlinkPnetTable::open();
   REQUIRE(t.ok());
-  testing::check_pnet_table_contract(**t, true);
+  agent::testing::check_pnet_table_contract(**t, true);
 }
 
 TEST_CASE("kernel pnet table keeps the contract in a fresh netns") {
@@ -51,7 +51,7 @@ TEST_CASE("kernel pnet table keeps the contract in a fresh netns") {
     auto t = NetlinkPnetTable::open();  // opened inside: the socket belongs to the fresh netns
     if (!t) return t.error();
     try {
-      testing::check_pnet_table_contract(**t, false);
+      agent::testing::check_pnet_table_contract(**t, false);
     } catch (...) {  // a failed REQUIRE on this worker thread; doctest has recorded it
       return make_error(ErrorCode::Internal, "contract failed in the fresh netns");
     }

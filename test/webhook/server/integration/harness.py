@@ -268,6 +268,33 @@ def read(path):
         return f.read()
 
 
+def running_under_ci():
+    """Whether this run is CI's: CI=true in the environment (.ci/run sets it). Every Python skip
+    asks this; C++ asks running_under_ci in test/skip.hpp, shell in test/cluster/checks.sh."""
+    return os.environ.get("CI") == "true"
+
+
+def skip_case(case, reason, provided_by_install=True):
+    """A unittest case that cannot run on this machine: case.skipTest(reason). Under CI=true a
+    case whose needs CI's machine provides (the default: a package scripts/install-deps.sh
+    installs, or root, which the README's test command runs as) fails instead.
+    provided_by_install=False is for what no install step gives (hardware, this kernel)."""
+    if provided_by_install and running_under_ci():
+        case.fail("would be skipped (%s), but under CI=true the install step provides what this needs" % reason)
+    case.skipTest(reason)
+
+
+def unittest_main():
+    """unittest.main for ctest: exit 1 when a case failed or erred (or none ran), 77 when a case
+    was skipped (SKIP_RETURN_CODE 77: ctest shows Skipped, a failure still outranks it), else 0.
+    unittest's own exit status is 0 with skips, so ctest would otherwise show them as passed."""
+    import unittest
+    result = unittest.main(verbosity=2, exit=False).result
+    if not result.wasSuccessful() or result.testsRun == 0:
+        sys.exit(1)
+    sys.exit(77 if result.skipped else 0)
+
+
 class Suite:
     """A tiny runner: named checks, each reported, and the closing 'N passed, N failed' line
     (', N skipped' when a check could not run here)."""
@@ -294,10 +321,11 @@ class Suite:
 
     def skip(self, name, reason, provided_by_install=True):
         """Reports a check that cannot run on this machine, with the reason. Under CI=true a check
-        whose needs scripts/install-deps.sh provides (the default) must not be skipped: it fails.
+        whose needs CI's machine provides (the default: a package scripts/install-deps.sh installs,
+        or root, which the README's test command runs as) must not be skipped: it fails.
         provided_by_install=False is for what no install step can give (hardware, a later
         release's build target)."""
-        if provided_by_install and os.environ.get("CI") == "true":
+        if provided_by_install and running_under_ci():
             self.failed += 1
             print("FAIL %s: would be skipped (%s), but under CI=true the install step provides what it "
                   "needs" % (name, reason))
@@ -311,7 +339,7 @@ class Suite:
             print("%s: %d passed, %d failed, %d skipped" % (self.name, self.passed, self.failed, self.skipped))
         else:
             print("%s: %d passed, %d failed" % (self.name, self.passed, self.failed))
-        if self.failed and os.environ.get("CI") != "true":
+        if self.failed and not running_under_ci():
             print("work directory kept: %s" % self.workdir)
         else:
             if self.failed:
