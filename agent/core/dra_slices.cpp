@@ -93,6 +93,12 @@ Status check_facts(const SliceFacts& f) {
                  " is not an extended BDF address such as \"0000:00:05.0\"");
     }
   }
+  for (const auto& [card, root] : f.pcie_roots) {
+    if (!is_pcie_root(root)) {
+      return bad("PCIe root " + json_quote(root) + " of " + json_quote(card) +
+                 " is not a root complex name such as \"pci0000:00\"");
+    }
+  }
   for (const auto& [netdev, ip] : f.ipv4_addresses) {
     if (!is_ipv4_address(ip)) {
       return bad("IPv4 address " + json_quote(ip) + " of netdev " + json_quote(netdev) +
@@ -126,6 +132,9 @@ json device_of(const RdmaDevice& card, const std::string& name, const SliceFacts
   if (card.numa_node >= 0) attrs[std::string(kStandardNumaNodeAttr)] = json{{"int", card.numa_node}};
   if (auto it = f.pci_addresses.find(card.name); it != f.pci_addresses.end()) {
     attrs[std::string(kStandardPciBusIdAttr)] = string_attr(it->second);
+  }
+  if (auto it = f.pcie_roots.find(card.name); it != f.pcie_roots.end()) {
+    attrs[std::string(kStandardPcieRootAttr)] = string_attr(it->second);
   }
   json dev = {{"name", name}, {"attributes", std::move(attrs)}};
   if (f.shared_slots > 0) {
@@ -223,6 +232,46 @@ bool is_pci_address(std::string_view s) noexcept {
   return s[11] >= '0' && s[11] <= '7';
 }
 
+bool is_pcie_root(std::string_view s) noexcept {
+  if (s.size() < 3 + 4 + 1 + 2 || s.size() > 3 + 8 + 1 + 2 || s.substr(0, 3) != "pci") return false;
+  const size_t colon = s.size() - 3;
+  if (s[colon] != ':') return false;
+  for (size_t i = 3; i < s.size(); ++i) {
+    if (i != colon && !is_hex(s[i])) return false;
+  }
+  return true;
+}
+
+Result<std::string> pcie_root_of(std::string_view device_path) {
+  const auto malformed = [&](std::string_view why) {
+    return make_error(ErrorCode::InvalidArgument, "sysfs device path " + json_quote(device_path) + " " +
+                                                      std::string(why));
+  };
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t slash = device_path.find('/', start);
+    parts.push_back(device_path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  for (const auto part : parts) {
+    // An absolute path, a doubled or trailing slash, or "." and ".." mean the caller did not
+    // resolve the path below the sysfs root, and a lexical reading of it could name the wrong root.
+    if (part.empty() || part == "." || part == "..") {
+      return malformed("is not a resolved path below the sysfs root, such as \"devices/pci0000:00/0000:00:05.0\"");
+    }
+  }
+  if (parts.front() != "devices") return malformed("is not under devices/");
+  if (parts.size() < 2 || !is_pcie_root(parts[1])) {
+    return make_error(ErrorCode::NotFound, "sysfs device path " + json_quote(device_path) +
+                                               " is not under a PCI root complex (devices/pci<domain>:<bus>/...)");
+  }
+  if (parts.size() < 3 || !is_pci_address(parts.back())) {
+    return malformed("does not end in a PCI function (an extended BDF such as \"0000:00:05.0\") below its root complex");
+  }
+  return std::string(parts[1]);
+}
+
 bool is_ipv4_address(std::string_view s) noexcept {
   size_t parts = 0;
   for (size_t start = 0;; ++parts) {
@@ -298,6 +347,12 @@ Result<SliceSet> build_slices(const std::vector<RdmaDevice>& cards, const SliceF
     const std::string& card = given.first;  // a plain name: clang 14 cannot capture a structured binding
     if (std::none_of(cards.begin(), cards.end(), [&](const RdmaDevice& d) { return d.name == card; })) {
       out.notes.push_back("PCI address given for " + json_quote(card) + ", which the scan did not find");
+    }
+  }
+  for (const auto& given : facts.pcie_roots) {
+    const std::string& card = given.first;
+    if (std::none_of(cards.begin(), cards.end(), [&](const RdmaDevice& d) { return d.name == card; })) {
+      out.notes.push_back("PCIe root given for " + json_quote(card) + ", which the scan did not find");
     }
   }
 

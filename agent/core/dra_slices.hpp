@@ -28,14 +28,17 @@ inline constexpr size_t kMaxDevicesPerSliceWithTaints = 64;
 // types.go: DeviceAttributeMaxValueLength (string and version values), DriverNameMaxLength.
 inline constexpr size_t kMaxAttributeValueLen = 64;
 inline constexpr size_t kMaxDriverNameLen = 63;
-// Attributes Kubernetes defines for every driver (k8s.io/dynamic-resource-allocation v0.37.2
-// deviceattribute/attribute.go): NUMA node as an int, left out when the kernel reports -1; PCI
-// address as an extended BDF string ("0000:00:05.0"). Using them lets a claim align an eRDMA card
-// with a GPU of another driver (matchAttribute).
 // The capacity a shared card offers (SliceFacts::shared_slots).
 inline constexpr std::string_view kSlotsCapacity = "slots";
+// Attributes Kubernetes defines for every driver (k8s.io/dynamic-resource-allocation v0.37.2
+// deviceattribute/attribute.go): NUMA node as an int, left out when the kernel reports -1; PCI
+// address as an extended BDF string ("0000:00:05.0"); the PCI root complex the device sits under
+// as "pci<domain>:<bus>" ("pci0000:00"). pcieRoot is the one that lets a claim put an eRDMA card
+// and a GPU of another driver under the same root complex (matchAttribute): two devices never
+// share a pciBusID, and numaNode only says which memory is near.
 inline constexpr std::string_view kStandardNumaNodeAttr = "resource.kubernetes.io/numaNode";
 inline constexpr std::string_view kStandardPciBusIdAttr = "resource.kubernetes.io/pciBusID";
+inline constexpr std::string_view kStandardPcieRootAttr = "resource.kubernetes.io/pcieRoot";
 
 // What a card that is not healthy (rdma_device.hpp is_healthy) becomes in the slice.
 enum class HealthPolicy {
@@ -68,6 +71,9 @@ struct SliceFacts {
   // one yet: the shell fills this from /sys/class/infiniband/<card>/device. Cards without an
   // entry get no pciBusID attribute.
   std::map<std::string, std::string> pci_addresses;
+  // Per card, the PCI root complex it sits under ("pci0000:00", pcie_root_of), which the shell
+  // reads from the same link. Cards without an entry get no pcieRoot attribute.
+  std::map<std::string, std::string> pcie_roots;
   // Per netdev, its IPv4 address ("10.0.0.5"). Where a netdev has none here, the address inside
   // the card's IPv4-mapped RoCE v2 GID is used (compat mode has one; default mode, iWARP, does not).
   std::map<std::string, std::string> ipv4_addresses;
@@ -89,13 +95,13 @@ struct SliceSet {
 //   ibDevice (string, the card name), driverMode (string), netdev (string), ipv4 (string),
 //   gidIndex (int: the IPv4 RoCE v2 GID index plugin_model picks for NCCL), smcrCapable (bool),
 //   driverVersion (version);
-// and the standard numaNode (int) and pciBusID (string). An attribute whose value is unknown is
+// and the standard numaNode (int), pciBusID (string) and pcieRoot (string). An attribute whose value is unknown is
 // left out rather than published with a made-up value. Cards left out, with a note each: names
 // that give no device name, a device name another card already has, unhealthy cards under
 // HealthPolicy::Omit. A node without cards gets one slice with no devices, so the pool says
 // "nothing here" instead of vanishing.
 // Errors: InvalidArgument naming the fact that breaks the API's rules (node name, driver, pool
-// name, generation, driver mode, a PCI or IPv4 address).
+// name, generation, driver mode, a PCI address, PCIe root or IPv4 address).
 [[nodiscard]] Result<SliceSet> build_slices(const std::vector<RdmaDevice>& cards, const SliceFacts& facts);
 
 // metadata.name of the slice with this index: "<node>-<driver>-<index>", shortened with a hash
@@ -150,6 +156,20 @@ struct SlicePlan {
 [[nodiscard]] bool is_semver(std::string_view s) noexcept;
 // True for an extended PCI BDF address: 4 hex digits, ':', 2, ':', 2, '.', one digit 0-7.
 [[nodiscard]] bool is_pci_address(std::string_view s) noexcept;
+// True for a PCI root complex name as the kernel makes it ("pci%04x:%02x", drivers/pci/probe.c
+// pci_register_host_bridge): "pci", 4 to 8 hex digits of domain, ':', 2 hex digits of bus.
+[[nodiscard]] bool is_pcie_root(std::string_view s) noexcept;
+
+// The PCI root complex of a device, from the device's fully resolved sysfs path relative to the
+// sysfs mount: "devices/pci0000:00/0000:00:03.0/0000:01:00.0" -> "pci0000:00". /sys/devices
+// mirrors the hardware, so the component after "devices" is the root complex however many
+// bridges follow; the last component must be the PCI function itself (an extended BDF), as for
+// Kubernetes' own helper (deviceattribute/pci_linux.go resolvePCIeRoot). Pure.
+// Errors: NotFound when the path is not under a root complex (a virtual or platform device such
+// as "devices/virtual/net/eth9"); InvalidArgument when it is not a resolved path below the sysfs
+// root (empty, absolute, ".", "..", empty components, not under "devices/") or does not end in a
+// PCI function below the root complex.
+[[nodiscard]] Result<std::string> pcie_root_of(std::string_view device_path);
 // True for a dotted-quad IPv4 address without leading zeros ("10.0.0.5").
 [[nodiscard]] bool is_ipv4_address(std::string_view s) noexcept;
 

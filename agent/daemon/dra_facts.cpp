@@ -26,7 +26,7 @@ Result<std::string> dra_node_name(const DraConfig& dra) {
 
 SliceFacts slice_facts(const AgentConfig& cfg, const std::string& node_name, const std::string& node_uid,
                        const DriverFacts& driver, DriverMode prefer, std::map<std::string, std::string> pci,
-                       std::map<std::string, std::string> ipv4) {
+                       std::map<std::string, std::string> pcie, std::map<std::string, std::string> ipv4) {
   SliceFacts f;
   f.node_name = node_name;
   f.node_uid = node_uid;
@@ -38,6 +38,7 @@ SliceFacts slice_facts(const AgentConfig& cfg, const std::string& node_name, con
   f.health = cfg.dra.health == DraHealthPolicy::Taint ? HealthPolicy::Taint : HealthPolicy::Omit;
   f.shared_slots = cfg.dra.slots_per_device;
   f.pci_addresses = std::move(pci);
+  f.pcie_roots = std::move(pcie);
   f.ipv4_addresses = std::move(ipv4);
   return f;
 }
@@ -49,9 +50,10 @@ SliceFacts read_slice_facts(const AgentConfig& cfg, const std::string& node_name
   names.reserve(cards.size());
   for (const auto& c : cards) names.push_back(c.name);
   auto pci = sysfs::pci_addresses(sys_root, names, notes);
+  auto pcie = sysfs::pcie_roots(sys_root, names, notes);
   auto ipv4 = ipv4_by_netdev(notes);
   return slice_facts(cfg, node_name, node_uid, read_driver_facts(sys_root), cfg.driver.prefer, std::move(pci),
-                     std::move(ipv4));
+                     std::move(pcie), std::move(ipv4));
 }
 
 }  // namespace erdma::agent

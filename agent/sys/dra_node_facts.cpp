@@ -1,4 +1,4 @@
-// PCI addresses from sysfs and IPv4 addresses from getifaddrs (see dra_node_facts.hpp).
+// PCI addresses and PCIe roots from sysfs, IPv4 addresses from getifaddrs (see dra_node_facts.hpp).
 #include "agent/sys/dra_node_facts.hpp"
 
 #include <arpa/inet.h>
@@ -34,6 +34,34 @@ std::map<std::string, std::string> pci_addresses(const std::string& root, const 
       continue;
     }
     out.emplace(card, bdf);
+  }
+  return out;
+}
+
+std::map<std::string, std::string> pcie_roots(const std::string& root, const std::vector<std::string>& cards,
+                                              std::vector<std::string>& notes) {
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  // The device link is relative to the card's directory, which is itself a symlink into
+  // /sys/devices: only the fully resolved path says where the device sits.
+  const auto base = std::filesystem::canonical(root, ec);
+  if (ec) {
+    notes.push_back("no PCIe roots (" + root + ": " + ec.message() + ")");
+    return out;
+  }
+  for (const auto& card : cards) {
+    const std::filesystem::path link = base / "class/infiniband" / card / "device";
+    const auto resolved = std::filesystem::canonical(link, ec);
+    if (ec) {
+      notes.push_back(card + ": no PCIe root (" + link.string() + ": " + ec.message() + ")");
+      continue;
+    }
+    auto found = pcie_root_of(resolved.lexically_relative(base).generic_string());
+    if (!found) {
+      notes.push_back(card + ": no PCIe root (" + found.error().message + ")");
+      continue;
+    }
+    out.emplace(card, std::move(found).value());
   }
   return out;
 }

@@ -1,5 +1,5 @@
 // What the DRA driver's ResourceSlices say about each card beyond the device scan (SliceFacts in
-// agent/core/dra_slices.hpp): its PCI address, from sysfs, and its netdev's IPv4 address, from the
+// agent/core/dra_slices.hpp): its PCI address and PCIe root, from sysfs, and its netdev's IPv4 address, from the
 // kernel's interface list in the agent's network namespace (the node's: the agent runs with
 // hostNetwork).
 #pragma once
@@ -19,6 +19,15 @@ namespace erdma::agent::sysfs {
 [[nodiscard]] std::map<std::string, std::string> pci_addresses(const std::string& root,
                                                                const std::vector<std::string>& cards,
                                                                std::vector<std::string>& notes);
+
+// card -> the PCI root complex it sits under ("pci0000:00"): the link <root>/class/infiniband/
+// <card>/device resolved through every symlink (canonical, so it needs the real tree, as sysfs
+// is), taken relative to the resolved <root> and read by pcie_root_of (dra_slices.hpp). A card
+// whose link is missing or resolves outside a root complex (a software device) gets no entry and a
+// note in `notes`.
+[[nodiscard]] std::map<std::string, std::string> pcie_roots(const std::string& root,
+                                                            const std::vector<std::string>& cards,
+                                                            std::vector<std::string>& notes);
 
 }  // namespace erdma::agent::sysfs
 

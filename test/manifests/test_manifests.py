@@ -1126,10 +1126,18 @@ def pod_spec_of(doc):
     return None
 
 
+# DeviceClasses of other DRA drivers an example may ask for beside ours, with who installs them.
+OTHER_DRIVERS_CLASSES = {"gpu.nvidia.com": "NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu)"}
+# Standard attributes (k8s.io/dynamic-resource-allocation deviceattribute) a constraint may match.
+# pciBusID is left out on purpose: it is each device's own address, so two devices never match.
+MATCHABLE_STANDARD_ATTRIBUTES = {"resource.kubernetes.io/pcieRoot", "resource.kubernetes.io/numaNode"}
+
+
 def check_dra_examples(examples, objs):
-    """Every claim of examples/dra asks for a DeviceClass manifests/dra renders, in
-    resource.k8s.io/v1's shape; every pod's claims name a template or claim of its file, and each
-    container's resources.claims one of its pod's claims."""
+    """Every claim of examples/dra asks for a DeviceClass manifests/dra renders (beside, at most,
+    classes of OTHER_DRIVERS_CLASSES), in resource.k8s.io/v1's shape; each constraint names requests
+    of its claim and a fully qualified attribute two devices can share; every pod's claims name a
+    template or claim of its file, and each container's resources.claims one of its pod's claims."""
     p = []
     classes = {k[2] for k in objs if k[0] == "DeviceClass"}
     if not examples:
@@ -1147,6 +1155,7 @@ def check_dra_examples(examples, objs):
                 requests = ((spec.get("devices") or {}).get("requests")) or []
                 if not requests:
                     p.append("examples/dra/%s: %s %s requests no device" % (fname, kind, name))
+                ours = False
                 for r in requests:
                     # v1: a request is exactly one device request or a list of alternatives
                     alternatives = [r["exactly"]] if "exactly" in r else list(r.get("firstAvailable") or [])
@@ -1154,9 +1163,28 @@ def check_dra_examples(examples, objs):
                         p.append("examples/dra/%s: request %s has neither exactly nor firstAvailable (the v1 shape)" %
                                  (fname, r.get("name")))
                     for a in alternatives:
-                        if a.get("deviceClassName") not in classes:
-                            p.append("examples/dra/%s: request %s asks for DeviceClass %r; manifests/dra has %s" %
-                                     (fname, r.get("name"), a.get("deviceClassName"), sorted(classes)))
+                        if a.get("deviceClassName") in classes:
+                            ours = True
+                        elif a.get("deviceClassName") not in OTHER_DRIVERS_CLASSES:
+                            p.append("examples/dra/%s: request %s asks for DeviceClass %r; manifests/dra has %s "
+                                     "(other drivers': %s)" % (fname, r.get("name"), a.get("deviceClassName"),
+                                                               sorted(classes), sorted(OTHER_DRIVERS_CLASSES)))
+                if requests and not ours:
+                    p.append("examples/dra/%s: %s %s asks for no DeviceClass of manifests/dra" % (fname, kind, name))
+                names = {r.get("name") for r in requests}
+                for c in ((spec.get("devices") or {}).get("constraints")) or []:
+                    for ref in c.get("requests") or []:
+                        if ref.split("/")[0] not in names:
+                            p.append("examples/dra/%s: a constraint names request %s; the claim has %s" %
+                                     (fname, ref, sorted(names)))
+                    attr = c.get("matchAttribute")
+                    if attr is not None and "/" not in attr:
+                        p.append("examples/dra/%s: matchAttribute %s has no domain (the API wants a fully "
+                                 "qualified name, e.g. resource.kubernetes.io/pcieRoot)" % (fname, attr))
+                    elif attr is not None and attr.startswith("resource.kubernetes.io/") and \
+                            attr not in MATCHABLE_STANDARD_ATTRIBUTES:
+                        p.append("examples/dra/%s: matchAttribute %s: two devices never share it; match one of %s" %
+                                 (fname, attr, sorted(MATCHABLE_STANDARD_ATTRIBUTES)))
                 continue
             pod = pod_spec_of(d)
             if pod is None:
@@ -1189,6 +1217,9 @@ def dra_example_breakages():
 
     def template_spec(examples, fname):
         return first(examples, fname, "ResourceClaimTemplate")["spec"]["spec"]["devices"]["requests"][0]
+
+    def gpu_constraint(examples):
+        return first(examples, "gpu-and-card.yaml", "ResourceClaimTemplate")["spec"]["spec"]["devices"]["constraints"][0]
     return [
         ("class renamed", "asks for DeviceClass 'erdma'",
          lambda e: template_spec(e, "nccl-all-cards.yaml")["exactly"].update(deviceClassName="erdma")),
@@ -1203,6 +1234,16 @@ def dra_example_breakages():
              resourceClaimTemplateName="erdma-smcr-x")),
         ("container uses no claim", "is used by no container",
          lambda e: pod_spec_of(first(e, "nccl-all-cards.yaml", "Pod"))["containers"][0]["resources"].pop("claims")),
+        ("GPU class misspelled", "asks for DeviceClass 'gpu.nvidia'",
+         lambda e: template_spec(e, "gpu-and-card.yaml")["exactly"].update(deviceClassName="gpu.nvidia")),
+        ("only the GPU asked for", "asks for no DeviceClass of manifests/dra",
+         lambda e: first(e, "gpu-and-card.yaml", "ResourceClaimTemplate")["spec"]["spec"]["devices"]["requests"].pop()),
+        ("alignment on pciBusID", "two devices never share it",
+         lambda e: gpu_constraint(e).update(matchAttribute="resource.kubernetes.io/pciBusID")),
+        ("alignment without the domain", "has no domain",
+         lambda e: gpu_constraint(e).update(matchAttribute="pcieRoot")),
+        ("constraint names a missing request", "a constraint names request card",
+         lambda e: gpu_constraint(e).update(requests=["gpu", "card"])),
     ]
 
 
@@ -1905,8 +1946,9 @@ def main():
         missed = uncaught_breakages(examples, lambda o: check_dra_examples(o, renders["dra"]),
                                     dra_example_breakages())
         expect(not missed, missed)
-    suite.check("examples/dra: each claim asks for a DeviceClass of manifests/dra, each container uses its pod's "
-                "claim (and broken copies caught)", dra_examples_name_the_classes)
+    suite.check("examples/dra: each claim asks for a DeviceClass of manifests/dra, its constraints name its requests "
+                "and a shareable attribute, each container uses its pod's claim (and broken copies caught)",
+                dra_examples_name_the_classes)
 
     def cel_rejects_outside_subset():
         for bad in ("object.metadata.annotations.size() > 0", "has(object)", "a ||", "'x' in", "x == 'y"):

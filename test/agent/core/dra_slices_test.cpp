@@ -174,6 +174,7 @@ TEST_CASE("dra_device_name: a DNS label derived from the card name alone") {
 TEST_CASE("build_slices: one device per card with typed attributes, owned by the node") {
   auto f = facts();
   f.pci_addresses = {{"erdma_0", "0000:00:05.0"}};
+  f.pcie_roots = {{"erdma_0", "pci0000:00"}};
   f.ipv4_addresses = {{"eth1", "192.168.7.9"}};
   const auto slices = built({roce_card("erdma_1", "uverbs1", 1, 3, PortState::Active, "eth1"),
                              roce_card("erdma_0", "uverbs0", 0, 3)},
@@ -202,13 +203,15 @@ TEST_CASE("build_slices: one device per card with typed attributes, owned by the
       "ipv4": {"string": "10.0.1.5"},
       "driverVersion": {"version": "1.4.3"},
       "resource.kubernetes.io/numaNode": {"int": 0},
-      "resource.kubernetes.io/pciBusID": {"string": "0000:00:05.0"}
+      "resource.kubernetes.io/pciBusID": {"string": "0000:00:05.0"},
+      "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"}
     }})"));
-  // The node's address for the netdev wins over the GID's; no PCI address known: no attribute.
+  // The node's address for the netdev wins over the GID's; no PCI address or root known: no attribute.
   const json& one = device_named(s, "erdma-1");
   CHECK(one["attributes"]["ipv4"] == json{{"string", "192.168.7.9"}});
   CHECK(one["attributes"]["resource.kubernetes.io/numaNode"] == json{{"int", 1}});
   CHECK_FALSE(one["attributes"].contains("resource.kubernetes.io/pciBusID"));
+  CHECK_FALSE(one["attributes"].contains("resource.kubernetes.io/pcieRoot"));
   CHECK_FALSE(one.contains("taints"));
   // The gidIndex published is the one the device plugin gives NCCL.
   CHECK(device_named(s, "erdma-0")["attributes"]["gidIndex"]["int"] ==
@@ -265,6 +268,20 @@ TEST_CASE("build_slices: a card that is down is tainted NoSchedule, or left out 
   auto back = build_slices({roce_card("erdma_1", "uverbs1", 0, 3)}, f);
   REQUIRE(back.ok());
   CHECK(back->slices[0]["spec"]["devices"][0]["name"] == "erdma-1");
+}
+
+TEST_CASE("build_slices: a PCI address or PCIe root for a card the scan did not find is noted, not published") {
+  auto f = facts();
+  f.pci_addresses = {{"erdma_9", "0000:00:09.0"}};
+  f.pcie_roots = {{"erdma_9", "pci0000:00"}};
+  auto r = build_slices({roce_card("erdma_0", "uverbs0", 0, 3)}, f);
+  REQUIRE(r.ok());
+  REQUIRE(r->notes.size() == 2);
+  CHECK(r->notes[0].find("PCI address given for \"erdma_9\"") == 0);
+  CHECK(r->notes[1].find("PCIe root given for \"erdma_9\"") == 0);
+  const json& attrs = device_named(r->slices[0], "erdma-0")["attributes"];
+  CHECK_FALSE(attrs.contains("resource.kubernetes.io/pciBusID"));
+  CHECK_FALSE(attrs.contains("resource.kubernetes.io/pcieRoot"));
 }
 
 TEST_CASE("build_slices: names that collide or cannot be published are left out, whatever the scan order") {
@@ -337,6 +354,7 @@ TEST_CASE("build_slices: facts that break the API's rules are refused with the r
       {"negative generation", [](SliceFacts& f) { f.generation = -1; }, "generation"},
       {"driver mode auto", [](SliceFacts& f) { f.driver_mode = "auto"; }, "driver mode"},
       {"short PCI address", [](SliceFacts& f) { f.pci_addresses = {{"erdma_0", "00:05.0"}}; }, "PCI address"},
+      {"PCIe root as a path", [](SliceFacts& f) { f.pcie_roots = {{"erdma_0", "devices/pci0000:00"}}; }, "PCIe root"},
       {"bad IPv4", [](SliceFacts& f) { f.ipv4_addresses = {{"eth0", "10.0.0.256"}}; }, "IPv4"},
   };
   for (const auto& c : cases) {
@@ -351,6 +369,45 @@ TEST_CASE("build_slices: facts that break the API's rules are refused with the r
   auto f = facts();
   f.pool_name = "pools.example.com/node-a";
   CHECK(build_slices({}, f).ok());
+}
+
+TEST_CASE("pcie_root_of: the root complex from a resolved sysfs path; none for virtual devices or bad paths") {
+  struct Case {
+    const char* name;
+    const char* path;
+    const char* want;  // nullptr: an error with `code`
+    ErrorCode code = ErrorCode::InvalidArgument;
+  };
+  const std::vector<Case> cases = {
+      {"function on the root bus", "devices/pci0000:00/0000:00:05.0", "pci0000:00"},
+      {"behind PCIe bridges and a switch", "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/0000:3c:08.0/0000:3d:00.1",
+       "pci0000:3a"},
+      {"a second segment", "devices/pci0001:80/0001:80:02.0", "pci0001:80"},
+      {"virtual device", "devices/virtual/net/eth9", nullptr, ErrorCode::NotFound},
+      {"platform device", "devices/platform/soc/1f00000.ethernet", nullptr, ErrorCode::NotFound},
+      {"only devices/", "devices", nullptr, ErrorCode::NotFound},
+      {"empty", "", nullptr},
+      {"absolute", "/sys/devices/pci0000:00/0000:00:05.0", nullptr},
+      {"unresolved ..", "devices/pci0000:00/0000:00:05.0/infiniband/erdma_0/../../../0000:00:06.0", nullptr},
+      {"doubled slash", "devices//pci0000:00/0000:00:05.0", nullptr},
+      {"trailing slash", "devices/pci0000:00/0000:00:05.0/", nullptr},
+      {"not under devices/", "class/infiniband/erdma_0/device", nullptr},
+      {"the root complex itself", "devices/pci0000:00", nullptr},
+      {"ends below a function", "devices/pci0000:00/0000:00:05.0/virtio3", nullptr},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto r = pcie_root_of(c.path);
+    if (c.want == nullptr) {
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.error().code == c.code);
+      CHECK(r.error().message.find(c.path) != std::string::npos);  // names the path it read
+    } else {
+      REQUIRE(r.ok());
+      CHECK(*r == c.want);
+      CHECK(is_pcie_root(*r));
+    }
+  }
 }
 
 TEST_CASE("slice_name: deterministic, within 253 characters, a valid object name") {
@@ -379,6 +436,15 @@ TEST_CASE("value checks: semantic versions, PCI addresses, IPv4 addresses, objec
   for (const char* bad : {"", "00:05.0", "0000:00:05.8", "0000:00:05-0", "0000:0g:05.0"}) {
     CAPTURE(bad);
     CHECK_FALSE(is_pci_address(bad));
+  }
+  for (const char* ok : {"pci0000:00", "pci0000:3a", "pci10000:00", "pciffffffff:ff"}) {
+    CAPTURE(ok);
+    CHECK(is_pcie_root(ok));
+  }
+  for (const char* bad : {"", "pci", "pci000:00", "pci0000:0", "pci0000:000", "pci0000-00", "0000:00",
+                          "pci123456789:00", "pci0000:0g", "PCI0000:00", "virtual"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(is_pcie_root(bad));
   }
   CHECK(is_ipv4_address("10.0.0.5"));
   CHECK(is_ipv4_address("255.255.255.255"));

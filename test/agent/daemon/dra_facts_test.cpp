@@ -36,7 +36,7 @@ TEST_CASE("slice_facts: driver mode found, SMC-R verdict, health policy, sharing
   driver.smc_loaded = true;
   driver.erdma_version = "1.4.3";
   auto f = slice_facts(cfg, "node-1", "uid-1", driver, DriverMode::Default, {{"erdma_0", "0000:00:05.0"}},
-                       {{"eth0", "10.0.0.5"}});
+                       {{"erdma_0", "pci0000:00"}}, {{"eth0", "10.0.0.5"}});
   CHECK(f.node_name == "node-1");
   CHECK(f.node_uid == "uid-1");
   CHECK(f.driver == "erdma.aliyun.com");
@@ -46,16 +46,18 @@ TEST_CASE("slice_facts: driver mode found, SMC-R verdict, health policy, sharing
   CHECK(f.health == HealthPolicy::Omit);
   CHECK(f.shared_slots == 8);
   CHECK(f.pci_addresses.at("erdma_0") == "0000:00:05.0");
+  CHECK(f.pcie_roots.at("erdma_0") == "pci0000:00");
   CHECK(f.ipv4_addresses.at("eth0") == "10.0.0.5");
 
   DriverFacts no_module;  // erdma not loaded: no driverMode attribute, and no SMC-R
-  auto g = slice_facts(cfg, "node-1", "", no_module, DriverMode::Default, {}, {});
+  auto g = slice_facts(cfg, "node-1", "", no_module, DriverMode::Default, {}, {}, {});
   CHECK(g.driver_mode.empty());
   CHECK_FALSE(g.smcr_capable);
 }
 
-TEST_CASE("read_slice_facts: PCI links under the sysfs root, module state from it") {
+TEST_CASE("read_slice_facts: PCI address and root from the links under the sysfs root, module state from it") {
   testing::FakeSysfs sys;
+  sys.dir("devices/pci0000:00/0000:00:06.0");
   sys.symlink("../../../devices/pci0000:00/0000:00:06.0", "class/infiniband/erdma_0/device");
   sys.file("module/erdma/version", "2.0.1\n");
   AgentConfig cfg;
@@ -64,6 +66,7 @@ TEST_CASE("read_slice_facts: PCI links under the sysfs root, module state from i
   std::vector<std::string> notes;
   auto f = read_slice_facts(cfg, "node-1", "", {card}, sys.root(), notes);
   CHECK(f.pci_addresses.at("erdma_0") == "0000:00:06.0");
+  CHECK(f.pcie_roots.at("erdma_0") == "pci0000:00");
   CHECK(f.driver_mode == "default");
   CHECK(f.driver_version == "2.0.1");
   CHECK(f.ipv4_addresses.count("lo") == 1);

@@ -1,5 +1,5 @@
-// The DRA slices' node facts: a card's PCI address from its sysfs device link, IPv4 addresses from
-// the interface list.
+// The DRA slices' node facts: a card's PCI address and PCIe root from its sysfs device link, IPv4
+// addresses from the interface list.
 #include "agent/sys/dra_node_facts.hpp"
 
 #include <doctest/doctest.h>
@@ -23,6 +23,43 @@ TEST_CASE("pci_addresses: the device link's last part when it is a PCI function,
   CHECK(notes[0].find("rxe_0: no PCI address") == 0);
   CHECK(notes[0].find("not a PCI function") != std::string::npos);
   CHECK(notes[1].find("erdma_2: no PCI address") == 0);
+}
+
+TEST_CASE("pcie_roots: the root complex of the resolved device link, through the card's own symlink") {
+  FakeSysfs sys;
+  // As sysfs lays it out: the class entry is a symlink into /sys/devices, and the card's device
+  // link is relative to where that symlink points, not to class/infiniband.
+  sys.dir("devices/pci0000:00/0000:00:05.0/infiniband/erdma_0");
+  sys.symlink("../../devices/pci0000:00/0000:00:05.0/infiniband/erdma_0", "class/infiniband/erdma_0");
+  sys.symlink("../../../0000:00:05.0", "devices/pci0000:00/0000:00:05.0/infiniband/erdma_0/device");
+  // Behind a bridge, on another root complex.
+  sys.dir("devices/pci0000:80/0000:80:01.0/0000:81:00.0/infiniband/erdma_1");
+  sys.symlink("../../devices/pci0000:80/0000:80:01.0/0000:81:00.0/infiniband/erdma_1", "class/infiniband/erdma_1");
+  sys.symlink("../../../0000:81:00.0", "devices/pci0000:80/0000:80:01.0/0000:81:00.0/infiniband/erdma_1/device");
+  // A software device over a virtual netdev, and a card without a device link.
+  sys.dir("devices/virtual/net/eth9");
+  sys.symlink("../../../devices/virtual/net/eth9", "class/infiniband/rxe_0/device");
+  sys.dir("class/infiniband/erdma_2");
+  std::vector<std::string> notes;
+  auto got = sysfs::pcie_roots(sys.root(), {"erdma_0", "erdma_1", "rxe_0", "erdma_2"}, notes);
+  CHECK(got == std::map<std::string, std::string>{{"erdma_0", "pci0000:00"}, {"erdma_1", "pci0000:80"}});
+  REQUIRE(notes.size() == 2);
+  CHECK(notes[0].find("rxe_0: no PCIe root") == 0);
+  CHECK(notes[0].find("not under a PCI root complex") != std::string::npos);
+  CHECK(notes[1].find("erdma_2: no PCIe root") == 0);
+
+  // pci_addresses, which reads only the link's last part, agrees on the same tree.
+  std::vector<std::string> pci_notes;
+  CHECK(sysfs::pci_addresses(sys.root(), {"erdma_0", "erdma_1"}, pci_notes) ==
+        std::map<std::string, std::string>{{"erdma_0", "0000:00:05.0"}, {"erdma_1", "0000:81:00.0"}});
+  CHECK(pci_notes.empty());
+}
+
+TEST_CASE("pcie_roots: a sysfs root that does not exist gives one note and nothing else") {
+  std::vector<std::string> notes;
+  CHECK(sysfs::pcie_roots("/nonexistent-sysfs-root", {"erdma_0"}, notes).empty());
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("no PCIe roots") == 0);
 }
 
 TEST_CASE("ipv4_by_netdev: the loopback interface has 127.0.0.1") {
