@@ -208,7 +208,7 @@ EOF
 containerd_toml() {
   # Debian's 1.6 reads version 2; 2.x reads version 3 (and would migrate 2), whose CRI sections
   # are laid out differently.
-  local version=2 cri=$SRC/test/node/containerd-cri.toml
+  local version=2 cri=$SRC/test/cluster/containerd-cri.toml
   if [ "$CONTAINERD_MODE" != debian ]; then
     version=3 cri=$SRC/test/cluster/containerd2-cri.toml
   fi

@@ -2,8 +2,8 @@
 # Runs every test erdma-controller has, from a fresh clone on Debian 12 (as root):
 #   1. installs the Debian packages (scripts/install-deps.sh);
 #   2. builds with -Werror and runs every ctest suite (unit, integration, interop, manifests,
-#      images, the kubelet stand-in against a private containerd, the alert rules: promtool unit
-#      tests and each alert firing in a real Prometheus scraping both programs);
+#      images, the alert rules: promtool unit tests and each alert firing in a real Prometheus
+#      scraping both programs);
 #   3. the real-kernel VM test (SMC-R over Soft-RoCE in one VM);
 #   4. builds again with clang, AddressSanitizer and UndefinedBehaviorSanitizer and runs the suites
 #      that exercise C++ (unit, fuzz-input replay, the servers under hostile clients) there;
