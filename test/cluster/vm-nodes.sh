@@ -14,7 +14,8 @@
 # predicts it (`same node: smcd-loopback`); a client without the annotation stays on TCP. A
 # looping client on the other node (1 MiB exchanges through the Deployment's Service, retried
 # until intact) runs through every fault, each followed by a new intact SMCR exchange and more
-# intact loops: containerd restarted under the seed pod, its node rebooted, the agent rolled;
+# intact loops: containerd restarted under the seed pod, containerd killed (SIGKILL) under the
+# looper, an SMC-R pod deleted while it starts, the seed pod's node rebooted, the agent rolled;
 # then smcr.smcdLoopback: false through the site overlay (the agent rolls again; pods of one node
 # now show SMCR; SMC-D, SMC-R and TCP rates printed side by side), and a drain of the other node
 # under a PodDisruptionBudget (both replicas move, the looper reconnects): the looper's counts are
@@ -432,6 +433,22 @@ check "the seed pod runs on, untouched (uid, restarts, phase: $before)" bash -c 
 check "a new client after containerd's restart: intact, SMCR" new_exchange client-after-containerd
 n=$(loop_ok)
 check "the looper goes on after containerd's restart, nothing lost ($(loop_counts))" wait_for 120 loop_moves_past "$n"
+# containerd killed outright on the looper's node: the looper's container (its shim) runs on.
+looper_restarts() { kubectl -n "$NS" get pod looper -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
+must "containerd killed (SIGKILL) and started again on $looper_node" \
+  bounded 150 "containerd's kill" "$CLUSTER" exec --node "$looper_node" kill_containerd
+n=$(loop_ok)
+check "the looper goes on after containerd's SIGKILL, not restarted, nothing lost" bash -c "
+  $(declare -f kubectl bounded wait_for loop_counts loop_moves_past looper_restarts); NS=$NS
+  wait_for 120 loop_moves_past $n && [ \"\$(looper_restarts)\" = 0 ]"
+# A pod deleted while the kubelet starts it (its PreStartContainer may be running): the next pod's
+# setup must not be held up by it.
+racer() {
+  sed -e "s/name: client$/name: racer/" -e "s/hostname: .*}/hostname: $server_node}/" "$work/client.yaml" |
+    kubectl apply -f - >/dev/null && kubectl -n "$NS" delete pod racer --wait=false >/dev/null
+}
+must "an SMC-R pod deleted right after it was created" racer
+check "a new client after it: intact, SMCR" new_exchange client-after-race
 t_reboot=$SECONDS
 reboot_at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 must "$server_node rebooted (scripts/cluster.sh restart: qemu stopped and started again)" \

@@ -1,5 +1,5 @@
 # Functions of a VM worker node (sourced, POSIX sh): by test/cluster/vm-node/guest.sh at boot, and
-# by every command `scripts/cluster.sh exec --node` sends, which may call restart_containerd,
+# by every command `scripts/cluster.sh exec --node` sends, which may call restart_containerd, kill_containerd,
 # restart_kubelet and prepare_reboot. Needs node.env's variables (N, NAME, IP, LABELS, BIN, CONTAINERD_BIN, CTR) and
 # L, the log directory.
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
@@ -39,6 +39,15 @@ start_kubelet() {
 }
 
 restart_containerd() { stop_one containerd && start_containerd; }
+# containerd killed outright (no chance to clean up), then started again.
+kill_containerd() {
+  pid=$(cat /run/containerd.pid 2>/dev/null) || return 1
+  kill -KILL "$pid" || return 1
+  j=0
+  while kill -0 "$pid" 2>/dev/null && [ $j -lt 50 ]; do sleep 0.2; j=$((j + 1)); done
+  log "killed containerd (SIGKILL)"
+  start_containerd
+}
 # What a node's shutdown does before the power goes: the services stop, the disk is synced.
 prepare_reboot() {
   stop_one kubelet
