@@ -438,9 +438,8 @@ looper_restarts() { kubectl -n "$NS" get pod looper -o jsonpath='{.status.contai
 must "containerd killed (SIGKILL) and started again on $looper_node" \
   bounded 150 "containerd's kill" "$CLUSTER" exec --node "$looper_node" kill_containerd
 n=$(loop_ok)
-check "the looper goes on after containerd's SIGKILL, not restarted, nothing lost" bash -c "
-  $(declare -f kubectl bounded wait_for loop_counts loop_moves_past looper_restarts); NS=$NS
-  wait_for 120 loop_moves_past $n && [ \"\$(looper_restarts)\" = 0 ]"
+looper_on_unrestarted() { loop_moves_past "$1" && [ "$(looper_restarts)" = 0 ]; }
+check "the looper goes on after containerd's SIGKILL, not restarted, nothing lost" wait_for 120 looper_on_unrestarted "$n"
 # A pod deleted while the kubelet starts it (its PreStartContainer may be running): the next pod's
 # setup must not be held up by it.
 racer() {
