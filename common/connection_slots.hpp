@@ -59,6 +59,8 @@ class ConnectionSlots {
   void release(Id id);
 
   [[nodiscard]] size_t open() const noexcept { return entries_.size(); }
+  // Connections waiting for a request now: the ones a newcomer at a cap may evict.
+  [[nodiscard]] size_t idle() const noexcept { return idle_.size(); }
   [[nodiscard]] size_t open_from(std::string_view peer) const;
   [[nodiscard]] bool contains(Id id) const { return entries_.count(id) != 0; }
   [[nodiscard]] const Limits& limits() const noexcept { return limits_; }

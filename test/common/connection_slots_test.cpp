@@ -44,15 +44,20 @@ TEST_CASE("at the total cap the longest-idle connection makes room; busy ones ne
   CHECK_FALSE(r.evicted);
   CHECK(s.open() == 3);
 
+  CHECK(s.idle() == 0);
   s.set_idle(b);
   s.set_idle(a);
   s.set_idle(c);
+  s.set_idle(c);  // twice: still one
+  CHECK(s.idle() == 3);
   s.set_busy(b);  // b took a request: a has now waited longest
+  CHECK(s.idle() == 2);
   r = s.admit("10.0.0.3");
   REQUIRE(r.verdict == Verdict::Admitted);
   CHECK(r.evicted == a);
   CHECK_FALSE(s.contains(a));
   CHECK(s.open() == 3);
+  CHECK(s.idle() == 1);  // the evicted one no longer counts; the newcomer starts busy
   s.release(a);  // the evicted connection's own close later: ignored
   CHECK(s.open() == 3);
   r = s.admit("10.0.0.4");
@@ -80,6 +85,8 @@ TEST_CASE("connections that never carried a review are evicted before those that
   t.set_idle(x);
   t.set_idle(y);
   t.set_proven(x);
+  t.set_proven(x);
+  CHECK(t.idle() == 2);  // proving an idle connection moves it, never counts it twice
   CHECK(t.admit("c").evicted == y);
 }
 

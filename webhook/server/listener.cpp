@@ -330,10 +330,19 @@ struct Listener::State : std::enable_shared_from_this<Listener::State> {
   void set_idle(uint64_t id) {
     std::lock_guard<std::mutex> lock(sessions_mu);
     slots.set_idle(id);
+    metrics.set_connections_idle(slots.idle());
   }
   void set_busy(uint64_t id) {
     std::lock_guard<std::mutex> lock(sessions_mu);
     slots.set_busy(id);
+    metrics.set_connections_idle(slots.idle());
+  }
+  // A closed session gives its slot back; the idle gauge changes under the same lock as the slots.
+  void release(uint64_t id) {
+    std::lock_guard<std::mutex> lock(sessions_mu);
+    sessions.erase(id);
+    slots.release(id);
+    metrics.set_connections_idle(slots.idle());
   }
   void set_proven(uint64_t id) {
     std::lock_guard<std::mutex> lock(sessions_mu);
@@ -349,11 +358,7 @@ class Session : public std::enable_shared_from_this<Session> {
       : ctx_(std::move(ctx)), stream_(std::move(socket), *ctx_), state_(std::move(state)), id_(id) {}
 
   ~Session() {
-    {
-      std::lock_guard<std::mutex> lock(state_->sessions_mu);
-      state_->sessions.erase(id_);
-      state_->slots.release(id_);
-    }
+    state_->release(id_);
     state_->open.fetch_sub(1);
     state_->metrics.connection_closed();
   }
@@ -740,6 +745,7 @@ void Listener::State::admit(tcp::socket socket) {
       victim_id = *a.evicted;
       metrics.connection_evicted();
       if (auto it = sessions.find(*a.evicted); it != sessions.end()) victim = it->second.lock();
+      metrics.set_connections_idle(slots.idle());
     }
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);  // responses are single writes; do not wait for ACKs

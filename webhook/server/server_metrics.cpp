@@ -23,6 +23,9 @@ ServerMetrics::ServerMetrics(m::Registry& r)
       evicted_(r.counter("erdma_webhook_connections_evicted_total",
                          "Idle connections closed to make room for a new one (--max-connections or "
                          "--max-connections-per-peer reached).")),
+      idle_(r.gauge("erdma_webhook_connections_idle",
+                    "Open connections waiting for their next request: the ones a new connection at "
+                    "--max-connections or --max-connections-per-peer may close to make room.")),
       body_budget_(r.gauge("erdma_webhook_body_budget_bytes",
                            "--body-budget: the bytes all request bodies being read or served may hold together.")),
       body_budget_used_(r.gauge("erdma_webhook_body_budget_used_bytes",

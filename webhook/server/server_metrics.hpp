@@ -28,6 +28,8 @@ class ServerMetrics {
   void connection_refused() noexcept { refused_.inc(); }
   void connection_refused_peer() noexcept { refused_peer_.inc(); }
   void connection_evicted() noexcept { evicted_.inc(); }
+  // Connections waiting for their next request (the ones a newcomer at a cap may evict).
+  void set_connections_idle(size_t n) noexcept { idle_.set(static_cast<double>(n)); }
   // The request-body budget (--body-budget): its size, the bytes held now, and the requests
   // answered 429 because their body did not fit.
   void set_body_budget(size_t bytes) noexcept { body_budget_.set(static_cast<double>(bytes)); }
@@ -54,6 +56,7 @@ class ServerMetrics {
   common::metrics::Counter& refused_;
   common::metrics::Counter& refused_peer_;
   common::metrics::Counter& evicted_;
+  common::metrics::Gauge& idle_;
   common::metrics::Gauge& body_budget_;
   common::metrics::Gauge& body_budget_used_;
   common::metrics::Counter& body_budget_refused_;

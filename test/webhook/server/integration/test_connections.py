@@ -31,20 +31,24 @@ def wait_metric(server, name, want, seconds=20):
     expect(got == want, "%s: want %r, got %r" % (name, want, got))
 
 
-def reviewed(server, uid, source=HOARDER):
-    """A connection that has carried one AdmissionReview and now waits, kept alive."""
+def reviewed(server, uid, idle, source=HOARDER):
+    """A connection that has carried one AdmissionReview and now waits, kept alive. The client has
+    the answer before the server counts the connection idle; the eviction order is the order of
+    the latter, so this returns once `idle` connections wait (this one among them)."""
     c = server.connect(timeout=20, source=source)
     status, _, data = post_review(c, review(pod(), uid=uid))
     expect(status == 200 and json.loads(data)["response"]["uid"] == uid, "review %s: %d" % (uid, status))
+    wait_metric(server, "erdma_webhook_connections_idle", idle)
     return c
 
 
-def probed(server, source=HOARDER):
-    """A connection that has carried only a GET /healthz and now waits, kept alive."""
+def probed(server, idle, source=HOARDER):
+    """A connection that has carried only a GET /healthz and now waits, kept alive (as reviewed())."""
     c = server.connect(timeout=20, source=source)
     c.request("GET", "/healthz")
     r = c.getresponse()
     expect(r.status == 200 and r.read() == b"ok\n", "healthz")
+    wait_metric(server, "erdma_webhook_connections_idle", idle)
     return c
 
 
@@ -71,7 +75,7 @@ def main():
         held = []
         try:
             for i in range(32):
-                held.append(reviewed(server, "hoard-%d" % i))
+                held.append(reviewed(server, "hoard-%d" % i, idle=i + 1))
             wait_metric(server, "erdma_webhook_connections_open", 32)
             t0 = time.monotonic()
             c = server.connect(timeout=20, source=NEWCOMER)
@@ -102,16 +106,17 @@ def main():
     def strangers_evicted_before_reviewers():
         server = start("order", "--max-connections", "4")
         try:
-            a = reviewed(server, "a")   # waits longest, but carried a review
-            b = reviewed(server, "b")
-            c = probed(server)          # only probed: evicted first
-            d = probed(server)
+            a = reviewed(server, "a", idle=1)   # waits longest, but carried a review
+            b = reviewed(server, "b", idle=2)
+            c = probed(server, idle=3)          # only probed: evicted first
+            d = probed(server, idle=4)
             wait_metric(server, "erdma_webhook_connections_open", 4)
-            e = reviewed(server, "e", source=NEWCOMER)
+            # Each newcomer takes an evicted connection's place: four wait again.
+            e = reviewed(server, "e", idle=4, source=NEWCOMER)
             expect(closed_by_server(c), "the probed connection that waited longest was not evicted")
-            f = reviewed(server, "f", source=NEWCOMER)
+            f = reviewed(server, "f", idle=4, source=NEWCOMER)
             expect(closed_by_server(d), "the other probed connection was not evicted next")
-            g = reviewed(server, "g", source=NEWCOMER)
+            g = reviewed(server, "g", idle=4, source=NEWCOMER)
             expect(closed_by_server(a), "then the reviewed connection idle longest")
             sock = b.sock
             status, _, _ = post_review(b, review(pod(), uid="b2"))
@@ -133,6 +138,8 @@ def main():
                                b"Content-Length: 1000\r\n\r\n{")
                 busy.append(c)
             wait_metric(server, "erdma_webhook_connections_open", 4)
+            # Each has read its header (1000 bytes reserved for its body): all four are busy.
+            wait_metric(server, "erdma_webhook_body_budget_used_bytes", 4000)
             # A fifth from that peer is closed at once; another peer is served.
             try:
                 c = server.connect(timeout=10, source=NEWCOMER)
@@ -142,14 +149,14 @@ def main():
             except (ssl.SSLError, ConnectionError, OSError):
                 pass
             expect(metric(server, "erdma_webhook_connections_peer_refused_total") == 1, "peer refusal not counted")
-            other = reviewed(server, "other", source=HOARDER)
+            other = reviewed(server, "other", idle=1, source=HOARDER)
             for c in busy:
                 c.close()
             wait_metric(server, "erdma_webhook_connections_open", 1)
             # Idle connections at the peer's cap: the peer's own oldest makes room, not another's,
             # though the other peer's connection has waited longer.
-            idle = [reviewed(server, "p%d" % i, source=NEWCOMER) for i in range(4)]
-            fifth = reviewed(server, "p4", source=NEWCOMER)
+            idle = [reviewed(server, "p%d" % i, idle=i + 2, source=NEWCOMER) for i in range(4)]
+            fifth = reviewed(server, "p4", idle=5, source=NEWCOMER)
             expect(closed_by_server(idle[0]), "the peer's own oldest connection was not the one closed")
             sock = other.sock
             status, _, _ = post_review(other, review(pod(), uid="other2"))
@@ -163,8 +170,8 @@ def main():
     def short_idle_before_review():
         server = start("short", "--idle-timeout-before-review", "1s")
         try:
-            r = reviewed(server, "r")
-            p = probed(server)
+            r = reviewed(server, "r", idle=1)
+            p = probed(server, idle=2)
             t0 = time.monotonic()
             expect(closed_by_server(p), "a probed connection outlived --idle-timeout-before-review")
             print("  connection without a review closed after %.2f s idle (--idle-timeout-before-review 1s)"
