@@ -63,9 +63,14 @@ if [ -n "$build_dir" ] && [ -f "$build_dir/generated/erdma/version.hpp" ]; then
   version=$(sed -n 's/.*kVersion = "\([^"]*\)".*/\1/p' "$build_dir/generated/erdma/version.hpp")
 fi
 if [ -z "$version" ]; then
-  version=$(sed -n 's/^project(erdma-controller VERSION \([0-9][0-9.]*\).*/\1/p' "$SOURCE_DIR/CMakeLists.txt")
+  # ERDMA_VERSION: the project's numbers, then "-" and the pre-release label unless it is "".
+  numbers=$(sed -n 's/^project(erdma-controller VERSION \([0-9][0-9.]*\).*/\1/p' "$SOURCE_DIR/CMakeLists.txt")
+  label=$(sed -n 's/^set(ERDMA_VERSION_PRERELEASE "\([^"]*\)")$/\1/p' "$SOURCE_DIR/CMakeLists.txt")
+  if [ -n "$numbers" ] && grep -q '^set(ERDMA_VERSION_PRERELEASE "' "$SOURCE_DIR/CMakeLists.txt"; then
+    version=$numbers${label:+-$label}
+  fi
 fi
-[ -n "$version" ] || die "no project version in $SOURCE_DIR/CMakeLists.txt"
+[ -n "$version" ] || die "no project version in $SOURCE_DIR/CMakeLists.txt (project(... VERSION x.y.z) and set(ERDMA_VERSION_PRERELEASE ...))"
 
 mkdir -p "$out_dir" 2>/dev/null || die "cannot create the output directory $out_dir (--out)"
 out_dir=$(cd "$out_dir" && pwd)

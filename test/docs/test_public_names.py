@@ -17,11 +17,12 @@ exist fails silently on their side. The sources of truth, read from the tree:
 - the alert rules (monitoring/prometheus/erdma-controller.rules.yaml): alert names, their `for:`
   durations, range windows and comparison thresholds; other `Erdma...` words (the DRA config kind,
   Event reasons) are string literals of the programs;
-- the project version (`project(... VERSION x.y.z)` in CMakeLists.txt): image tags and "Version
-  x.y.z" must be it; a release the docs name ("agents of 0.1", "0.2's", "a release ... (0.1)")
-  must be it or have a CHANGELOG.md heading.
+- the project version (ERDMA_VERSION of CMakeLists.txt: `project(... VERSION x.y.z)` and the
+  pre-release label ERDMA_VERSION_PRERELEASE, e.g. 0.2.0-rc.1): image tags and "Version x.y.z[-label]"
+  must be it; a release the docs name ("agents of 0.1", "0.2's", "a release ... (0.1)") must be
+  it, have a CHANGELOG.md heading, or be the release one of those pre-releases leads to.
 
-Scanned: README.md, docs/**/*.md, the chart's README files, Chart.yaml, values.yaml (comments
+Scanned: README.md, docs/**/*.md, images/README.md, the chart's README files, Chart.yaml, values.yaml (comments
 included), NOTES.txt, examples/**, the Grafana dashboard. Each finding names file:line, the quoted
 name and the nearest correct one. ALLOWED below lists, with the reason, the few deliberate
 mentions of names that are not ours. The checker runs on a broken fake tree too, to show it fails.
@@ -43,7 +44,7 @@ import yaml
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
-from harness import Suite, expect  # noqa: E402
+from harness import Suite, expect, project_version  # noqa: E402
 
 RULES = "monitoring/prometheus/erdma-controller.rules.yaml"
 
@@ -102,11 +103,12 @@ class Truth:
         warnings = read(root, "webhook/core/warnings.cpp")
         self.warning_kinds = set(re.findall(r'case WarningKind::\w+: return "([a-z_]+)";', warnings))
 
-        m = re.search(r"project\(\s*[\w-]+\s+VERSION\s+(\d+\.\d+\.\d+)", read(root, "CMakeLists.txt"))
-        self.version = m.group(1) if m else None
+        self.version = project_version(root)
         self.releases = {self.version} if self.version else set()
         if os.path.exists(os.path.join(root, "CHANGELOG.md")):
-            self.releases |= set(re.findall(r"^## .*?\b(\d+\.\d+\.\d+)\b", read(root, "CHANGELOG.md"), re.M))
+            self.releases |= set(re.findall(r"^## .*?\b(%s)\b" % SEMVER, read(root, "CHANGELOG.md"), re.M))
+        # A pre-release names the release it leads to: "0.2.0-rc.1, a pre-release of 0.2.0".
+        self.releases |= {v.split("-")[0] for v in self.releases}
         self.release_lines = self.releases | {".".join(v.split(".")[:2]) for v in self.releases}
 
     def _dra_names(self, root):
@@ -141,7 +143,7 @@ class Truth:
 
 
 def scanned_files(root):
-    pats = ["README.md", "docs/**/*.md", "charts/**/README*", "charts/**/Chart.yaml", "charts/**/values.yaml",
+    pats = ["README.md", "docs/**/*.md", "images/README.md", "charts/**/README*", "charts/**/Chart.yaml", "charts/**/values.yaml",
             "charts/**/NOTES.txt", "examples/**/*", "monitoring/grafana/*.json"]
     out = []
     for pat in pats:
@@ -164,10 +166,13 @@ PRELOAD = re.compile(r"\blibsmc[A-Za-z0-9_-]*\.so\b|(?<![\w./-])erdma-smc-[a-z0-
 LABEL = re.compile(r"(?<![\w./-])erdma-inject[a-z-]*")
 METRIC = re.compile(r"\berdma_(?:webhook|agent)_[a-z0-9_]*[a-z0-9]")
 ERDMA_WORD = re.compile(r"\bErdma[A-Z][A-Za-z0-9]*\b")
-IMAGE_TAG = re.compile(r"\berdma-(?:webhook|agent|controller)[\w{},-]*:(\d+\.\d+\.\d+)\b")
-STATED_VERSION = re.compile(r"\b(?:[Vv]ersion|the project version),?\s+(\d+\.\d+\.\d+)\b")
+# A semantic version with its pre-release label, if any: 0.2.0, 0.2.0-rc.1.
+SEMVER = r"\d+\.\d+\.\d+(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+IMAGE_TAG = re.compile(r"\berdma-\{?(?:webhook|agent|controller)[\w{},-]*:(%s)\b" % SEMVER)
+STATED_VERSION = re.compile(r"\b(?:[Vv]ersion|the project version),?\s+(%s)\b" % SEMVER)
+RELEASE = r"(?:%s|\d+\.\d+)" % SEMVER
 RELEASE_REF = re.compile(r"\b(?:agents?|webhooks?|releases?|erdma-controller)\s+(?:of|older than|before|from|newer than)"
-                         r"\s+(\d+\.\d+(?:\.\d+)?)\b|\b(\d+\.\d+(?:\.\d+)?)'s\b|\brelease\b[^()\n]{0,80}\((\d+\.\d+(?:\.\d+)?)\)")
+                         r"\s+(%s)\b|\b(%s)'s\b|\brelease\b[^()\n]{0,80}\((%s)\)" % (RELEASE, RELEASE, RELEASE))
 COMPARISON = re.compile(r"(?:[<>]=?|==)\s*(\d+(?:\.\d+)?)(\s*\*\s*86400)?")
 DURATION = re.compile(r"\b(\d+|an|one|a)\s+(minutes?|hours?|days?)\b")
 BELOW = re.compile(r"\b(?:below|under|less than|fewer than)\s+(\d+)\b")
@@ -306,8 +311,8 @@ def fake_tree(root):
     """The smallest tree Truth reads, plus docs with one wrong name of each kind."""
     files = {
         "common/contract.hpp": read(SOURCE_DIR, "common/contract.hpp"),
-        "CMakeLists.txt": "project(erdma-controller VERSION 0.7.3 LANGUAGES C CXX)\n",
-        "CHANGELOG.md": "# Changelog\n\n## Unreleased (next: 0.8.0)\n\n## 0.7.3\n",
+        "CMakeLists.txt": "project(erdma-controller VERSION 0.8.0 LANGUAGES C CXX)\nset(ERDMA_VERSION_PRERELEASE \"rc.1\")\n",
+        "CHANGELOG.md": "# Changelog\n\n## Unreleased\n\n## 0.8.0-rc.1 (not tagged)\n\n## 0.7.3\n",
         RULES: read(SOURCE_DIR, RULES),
         "agent/core/cdi_spec.hpp": 'inline constexpr std::string_view kCdiClass = "claim";\n',
         "agent/core/dra_claim.hpp": 'inline constexpr std::string_view kErdmaConfigApiVersion = "erdma.aliyun.com/v1alpha1";\n',
@@ -323,7 +328,7 @@ def fake_tree(root):
                               'r.counter("erdma_webhook_warnings_total", "h");\n',
         "manifests/dra/deviceclass.yaml": "kind: DeviceClass\nmetadata: {name: smcr.erdma.aliyun.com}\n",
         "README.md": "Request `aliyun/erdma: 1`; see `erdma_agent_scans_total` and ErdmaAgentDown.\n"
-                     "**Status.** Version 0.7.3. Agents of 0.7 and 0.8's webhook.\n"
+                     "**Status.** Version 0.8.0-rc.1, tag `erdma-agent:0.8.0-rc.1`. Agents of 0.7 and 0.8's webhook.\n"
                      "Label `erdma-injection=enabled`; remove with `erdma-injection-`. Volume `erdma-smc-preload`.\n"
                      "Alert on `erdma_webhook_tls_cert_not_after_seconds - time() < 14*86400` (TLS < 1.2 is prose).\n"
                      "ErdmaWebhookCertificateExpiringSoon fires when fewer than 14 days are left, for an hour.\n"
@@ -336,7 +341,7 @@ def fake_tree(root):
                           "Alert on `erdma_webhook_tls_cert_not_after_seconds - time() < 30*86400`.\n"
                           "ErdmaAgentNotRegistered fires after 3 minutes.\n"
                           "| `erdma_webhook_warnings_total{kind}` | `resource_added`, `resource_zer`, `windows_pod`, `resource_zero` |\n"
-                          "Tag `erdma-agent:0.6.0`. Nodes older than the agents of 0.5. A release that did it (0.4).\n"
+                          "Tag `erdma-agent:0.6.0`, `erdma-webhook:0.8.0`. Nodes older than the agents of 0.5. A release that did it (0.4).\n"
                           "CDI names `erdma.aliyun.com/rdma=erdma_0`, keys `smc.alibabacloud.com/x`.\n",
         "examples/pod.yaml": "resources: {limits: {aliyun/ermda: 1}}\n",
         "charts/c/values.yaml": "# adds aliyun/erdma-smcr; metric erdma_webhook_reload_total\n",
@@ -394,6 +399,7 @@ def main():
             "docs/broken.md:8: warning kind resource_zer is not a kind", "nearest correct: resource_zero",
             "docs/broken.md:8: warning kind smcr_not_allowed is missing",
             "docs/broken.md:9: version 0.6.0 tags an image",
+            "docs/broken.md:9: version 0.8.0 tags an image, not with the project version; nearest correct: 0.8.0-rc.1",
             "docs/broken.md:9: version 0.5 names a release",
             "docs/broken.md:9: version 0.4 names a release",
             "docs/broken.md:10: dra name erdma.aliyun.com/rdma", "nearest correct: erdma.aliyun.com/claim",
@@ -404,7 +410,7 @@ def main():
         missing = [w for w in want if w not in text]
         expect(not missing, "not reported: %s\nreported:\n%s" % (missing, text))
         expect(not [f for f in found if f.startswith("README.md")], "correct names reported:\n" + text)
-        expect(len(found) == 17, "expected exactly the 17 planted mistakes:\n" + text)
+        expect(len(found) == 18, "expected exactly the 18 planted mistakes:\n" + text)
     suite.check("a fake tree with a wrong name of each kind fails, naming file:line and the nearest name",
                 broken_tree)
 

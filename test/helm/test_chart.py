@@ -25,8 +25,8 @@
    certificates.mode generate is manifests/default plus the Secret and the caBundle, and its
    certificate verifies (openssl) for the Service's name.
 3. values.schema.json refuses bad values with a message naming the field.
-4. Chart.yaml's version and appVersion are the project version (CMakeLists.txt); NOTES.txt tells
-   each mode's next steps.
+4. Chart.yaml's version and appVersion are the project version (ERDMA_VERSION of CMakeLists.txt,
+   pre-release label included); NOTES.txt tells each mode's next steps.
 5. agent.config.dra: with another driver name and other directories, the RBAC, the DeviceClasses
    (their CEL evaluated on sample devices) and the DaemonSet's mounts follow the config.
 
@@ -437,7 +437,7 @@ def main():
         c = chart_yaml()
         expect(c["apiVersion"] == "v2", "Chart.yaml apiVersion %s" % c["apiVersion"])
         expect(str(c["version"]) == version and str(c["appVersion"]) == version,
-               "Chart.yaml version %s, appVersion %s; CMakeLists.txt's project version is %s: keep them equal" %
+               "Chart.yaml version %s, appVersion %s; CMakeLists.txt's ERDMA_VERSION is %s: keep them equal" %
                (c["version"], c["appVersion"], version))
     suite.check("Chart.yaml: version and appVersion are the project version", chart_version_is_project_version)
 
@@ -636,12 +636,13 @@ def main():
         expect(image_of(objs, "DaemonSet", "erdma-agent") ==
                ("registry.example.com/erdma-controller/erdma-agent:" + version, "IfNotPresent"), "default agent")
         digest = "sha256:" + "ab" * 32
+        own_tag = "rebuilt-" + version  # a user's tag: never the appVersion, so the override shows
         objs = helm.template({"webhook": {"image": {"registry": "registry.mycorp.example:5000", "repository": "erdma/wh",
-                                                    "tag": "0.1.0-rc1", "pullPolicy": "Always"}},
+                                                    "tag": own_tag, "pullPolicy": "Always"}},
                               "agent": {"image": {"registry": "", "repository": "erdma/agent", "digest": digest}},
                               "imagePullSecrets": [{"name": "my-registry"}]})
         expect(image_of(objs, "Deployment", "erdma-webhook") ==
-               ("registry.mycorp.example:5000/erdma/wh:0.1.0-rc1", "Always"), image_of(objs, "Deployment", "erdma-webhook"))
+               ("registry.mycorp.example:5000/erdma/wh:" + own_tag, "Always"), image_of(objs, "Deployment", "erdma-webhook"))
         expect(image_of(objs, "DaemonSet", "erdma-agent") == ("erdma/agent@" + digest, "IfNotPresent"),
                image_of(objs, "DaemonSet", "erdma-agent"))
         for kind, name in (("Deployment", "erdma-webhook"), ("DaemonSet", "erdma-agent")):

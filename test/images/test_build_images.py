@@ -40,12 +40,9 @@ BUILD_IMAGES = os.path.join(SOURCE_DIR, "images/build-images.sh")
 OCI_IMAGE = os.path.join(SOURCE_DIR, "images/oci_image.py")
 OUTPUTS = {"agent/erdma-agent": "erdma-agent", "webhook/erdma-webhook": "erdma-webhook",
            "agent/preload/libsmc-preload.so": "smc-preload"}
-
-
-def project_version():
-    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
-        return re.search(r"project\(erdma-controller VERSION (\d+\.\d+\.\d+)", f.read()).group(1)
-
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
+from harness import Suite, expect, project_version  # noqa: E402  (the shared runner of the Python suites)
 
 VERSION = project_version()
 REFS = {
@@ -54,9 +51,6 @@ REFS = {
     "pause": "localhost/erdma-controller/pause:1",
     "workload": "localhost/erdma-controller/workload:1",
 }
-sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
-from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
 
 ENTRYPOINTS = {"erdma-agent": ["/usr/bin/erdma-agent"], "erdma-webhook": ["/usr/bin/erdma-webhook"],
                "pause": ["/pause"], "workload": ["/bin/sh"]}

@@ -24,16 +24,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.environ.get("ERDMA_SOURCE_DIR", os.path.abspath(os.path.join(HERE, "../..")))
 BUILD_DIR = os.environ.get("ERDMA_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
-from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
+from harness import Suite, expect, project_version  # noqa: E402  (the shared runner of the Python suites)
 
 IMAGES = {"erdma-webhook": "Deployment", "erdma-agent": "DaemonSet"}
 REGISTRY_PATH = "registry.example.com/erdma-controller/"
 BUILD_ROOT_IN_IMAGE = "/src/build/"
-
-
-def project_version():
-    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
-        return re.search(r"project\(erdma-controller VERSION (\d+\.\d+\.\d+)", f.read()).group(1)
 
 
 def parse_dockerfile(path):
@@ -275,6 +270,10 @@ def main():
             m = re.search(r'org\.opencontainers\.image\.version="([^"]+)"', labels)
             expect(m and m.group(1) == version, "%s: image version label %s, project %s" %
                    (name, m and m.group(1), version))
+            with open(os.path.join(SOURCE_DIR, "images", name, "Dockerfile")) as f:
+                tags = re.findall(r"\b%s:(\S+)" % re.escape(name), f.read())
+            expect(tags and all(t == version for t in tags),
+                   "%s: the Dockerfile's `docker build -t` comment tags %s, project %s" % (name, tags, version))
             w = workload(name)
             expect(w is not None, "no %s %s in manifests/base" % (IMAGES[name], name))
             pod = w["spec"]["template"]["spec"]

@@ -48,6 +48,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SOURCE_DIR, "test/webhook/server/integration"))
 import admission_match  # noqa: E402
 import cel  # noqa: E402
+import harness  # noqa: E402
 from harness import Suite, expect  # noqa: E402  (the shared runner of the Python suites)
 
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
@@ -129,9 +130,12 @@ AGENT_CAPABILITIES = {"NET_ADMIN", "SYS_ADMIN", "SYS_PTRACE"}
 
 
 def project_version():
-    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt")) as f:
-        m = re.search(r"project\(erdma-controller VERSION (\d+\.\d+\.\d+)", f.read())
-    return m.group(1)
+    """ERDMA_VERSION of CMakeLists.txt, pre-release label included (e.g. "0.2.0-rc.1"): the images' tag
+    and the app.kubernetes.io/version labels."""
+    version = harness.project_version(SOURCE_DIR)
+    if not version:
+        raise SystemExit("CMakeLists.txt: no project(... VERSION x.y.z) and set(ERDMA_VERSION_PRERELEASE ...)")
+    return version
 
 
 # The overlays use directories under `resources:` and `patches:`: kubectl 1.21's kustomize (v4) or later.
@@ -360,10 +364,11 @@ def check_images(objs, version):
                              (kind, o["metadata"]["name"], image, version))
                 if c.get("imagePullPolicy") == "Always":
                     p.append("%s %s: imagePullPolicy Always with a pinned tag" % (kind, o["metadata"]["name"]))
-            labels = o["spec"]["template"]["metadata"].get("labels", {})
-            if labels.get("app.kubernetes.io/version") not in (None, version):
-                p.append("%s %s: version label %s, project %s" % (kind, o["metadata"]["name"],
-                                                                  labels["app.kubernetes.io/version"], version))
+            for where, meta in (("", o["metadata"]), (" pod template", o["spec"]["template"]["metadata"])):
+                labels = meta.get("labels") or {}
+                if labels.get("app.kubernetes.io/version") not in (None, version):
+                    p.append("%s %s%s: version label %s, project %s" % (kind, o["metadata"]["name"], where,
+                                                                        labels["app.kubernetes.io/version"], version))
     return p
 
 
@@ -1262,6 +1267,14 @@ def breakages():
     def set_(fn):
         return fn
 
+    # The project version with its pre-release label dropped, or one added on a release: a tag
+    # that looks right and is not.
+    version = project_version()
+    near_version = version.split("-")[0] if "-" in version else version + "-rc.1"
+
+    def retag(container, tag):
+        container.update(image=container["image"].rsplit(":", 1)[0] + ":" + tag)
+
     return [
         ("Service targetPort to the metrics port", "targetPort",
          set_(lambda o: o[("Service", NS, "erdma-webhook")]["spec"]["ports"][0].update(targetPort="metrics"))),
@@ -1276,6 +1289,15 @@ def breakages():
              image="registry.example.com/erdma-controller/erdma-webhook:latest"))),
         ("image without a tag", "has no tag",
          set_(lambda o: agent(o)["containers"][0].update(image="registry.example.com/erdma-controller/erdma-agent"))),
+        ("agent image at the version without its pre-release label, or with one", "not at the project version",
+         set_(lambda o: retag(agent(o)["containers"][0], near_version))),
+        ("webhook image likewise", "not at the project version",
+         set_(lambda o: retag(dep(o)["spec"]["template"]["spec"]["containers"][0], near_version))),
+        ("Deployment's own version label likewise", "Deployment erdma-webhook: version label",
+         set_(lambda o: dep(o)["metadata"]["labels"].update({"app.kubernetes.io/version": near_version}))),
+        ("agent pod template's version label likewise", "DaemonSet erdma-agent pod template: version label",
+         set_(lambda o: o[("DaemonSet", NS, "erdma-agent")]["spec"]["template"]["metadata"]["labels"].update(
+             {"app.kubernetes.io/version": near_version}))),
         ("--listen on another port", "--listen",
          set_(lambda o: dep(o)["spec"]["template"]["spec"]["containers"][0]["args"].__setitem__(
              1, "--listen=0.0.0.0:9443"))),

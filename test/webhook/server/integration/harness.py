@@ -11,6 +11,7 @@ wait is bounded.
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -266,6 +267,20 @@ class Volume:
 def read(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def project_version(source_dir=SOURCE_DIR):
+    """The tree's version as the programs, images, manifests and chart carry it (ERDMA_VERSION of
+    CMakeLists.txt): `project(... VERSION x.y.z)`, then "-" and ERDMA_VERSION_PRERELEASE unless
+    that label is "" ("0.2.0-rc.1", or "0.2.0" on a release). None when either line is missing,
+    so that a reworded CMakeLists.txt fails the checks that compare against it."""
+    with open(os.path.join(source_dir, "CMakeLists.txt"), encoding="utf-8") as f:
+        text = f.read()
+    numbers = re.search(r"^project\(\s*[\w-]+\s+VERSION\s+(\d+\.\d+\.\d+)\b", text, re.M)
+    label = re.search(r'^set\(ERDMA_VERSION_PRERELEASE\s+"([^"]*)"\)', text, re.M)
+    if not numbers or not label:
+        return None
+    return numbers.group(1) + ("-" + label.group(1) if label.group(1) else "")
 
 
 def running_under_ci():
