@@ -1,6 +1,8 @@
 // Registration of the agent's Prometheus series (see agent_metrics.hpp).
 #include "agent/plugin/agent_metrics.hpp"
 
+#include "erdma/version.hpp"
+
 namespace erdma::agent {
 
 namespace {
@@ -88,6 +90,9 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
       }
     }
   }
+  // Which release each node runs, as erdma_webhook_build_info says for each webhook replica.
+  r.gauge("erdma_agent_build_info", "Build information; the value is always 1.", {{"version", erdma::kVersion}})
+      .set(1);
 }
 
 common::metrics::Gauge& AgentMetrics::smcr_connections(const std::string& scope, const std::string& side,

@@ -16,6 +16,7 @@
 namespace erdma::agent {
 
 struct AgentMetrics {
+  // Registers every series below, and erdma_agent_build_info{version=erdma::kVersion} 1.
   explicit AgentMetrics(common::metrics::Registry& registry);
 
   common::metrics::Registry& registry;
