@@ -286,7 +286,13 @@ vm_node_config() {
   kubelet_yaml "$g/pki" "kubelet-serving-$name" > "$d/kubelet.yaml"
   kube_proxy_yaml "$g/kube-proxy.kubeconfig" "$name" > "$d/kube-proxy.yaml"
   containerd_toml /var/lib/containerd /run/cni/net.d /run/cni/bin > "$d/containerd.toml"
-  bridge_conflist "$(vm_pod_cidr "$i")" '{"type": "erdma-rxe", "skipNamespaces": ["plain-veth"]}' > "$d/cni.conflist"
+  # The chain step gives each pod an rxe device of its own, except in plain-veth (the bridge's veth
+  # only) and ipvlan-rxe (an ipvlan on the node's eth0 with an address of the node subnet:
+  # 10.255.1.1I0-1I7 on erdma-vmI).
+  local ipvlan_addresses
+  ipvlan_addresses=$(for k in $(seq 0 7); do printf '"10.255.1.%d/%d",' $((100 + 10 * i + k)) "$VM_PREFIX"; done)
+  bridge_conflist "$(vm_pod_cidr "$i")" '{"type": "erdma-rxe", "skipNamespaces": ["plain-veth"],
+   "ipvlan": {"namespaces": ["ipvlan-rxe"], "master": "eth0", "addresses": ['"${ipvlan_addresses%,}"']}}' > "$d/cni.conflist"
   for j in $(seq 1 "$VM_NODES"); do
     [ "$j" = "$i" ] || routes+="$(vm_pod_cidr "$j")@$(vm_ip "$j") "
   done

@@ -252,11 +252,14 @@ for n in "$VM1" "$VM2"; do
 done
 
 # ---------------------------------------------------------------------------------------------
-# Two more layouts, each with the agent's prediction held against what the kernel then did:
-# the node's network (hostNetwork pods on both nodes: SMC-R over the nodes' cards rxe0, whose
-# counters must carry the bytes), and the usual veth pod network without a device per pod
-# (namespace plain-veth, which the CNI step skips), where the kernel must fall back as predicted.
-phase "other layouts: hostNetwork, and veth pods without a device of their own"
+# Three more layouts, each with the agent's prediction held against what the kernel then did: an
+# ipvlan CNI on the nodes' RDMA netdev (namespace ipvlan-rxe, where the CNI step gives pods an
+# ipvlan on eth0 with a node-subnet address instead of a device of their own), the node's network
+# (hostNetwork pods on both nodes: SMC-R over the nodes' cards rxe0, whose counters must carry the
+# bytes), and the usual veth pod network without a device per pod (namespace plain-veth, which the
+# CNI step skips). The ipvlan pair goes first: its client must not find a link group the
+# hostNetwork pair left between the nodes' cards (docs/smcr-pod-networks.md, the trap).
+phase "other layouts: ipvlan on the node's RDMA netdev, hostNetwork, veth pods without a device of their own"
 # pair NS NAME HOSTNET PORT: a server pod on VM1 and a client pod on VM2, both annotated; the client
 # sends 16 MiB to the server and holds the connection. Files: $work/NAME-{server,client}.yaml
 pair() {
@@ -285,9 +288,44 @@ EOT
   wait_for 240 sent "$ns" "$name-client" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
   kubectl -n "$ns" logs "$name-client"
 }
-# status_row NODE NS POD PORT: the pod's smc-status row for the connection to PORT ("MODE DETAIL...")
-# after its prediction line ("prediction: VERDICT (REASON) ... [kernel: DECLINE at the SIDE]")
+# status_of NODE NS POD: the pod's smc-status, run in the agent on NODE: its prediction line
+# ("prediction: VERDICT (REASON) ... [kernel: DECLINE at the SIDE]"), then a row a socket ("MODE DETAIL...")
 status_of() { kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$2/$3"; }
+# held_to_kernel NS NAME PORT WANT: the client NAME-client's prediction must be WANT ("VERDICT
+# REASON"), and the kernel must have done what it says: SMCR on the client's row when expected,
+# else on the predicted side exactly the predicted decline, and TCP in smcss inside the client.
+held_to_kernel() {
+  local ns=$1 name=$2 port=$3 want=$4 predicted verdict reason decline side kernel
+  status_of "$VM2" "$ns" "$name-client" >"$work/$name.status" 2>&1
+  cat "$work/$name.status"
+  predicted=$(sed -n 's/^prediction: \([a-z-]*\) (\([a-z-]*\)).*$/\1 \2/p' "$work/$name.status")
+  read -r verdict reason <<<"$predicted"
+  check "the prediction for the $name client is $want (got ${predicted:-none})" test "$verdict $reason" = "$want"
+  if [ "$verdict" = expected ]; then
+    check "the kernel formed SMC-R as predicted: smc-status shows SMCR for the $name client" \
+      awk -v p=":$port\$" '$2 == "SMCR" && ($3 ~ p || $4 ~ p) {f = 1} END {exit !f}' "$work/$name.status"
+    check "smcss inside the $name client shows SMCR for the connection" bash -c "$(declare -f kubectl bounded)
+      kubectl -n $ns exec $name-client -- smcss -R | tee /dev/stderr | awk '\$5 ~ /:$port\$/ && \$7 == \"SMCR\" {f = 1} END {exit !f}'"
+    return
+  fi
+  read -r decline side <<<"$(sed -n 's/^prediction: .*\[kernel: \([A-Z_0-9]*\) at the \([a-z]*\)\]$/\1 \2/p' "$work/$name.status")"
+  # The kernel's answer on the predicted side: the client's own row, or the server's on VM1.
+  if [ "$side" = server ]; then status_of "$VM1" "$ns" "$name-server" >"$work/$name-side.status" 2>&1; else cp "$work/$name.status" "$work/$name-side.status"; fi
+  kernel=$(awk -v p=":$port\$" '$2 == "TCP" && ($3 ~ p || $4 ~ p) {print $5; exit}' "$work/$name-side.status")
+  echo "$name: predicted $verdict ($reason), $decline at the $side; the kernel at the $side: ${kernel:-no fallback row}"
+  check "the kernel fell back as predicted for $name: $decline at the $side (got ${kernel:-none})" test -n "$decline" -a "$kernel" = "$decline"
+  check "smcss inside the $name client shows TCP for the connection" bash -c "$(declare -f kubectl bounded)
+    kubectl -n $ns exec $name-client -- smcss -R | tee /dev/stderr | awk '\$5 ~ /:$port\$/ && \$7 == \"TCP\" {f = 1} END {exit !f}'"
+}
+
+must "namespace ipvlan-rxe opted in (the CNI step gives its pods an ipvlan on the node's eth0)" bash -c "
+  kubectl create namespace ipvlan-rxe >/dev/null && kubectl label namespace ipvlan-rxe erdma-injection=enabled >/dev/null"
+must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: 16 MiB arrive intact" pair ipvlan-rxe ipvlan false 8070
+check "the ipvlan server's pod IP is in the node subnet (10.255.1.110-117 on $VM1)" bash -c "
+  kubectl -n ipvlan-rxe get pod ipvlan-server -o jsonpath='{.status.podIP}' | tee /dev/stderr | grep -Eq '^10\.255\.1\.11[0-7]\$'"
+held_to_kernel ipvlan-rxe ipvlan 8070 "${IPVLAN_WANT:-will-fall-back ipvlan-softroce-routing}"
+kubectl delete namespace ipvlan-rxe --wait=false >/dev/null
+
 before_rxe0=$("$CLUSTER" exec --node "$VM2" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "sent_bytes") v = $(i + 1)} END {print v + 0}')
 must "hostNetwork pods, $VM1 <- $VM2: 16 MiB arrive intact" pair "$NS" hostnet true 8090
 check "smcss inside the hostNetwork client shows SMCR" bash -c "$(declare -f kubectl bounded); kubectl -n $NS exec hostnet-client -- smcss -R | tee /dev/stderr |
@@ -307,18 +345,7 @@ check "RDMA counters: $VM2's card rxe0 sent >= 16 MiB more (sent_bytes, from $be
 must "namespace plain-veth opted in (the CNI step gives its pods no RDMA device)" bash -c "
   kubectl create namespace plain-veth >/dev/null && kubectl label namespace plain-veth erdma-injection=enabled >/dev/null"
 must "veth pods without a device of their own, $VM1 <- $VM2: 16 MiB arrive intact" pair plain-veth veth false 8080
-status_of "$VM2" plain-veth veth-client >"$work/veth.status" 2>&1
-cat "$work/veth.status"
-predicted=$(sed -n 's/^prediction: \([a-z-]*\) (\([a-z-]*\)).*\[kernel: \([A-Z_0-9]*\) at the \([a-z]*\)\]$/\1 \2 \3 \4/p' "$work/veth.status")
-# The kernel's answer on the predicted side: the client's own row, or the server's on VM1.
-read -r verdict reason decline side <<<"$predicted"
-if [ "$side" = server ]; then status_of "$VM1" plain-veth veth-server >"$work/veth-side.status" 2>&1; else cp "$work/veth.status" "$work/veth-side.status"; fi
-kernel=$(awk '$2 == "TCP" && ($3 ~ /:8080$/ || $4 ~ /:8080$/) {print $5; exit}' "$work/veth-side.status")
-echo "veth without a device of its own: predicted $verdict ($reason), $decline at the $side; the kernel at the $side: ${kernel:-no fallback row}"
-check "the prediction for the veth client is will-fall-back (pod-subnet-outside-rdma-netdev)" test "$verdict $reason" = "will-fall-back pod-subnet-outside-rdma-netdev"
-check "the kernel fell back as predicted: $decline at the $side (got ${kernel:-none})" test -n "$decline" -a "$kernel" = "$decline"
-check "smcss inside the veth client shows TCP for the connection" bash -c "$(declare -f kubectl bounded); kubectl -n plain-veth exec veth-client -- smcss -R | tee /dev/stderr |
-  awk '\$5 ~ /:8080\$/ && \$7 == \"TCP\" {f = 1} END {exit !f}'"
+held_to_kernel plain-veth veth 8080 "will-fall-back pod-subnet-outside-rdma-netdev"
 kubectl delete namespace plain-veth --wait=false >/dev/null
 
 # Two annotated pods on one node: the kernel's SMC-D loopback device (DIBS_LO) is offered before
