@@ -104,13 +104,14 @@ Status DraDriver::start() {
   pc.on_prepared = [this](const std::string& pod, const std::string& message) {
     events_->normal(pod, kEventClaimPrepared, message);
   };
-  plugin_ = std::make_unique<dra::DraKubeletPlugin>(pc, *api_, [this] { return state_.snapshot()->devices; });
+  plugin_ = std::make_unique<dra::DraKubeletPlugin>(pc, *api_, [this] { return state_.snapshot()->devices; },
+                                                     &registry_);
   ERDMA_TRY(plugin_->start());
 
   SlicePublisherOptions po;
   po.node_name = node_name_;
   po.driver = cfg_.dra.driver_name;
-  publisher_ = std::make_unique<SlicePublisher>(*api_, [this] { return wanted(); }, po);
+  publisher_ = std::make_unique<SlicePublisher>(*api_, [this] { return wanted(); }, po, &registry_);
   publisher_->start();
   // The first tick looks at every card a prepared claim holds as if it had been healthy: a card
   // that went down while the agent was away is told to its pods too.

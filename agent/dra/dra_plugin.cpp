@@ -89,10 +89,12 @@ std::string DraPluginConfig::dra_socket() const { return join_path(plugin_dir_or
 
 // DraKubeletPlugin
 
-DraKubeletPlugin::DraKubeletPlugin(DraPluginConfig config, kube::Api& api, DeviceScanFn scan)
+DraKubeletPlugin::DraKubeletPlugin(DraPluginConfig config, kube::Api& api, DeviceScanFn scan,
+                                   common::metrics::Registry* metrics)
     : config_(std::move(config)),
       api_(api),
       scan_(std::move(scan)),
+      metrics_(metrics),
       registration_(config_.driver, config_.dra_socket(),
                     config_.health ? std::vector<std::string>{std::string(kDraServiceV1), std::string(kDraHealthServiceV1)}
                                    : std::vector<std::string>{std::string(kDraServiceV1)}),
@@ -124,7 +126,7 @@ Status DraKubeletPlugin::start() {
   sc.report_status = config_.report_status;
   sc.networks = config_.networks;
   sc.on_prepared = config_.on_prepared;
-  ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_));
+  ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_, metrics_));
   std::vector<grpc::Service*> services{service_.get()};
   if (config_.health) {
     health_ = std::make_unique<DraHealthService>(config_.node_name, scan_, config_.health_refresh);

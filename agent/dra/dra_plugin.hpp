@@ -28,6 +28,7 @@
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/proto/pluginregistration_v1.grpc.pb.h"
 #include "common/file_watch.hpp"
+#include "common/metrics.hpp"
 
 namespace erdma::agent::dra {
 
@@ -92,8 +93,10 @@ struct DraPluginConfig {
 
 class DraKubeletPlugin {
  public:
-  // `api` and `scan` must outlive the plugin.
-  DraKubeletPlugin(DraPluginConfig config, kube::Api& api, DeviceScanFn scan);
+  // `api` and `scan` must outlive the plugin; so must `metrics` when not null (the service's
+  // latency histograms, DraService::open).
+  DraKubeletPlugin(DraPluginConfig config, kube::Api& api, DeviceScanFn scan,
+                   common::metrics::Registry* metrics = nullptr);
   ~DraKubeletPlugin();
   DraKubeletPlugin(const DraKubeletPlugin&) = delete;
   DraKubeletPlugin& operator=(const DraKubeletPlugin&) = delete;
@@ -127,6 +130,7 @@ class DraKubeletPlugin {
   const DraPluginConfig config_;
   kube::Api& api_;
   DeviceScanFn scan_;
+  common::metrics::Registry* metrics_;
   RegistrationService registration_;
   std::unique_ptr<DraService> service_;
   std::unique_ptr<DraHealthService> health_;

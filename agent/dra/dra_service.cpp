@@ -22,6 +22,12 @@ namespace {
 constexpr mode_t kSpecMode = 0644;
 constexpr mode_t kCheckpointMode = 0600;
 
+constexpr const char* kPrepareHelp =
+    "Time to answer one NodePrepareResources call (all claims of one pod for this driver), by result "
+    "(error: at least one claim answered with an error)";
+constexpr const char* kUnprepareHelp =
+    "Time to answer one NodeUnprepareResources call, by result (error: at least one claim answered with an error)";
+
 std::string claim_text(const drapb::Claim& c) { return "claim " + c.namespace_() + "/" + c.name() + " (" + c.uid() + ")"; }
 
 void fill_devices(const PreparedClaim& claim, drapb::NodePrepareResourceResponse& out) {
@@ -54,15 +60,27 @@ std::string claim_path(std::string_view ns, std::string_view name) {
 }
 
 DraService::DraService(DraServiceConfig config, kube::Api& api, DeviceScanFn scan, SafeDir plugin_dir, SafeDir cdi_dir,
-                       Checkpoint checkpoint)
+                       Checkpoint checkpoint, common::metrics::Registry* metrics)
     : config_(std::move(config)),
       api_(api),
       scan_(std::move(scan)),
       plugin_dir_(std::move(plugin_dir)),
       cdi_dir_(std::move(cdi_dir)),
-      checkpoint_(std::move(checkpoint)) {}
+      checkpoint_(std::move(checkpoint)) {
+  if (metrics == nullptr) return;
+  auto& r = *metrics;
+  const auto buckets = dra_latency_buckets();
+  prepare_latency_.ok = &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "ok"}});
+  prepare_latency_.error =
+      &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "error"}});
+  unprepare_latency_.ok =
+      &r.histogram("erdma_agent_dra_unprepare_duration_seconds", kUnprepareHelp, buckets, {{"result", "ok"}});
+  unprepare_latency_.error =
+      &r.histogram("erdma_agent_dra_unprepare_duration_seconds", kUnprepareHelp, buckets, {{"result", "error"}});
+}
 
-Result<std::unique_ptr<DraService>> DraService::open(DraServiceConfig config, kube::Api& api, DeviceScanFn scan) {
+Result<std::unique_ptr<DraService>> DraService::open(DraServiceConfig config, kube::Api& api, DeviceScanFn scan,
+                                                     common::metrics::Registry* metrics) {
   ERDMA_TRY_ASSIGN(SafeDir plugin_dir, SafeDir::open(config.plugin_dir, true));
   ERDMA_TRY_ASSIGN(SafeDir cdi_dir, SafeDir::open(config.cdi_dir, true));
   const std::string file(kCheckpointFile);
@@ -86,7 +104,7 @@ Result<std::unique_ptr<DraService>> DraService::open(DraServiceConfig config, ku
     }
   }
   std::unique_ptr<DraService> service(new DraService(std::move(config), api, std::move(scan), std::move(plugin_dir),
-                                                     std::move(cdi_dir), std::move(checkpoint)));
+                                                     std::move(cdi_dir), std::move(checkpoint), metrics));
   ERDMA_TRY_ASSIGN(const auto names, service->cdi_dir_.list());
   for (const auto& stale : stale_spec_files(service->checkpoint_, names, service->config_.driver)) {
     auto removed = service->cdi_dir_.remove(stale);
@@ -276,7 +294,9 @@ std::string DraService::unprepare_one(const drapb::Claim& c) {
 }
 
 drapb::NodePrepareResourcesResponse DraService::prepare(const drapb::NodePrepareResourcesRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
   drapb::NodePrepareResourcesResponse response;
+  bool ok = true;
   for (const auto& c : request.claims()) {
     // Each claim on its own: an unexpected failure fails that claim, not the claims beside it.
     auto& answer = (*response.mutable_claims())[c.uid()];
@@ -284,13 +304,22 @@ drapb::NodePrepareResourcesResponse DraService::prepare(const drapb::NodePrepare
       answer.clear_devices();
       answer.set_error(claim_text(c) + ": unexpected internal error (the agent's log has it); the kubelet retries");
     }
+    ok = ok && answer.error().empty();
   }
+  prepare_latency_.observe(ok, start);
   return response;
 }
 
 drapb::NodeUnprepareResourcesResponse DraService::unprepare(const drapb::NodeUnprepareResourcesRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
   drapb::NodeUnprepareResourcesResponse response;
-  for (const auto& c : request.claims()) (*response.mutable_claims())[c.uid()].set_error(unprepare_one(c));
+  bool ok = true;
+  for (const auto& c : request.claims()) {
+    std::string error = unprepare_one(c);
+    ok = ok && error.empty();
+    (*response.mutable_claims())[c.uid()].set_error(std::move(error));
+  }
+  unprepare_latency_.observe(ok, start);
   return response;
 }
 

@@ -10,6 +10,14 @@
 // (agent/sys/safe_dir.hpp). One mutex serializes the decisions and writes of all calls; the API
 // reads happen outside it. A claim that fails gets its own `error` text; the call fails only for
 // a request that is not one.
+//
+// Latency (when given a metrics registry): erdma_agent_dra_prepare_duration_seconds and
+// erdma_agent_dra_unprepare_duration_seconds, one observation per kubelet call, not per claim.
+// The kubelet sends one NodePrepareResources per pod and driver, holding all of that pod's claims
+// of this driver, and starts no container of the pod before the answer: the call's time is what
+// this driver adds to the pod's start. result="error" when any claim of the call was answered
+// with an error (the kubelet then fails the pod's preparation and retries it); the per-claim
+// outcomes are in the DraCounters (erdma_agent_dra_prepares_total and _unprepares_total).
 #pragma once
 
 #include <cstdint>
@@ -24,9 +32,11 @@
 #include "agent/core/dra_claim.hpp"
 #include "agent/core/plugin_model.hpp"
 #include "agent/core/rdma_device.hpp"
+#include "agent/dra/dra_latency.hpp"
 #include "agent/kube/api.hpp"
 #include "agent/proto/dra_v1.grpc.pb.h"
 #include "agent/sys/safe_dir.hpp"
+#include "common/metrics.hpp"
 #include "common/result.hpp"
 
 namespace erdma::agent::dra {
@@ -79,9 +89,11 @@ class DraService final : public drapb::DRAPlugin::Service {
   // removes spec files of this driver that no recorded claim owns. Errors, with nothing deleted:
   // InvalidArgument for a corrupt checkpoint (the message says what is wrong: an operator must
   // look before claims in use are forgotten), those of SafeDir::open for the directories.
-  // `api` and the scan function must outlive the service.
+  // `api` and the scan function must outlive the service. `metrics`, when not null, gets the
+  // two latency histograms (registered here) and must outlive the service too.
   [[nodiscard]] static Result<std::unique_ptr<DraService>> open(DraServiceConfig config, kube::Api& api,
-                                                                DeviceScanFn scan);
+                                                                DeviceScanFn scan,
+                                                                common::metrics::Registry* metrics = nullptr);
 
   // The RPCs as plain calls: an answer for every claim of the request. Thread-safe.
   [[nodiscard]] drapb::NodePrepareResourcesResponse prepare(const drapb::NodePrepareResourcesRequest& request);
@@ -101,7 +113,7 @@ class DraService final : public drapb::DRAPlugin::Service {
 
  private:
   DraService(DraServiceConfig config, kube::Api& api, DeviceScanFn scan, SafeDir plugin_dir, SafeDir cdi_dir,
-             Checkpoint checkpoint);
+             Checkpoint checkpoint, common::metrics::Registry* metrics);
 
   // One claim; the answer's error is empty on success. Takes the mutex for the decision.
   drapb::NodePrepareResourceResponse prepare_one(const drapb::Claim& claim);
@@ -118,6 +130,8 @@ class DraService final : public drapb::DRAPlugin::Service {
   SafeDir plugin_dir_;
   SafeDir cdi_dir_;
   std::vector<std::string> removed_at_start_;
+  LatencyByResult prepare_latency_;    // null members without a registry
+  LatencyByResult unprepare_latency_;
 
   mutable std::mutex mu_;
   Checkpoint checkpoint_;

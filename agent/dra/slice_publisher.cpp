@@ -16,6 +16,10 @@ using common::JsonKind;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
+constexpr const char* kPublishHelp =
+    "Time of one publish of the node's ResourceSlices (list, plan, create, update, delete; conflict rounds "
+    "included), by result";
+
 // metadata.name of one of the wanted slices (build_slices' own output: always there).
 std::string wanted_name(const json& slice) {
   return JsonAt(slice, "ResourceSlice").path("metadata.name").if_string().value_or("");
@@ -50,9 +54,17 @@ Result<bool> slice_event_needs_publish(const json& event, const std::vector<json
   return node == node_name && slice_driver == driver;
 }
 
-SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options)
+SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options,
+                               common::metrics::Registry* metrics)
     : api_(api), wanted_fn_(std::move(wanted)), options_(std::move(options)),
-      list_path_(node_slices_path(options_.node_name, options_.driver)) {}
+      list_path_(node_slices_path(options_.node_name, options_.driver)) {
+  if (metrics == nullptr) return;
+  auto& r = *metrics;
+  const auto buckets = dra_latency_buckets();
+  publish_latency_.ok = &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "ok"}});
+  publish_latency_.error =
+      &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "error"}});
+}
 
 SlicePublisher::~SlicePublisher() { stop(); }
 
@@ -62,6 +74,13 @@ Result<PublishSummary> SlicePublisher::publish_once() {
 }
 
 Result<PublishSummary> SlicePublisher::publish_locked() {
+  const auto start = Clock::now();
+  auto result = publish_rounds();
+  publish_latency_.observe(result.ok(), start);
+  return result;
+}
+
+Result<PublishSummary> SlicePublisher::publish_rounds() {
   ERDMA_TRY_ASSIGN(SliceSet wanted, wanted_fn_());
   PublishSummary summary;
   summary.notes = wanted.notes;

@@ -2,6 +2,10 @@
 // when asked (devices changed), on a periodic resync, and within seconds of someone else editing
 // or deleting one (a watch on the node's slices). The decisions are plan_slices'
 // (agent/core/dra_slices.hpp); this is the shell that lists, executes and retries.
+//
+// Latency (when given a metrics registry): erdma_agent_dra_publish_duration_seconds, one
+// observation per publish (the loop's and publish_once's alike, the resyncs that write nothing
+// included), by result: how long a device change takes to reach the scheduler's view.
 #pragma once
 
 #include <chrono>
@@ -17,8 +21,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/core/dra_slices.hpp"
+#include "agent/dra/dra_latency.hpp"
 #include "agent/kube/api.hpp"
 #include "common/contract.hpp"
+#include "common/metrics.hpp"
 #include "common/repeat_filter.hpp"
 #include "common/result.hpp"
 
@@ -80,8 +86,10 @@ class SlicePublisher {
   // The slices wanted now; called once per publish (build_slices over the latest scan).
   using WantedFn = std::function<Result<SliceSet>()>;
 
-  // `api` must outlive the publisher; so must whatever `wanted` uses.
-  SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options);
+  // `api` must outlive the publisher; so must whatever `wanted` uses, and `metrics` when not
+  // null (the publish latency histogram is registered there).
+  SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options,
+                 common::metrics::Registry* metrics = nullptr);
   ~SlicePublisher();  // stop()
   SlicePublisher(const SlicePublisher&) = delete;
   SlicePublisher& operator=(const SlicePublisher&) = delete;
@@ -111,12 +119,15 @@ class SlicePublisher {
   void run_loop();
   void run_watch(std::stop_token stop);
   void request(std::chrono::milliseconds delay, bool repair);
+  // Under publish_mu_: one publish, timed.
   Result<PublishSummary> publish_locked();
+  Result<PublishSummary> publish_rounds();
 
   kube::Api& api_;
   WantedFn wanted_fn_;
   const SlicePublisherOptions options_;
   const std::string list_path_;
+  LatencyByResult publish_latency_;  // null members without a registry
 
   std::mutex publish_mu_;  // one publish at a time
 

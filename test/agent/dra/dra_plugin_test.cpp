@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "test/eventually.hpp"
+#include "test/exposition.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 
 namespace erdma::agent::dra {
@@ -193,15 +194,16 @@ std::vector<RdmaDevice> cards() {
           make_device("erdma_1", "uverbs1", 0, PortState::Active, "eth1")};
 }
 
-// The plugin, started, with a map API and the two fake cards.
+// The plugin, started, with a map API, the two fake cards and a metrics registry.
 struct Fixture {
   Dirs dirs;
   MapApi api;
+  common::metrics::Registry registry;
   std::unique_ptr<DraKubeletPlugin> plugin;
   std::unique_ptr<Kubelet> kubelet;
   Fixture() { start(); }
   void start() {
-    plugin = std::make_unique<DraKubeletPlugin>(dirs.config(), api, [] { return cards(); });
+    plugin = std::make_unique<DraKubeletPlugin>(dirs.config(), api, [] { return cards(); }, &registry);
     const auto s = plugin->start();
     REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
     kubelet = std::make_unique<Kubelet>(dirs.config());
@@ -376,6 +378,53 @@ TEST_CASE("a spec file gone while the claim is recorded (reboot empties /var/run
   const auto again = f.kubelet->prepare({ref(12)});
   CHECK(again.claims().at(uid(12)).error().empty());
   CHECK(fs::exists(f.dirs.spec(12)));
+}
+
+TEST_CASE("latency histograms: one observation per kubelet call, result=\"error\" when a claim of it failed") {
+  Fixture f;
+  const auto prepares = [&](const std::string& result) {
+    return erdma::testing::sample(f.registry, "erdma_agent_dra_prepare_duration_seconds_count{result=\"" + result + "\"}");
+  };
+  const auto unprepares = [&](const std::string& result) {
+    return erdma::testing::sample(f.registry, "erdma_agent_dra_unprepare_duration_seconds_count{result=\"" + result + "\"}");
+  };
+  // Registered at start, before any call: the dashboard and the alert see zeros, not nothing.
+  CHECK(prepares("ok") == 0);
+  CHECK(prepares("error") == 0);
+  CHECK(unprepares("ok") == 0);
+  CHECK(unprepares("error") == 0);
+
+  f.api.put(claim(30, json::array({result("r", "erdma-0")})));
+  f.api.put(claim(31, json::array({result("r", "erdma-1")})));
+  const auto two = f.kubelet->prepare({ref(30), ref(31)});
+  REQUIRE(two.claims().at(uid(30)).error().empty());
+  REQUIRE(two.claims().at(uid(31)).error().empty());
+  CHECK(prepares("ok") == 1);  // two claims, one call: one pod's wait
+  CHECK(prepares("error") == 0);
+  CHECK(erdma::testing::sample(f.registry, "erdma_agent_dra_prepare_duration_seconds_bucket{result=\"ok\",le=\"+Inf\"}") == 1);
+
+  // A claim the API server does not have, beside one it has: the pod does not start, so the
+  // call counts as an error.
+  f.api.put(claim(32, json::array({result("r", "erdma-0")})));
+  const auto mixed = f.kubelet->prepare({ref(32), ref(33)});
+  CHECK(mixed.claims().at(uid(32)).error().empty());
+  CHECK_FALSE(mixed.claims().at(uid(33)).error().empty());
+  CHECK(prepares("ok") == 1);
+  CHECK(prepares("error") == 1);
+
+  const auto un = f.kubelet->unprepare({ref(30)});
+  CHECK(un.claims().at(uid(30)).error().empty());
+  CHECK(unprepares("ok") == 1);
+  CHECK(unprepares("error") == 0);
+
+  // A directory where claim 31's spec file was: removing the spec fails, the claim stays prepared.
+  REQUIRE(fs::remove(f.dirs.spec(31)));
+  REQUIRE(fs::create_directory(f.dirs.spec(31)));
+  const auto failed = f.kubelet->unprepare({ref(31)});
+  CHECK(failed.claims().at(uid(31)).error().find("removing its CDI spec failed") != std::string::npos);
+  CHECK(unprepares("ok") == 1);
+  CHECK(unprepares("error") == 1);
+  CHECK(f.plugin->service()->checkpoint().claims.count(uid(31)) == 1);
 }
 
 TEST_CASE("start: a corrupt checkpoint refuses to start and deletes nothing, stale specs are removed") {

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include "test/eventually.hpp"
+#include "test/exposition.hpp"
 #include "test/fakes/fake_kube_api.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 
@@ -58,6 +59,11 @@ std::string slice_path(size_t index) { return kCollection + "/" + slice_name("no
 
 int64_t generation_of(const json& slice) { return slice["spec"]["pool"]["generation"].get<int64_t>(); }
 
+// Observations of erdma_agent_dra_publish_duration_seconds with this result, as exposed.
+double publishes_timed(const common::metrics::Registry& registry, const std::string& result) {
+  return erdma::testing::sample(registry, "erdma_agent_dra_publish_duration_seconds_count{result=\"" + result + "\"}");
+}
+
 TEST_CASE("publish_once: the first publish creates, the second writes nothing") {
   FakeKubeApi api;
   Node node;
@@ -81,6 +87,23 @@ TEST_CASE("publish_once: the first publish creates, the second writes nothing") 
   REQUIRE(calls.size() == 1);
   CHECK(calls[0].verb == "GET");
   CHECK(calls[0].path == kCollection + "?fieldSelector=spec.nodeName%3Dnode-a%2Cspec.driver%3Derdma.aliyun.com");
+}
+
+TEST_CASE("publish latency: each publish is one observation, a failed one under result=\"error\"") {
+  FakeKubeApi api;
+  Node node;
+  node.set_cards(1);
+  common::metrics::Registry registry;
+  SlicePublisher publisher(api, node.wanted(), options(), &registry);
+  CHECK(publishes_timed(registry, "ok") == 0);
+  CHECK(publishes_timed(registry, "error") == 0);
+  REQUIRE(publisher.publish_once().ok());
+  CHECK(publishes_timed(registry, "ok") == 1);
+  CHECK(publishes_timed(registry, "error") == 0);
+  api.fail_next(1, make_error(ErrorCode::Unavailable, "GET: connection refused"), "GET");
+  REQUIRE_FALSE(publisher.publish_once().ok());
+  CHECK(publishes_timed(registry, "ok") == 1);
+  CHECK(publishes_timed(registry, "error") == 1);
 }
 
 TEST_CASE("publish_once: a device change updates the slice with a higher pool generation") {
@@ -332,7 +355,8 @@ TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds, the wat
   node.set_cards(1);
   api.fail_next(3, make_error(ErrorCode::Unavailable, "GET: connection refused"), "GET");
   api.fail_next(2, make_error(ErrorCode::Unavailable, "WATCH: connection refused"), "WATCH");
-  SlicePublisher publisher(api, node.wanted(), options());
+  common::metrics::Registry registry;
+  SlicePublisher publisher(api, node.wanted(), options(), &registry);
   const auto start = std::chrono::steady_clock::now();
   publisher.start();
   // The stats are updated once the publish returns, after its writes.
@@ -346,6 +370,10 @@ TEST_CASE("the loop: Unavailable backs off exponentially, then succeeds, the wat
   CHECK(took >= std::chrono::milliseconds(20 + 40 + 80));  // 20, 40, then the 80 ms cap
   REQUIRE(eventually([&] { return api.open_watches() == 1; }));
   publisher.stop();
+  // The loop's publishes are timed as publish_once's are: one observation each.
+  const auto after = publisher.stats();
+  CHECK(publishes_timed(registry, "error") == 3);
+  CHECK(publishes_timed(registry, "ok") == static_cast<double>(after.publishes_ok));
 }
 
 TEST_CASE("the loop: a watch ended by the server or by 410 Gone is opened again and the state checked") {
