@@ -36,6 +36,11 @@ GRAFANA_VARS = {"$__rate_interval": "1m", "$__range": "5m", "$node": ".*"}
 # The families a histogram's samples come in.
 HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
+# The agent exports these only with its DRA driver on (dra.enabled), which needs an API server;
+# the live test's agent has none. Their names are checked against the sources (test_rules.py),
+# their labels by the agent's unit tests (agent_dra_test, agent_kube_test).
+DRA_ONLY_PREFIX = "erdma_agent_dra_"
+
 
 def find_tool(name):
     """Debian's prometheus package puts both binaries in /usr/bin."""
@@ -104,6 +109,12 @@ _NAME = re.compile(r"\b(erdma_[a-z0-9_]+)\b")
 def metric_names(expr):
     """The erdma_* series names an expression selects (up is checked through the jobs)."""
     return set(_NAME.findall(expr))
+
+
+def dra_only(names):
+    """True when `names` (erdma_* metric names) is not empty and each is one the agent exports only
+    with its DRA driver on."""
+    return bool(names) and all(n.startswith(DRA_ONLY_PREFIX) for n in names)
 
 
 def used_metric_names():

@@ -31,6 +31,12 @@ Every alert of the rules fires in some phase. Besides: every metric the rules an
 name is in what the running programs export (scraped from them), and every dashboard query
 parses and returns data from this Prometheus.
 
+The exception is the DRA driver's series (erdma_agent_dra_*): the agent exports them only with
+the DRA driver on, which needs an API server this test does not run. For them the test checks
+that the agent exports none and that the dashboard's queries over them parse and return nothing;
+their names are checked against the sources by test_rules.py, their labels by the agent's unit
+tests.
+
 Needs root (the network namespace, and the agent's setns for SMC-R), Debian's prometheus and
 /usr/bin/python3 with python3-yaml and python3-prometheus-client. About a minute.
 """
@@ -421,11 +427,18 @@ def main():
         def names_exported():
             exported = {k[0] for k in scrape(WEBHOOK_METRICS)} | {k[0] for k in scrape(AGENT_METRICS)}
             used = mon.used_metric_names()
-            missing = mon.missing_names(used, exported)
+            dra = sorted(n for n in used if mon.dra_only({n}))
+            # The DRA driver is off here, so its names are left out below: none may be exported.
+            expect(not [n for n in exported if n.startswith(mon.DRA_ONLY_PREFIX)],
+                   "the agent exports DRA series with the DRA driver off: %s" %
+                   sorted(n for n in exported if n.startswith(mon.DRA_ONLY_PREFIX)))
+            missing = mon.missing_names({n: w for n, w in used.items() if n not in dra}, exported)
             expect(not missing, "names the rules or the dashboard use that the programs do not export: %s" % missing)
             # The comparison itself catches a name nobody exports.
             expect(mon.missing_names({"erdma_agent_devicez": ["x"]}, exported), "a wrong name passed")
-            print("    %d names used, all among the %d sample names the two programs export" % (len(used), len(exported)))
+            print("    %d names used, all among the %d sample names the two programs export" %
+                  (len(used) - len(dra), len(exported)))
+            print("    not exported without the DRA driver (no API server here): %s" % ", ".join(dra))
         suite.check("every metric the rules and the dashboard name is exported by the running programs", names_exported)
 
         # -- faults
@@ -480,9 +493,13 @@ def main():
         run_phase("faults: each fires its alert, the device and availability alerts stay silent", faults)
 
         def dashboard_returns_data():
-            nan_only = []
+            nan_only, dra = [], []
             for title, ref, q in mon.dashboard_queries():
                 result = query(q)
+                if mon.dra_only(mon.metric_names(q)):
+                    expect(not result, "panel %r query %s returns data with the DRA driver off: %s" % (title, ref, result))
+                    dra.append("%s %s" % (title, ref))
+                    continue
                 expect(result, "panel %r query %s returns nothing: %s" % (title, ref, q))
                 if all(s["value"][1] == "NaN" for s in result):
                     nan_only.append("%s %s" % (title, ref))
@@ -490,7 +507,8 @@ def main():
                 values = api("label/%s/values" % label, **{"match[]": metric})["data"]
                 expect(NODE in values, "variable $%s: label_values(%s, %s) = %s" % (name, metric, label, values))
             print("    %d queries return series, %d variable(s) their values" %
-                  (len(mon.dashboard_queries()), len(mon.variable_queries())))
+                  (len(mon.dashboard_queries()) - len(dra), len(mon.variable_queries())))
+            print("    parse, and return nothing without the DRA driver: %s" % "; ".join(dra))
             if nan_only:
                 # Histograms of configured SMC-R pod setups: no kernel SMC here, so none is configured.
                 print("    series with no observations yet (NaN quantiles): %s" % "; ".join(nan_only))
