@@ -157,7 +157,8 @@ def main():
             for what, old, new in (("a 1-day certificate threshold", "/ 86400 < 14 > 0", "/ 86400 < 1 > 0"),
                                    ("ErdmaAgentDown after 50 minutes", 'up{job="erdma-agent"} == 0\n    for: 5m\n',
                                     'up{job="erdma-agent"} == 0\n    for: 50m\n'),
-                                   ("refusals matched as outcome=\"refused\"", 'outcome="rejected"', 'outcome="refused"')):
+                                   ("refusals matched as outcome=\"refused\"", 'outcome="rejected"', 'outcome="refused"'),
+                                   ("a 10-second DRA prepare threshold", "[10m]))) > 5\n", "[10m]))) > 10\n")):
                 expect(text.count(old) == 1, "the rules file has no single %r to change" % old)
                 path = os.path.join(w, "changed.rules.yaml")
                 with open(path, "w") as f:
