@@ -105,6 +105,7 @@ std::string_view to_string(SmcrVerdict v) noexcept {
   switch (v) {
     case SmcrVerdict::Expected: return "expected";
     case SmcrVerdict::WillFallBack: return "will-fall-back";
+    case SmcrVerdict::WillBreak: return "will-break";
     case SmcrVerdict::Unknown: return "unknown";
   }
   return "unknown";
@@ -123,6 +124,7 @@ std::string_view to_string(SmcrReason r) noexcept {
     case SmcrReason::LowerNotRdmaNetdev: return "lower-not-rdma-netdev";
     case SmcrReason::LowerDeviceUnknown: return "lower-device-unknown";
     case SmcrReason::IpvlanSoftroceRouting: return "ipvlan-softroce-routing";
+    case SmcrReason::IpvlanSoftroceLinkBreaks: return "ipvlan-softroce-link-breaks";
     case SmcrReason::IpvlanOnRdmaNetdev: return "ipvlan-on-rdma-netdev";
     case SmcrReason::IpvlanPodSubnetDiffers: return "ipvlan-pod-subnet-differs";
     case SmcrReason::PodRdmaDevice: return "pod-rdma-device";
@@ -147,6 +149,7 @@ SmcrVerdict verdict_of(SmcrReason r) noexcept {
     case SmcrReason::VethNodeSubnetRoute:
     case SmcrReason::LowerNotRdmaNetdev:
     case SmcrReason::IpvlanSoftroceRouting: return SmcrVerdict::WillFallBack;
+    case SmcrReason::IpvlanSoftroceLinkBreaks: return SmcrVerdict::WillBreak;
     case SmcrReason::PodInterfaceMissing:
     case SmcrReason::LowerDeviceUnknown:
     case SmcrReason::IpvlanPodSubnetDiffers:
@@ -271,8 +274,24 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
     if (it != f.rdma.end()) {
       // pnet_find_base_ndev() reaches the RDMA netdev; roce_gid_mgmt gives the pod IP its own GID.
       const bool in_lower_subnet = netdev_contains(*it, src);
+      if (it->kind == RdmaDriverKind::Rxe && f.kernel_major >= 7 && in_lower_subnet) {
+        // Measured on 7.3 (test/cluster/vm-nodes.sh, namespace ipvlan-rxe): the client's link to the
+        // server's pod GID comes up and the client enters SMC-R, but RoCE traffic to the server
+        // pod's address never reaches the server's rxe (rxe0's counters: nothing received), so the
+        // server declines after the confirm-link timeout while the client's writes go unanswered
+        // until the link is given up and its connection aborts.
+        return make(SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server,
+                    ifname + " is a " + kind + " on " + f.lower + " with Soft-RoCE (" + it->ib_device +
+                        "): on this kernel the client's SMC-R link comes up but RoCE traffic to the server pod's "
+                        "address is not received, so the server falls back (TIMEOUT_CL) while the client stays "
+                        "on SMC-R and its connections abort (ECONNABORTED once its send buffer is full); do not "
+                        "annotate these pods: use hostNetwork, an RDMA device of the pod's own, or a real eRDMA "
+                        "device");
+      }
       if (it->kind == RdmaDriverKind::Rxe) {
-        // rxe_find_route4() routes in init_net with the pod's GID as source: not local there.
+        // rxe_find_route4() routes in init_net with the pod's GID as source: not local there
+        // (measured on 6.12: the server declines TIMEOUT_CL, and the client, told so, falls back
+        // too with PEERDECL; the connection goes on over TCP).
         return make(SmcrReason::IpvlanSoftroceRouting, in_lower_subnet ? "TIMEOUT_CL" : "", SmcrSide::Server,
                     ifname + " is a " + kind + " on " + f.lower + " with Soft-RoCE (" + it->ib_device +
                         "): the SMC handshake passes, but rxe routes and receives only in the node's netns, so link "

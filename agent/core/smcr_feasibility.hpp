@@ -76,7 +76,9 @@ struct SmcrPodFacts {
 
 
 
-enum class SmcrVerdict { Expected, WillFallBack, Unknown };
+// WillBreak: SMC-R forms at one end only, and that end's connections abort (the application sees
+// an error, not a fallback): worse than TCP.
+enum class SmcrVerdict { Expected, WillFallBack, WillBreak, Unknown };
 [[nodiscard]] std::string_view to_string(SmcrVerdict v) noexcept;
 
 // Stable reason names (metric label values, log fields, smc-status).
@@ -91,7 +93,8 @@ enum class SmcrReason {
   VethNodeSubnetRoute,         // veth, pod IP in the node subnet: the server's route check fails
   LowerNotRdmaNetdev,          // ipvlan/macvlan on a netdev without RDMA
   LowerDeviceUnknown,          // ipvlan/macvlan whose lower device is not in the node's netns
-  IpvlanSoftroceRouting,       // ipvlan/macvlan on rxe: rxe routes only in init_net
+  IpvlanSoftroceRouting,       // ipvlan/macvlan on rxe before 7.x: rxe routes only in init_net
+  IpvlanSoftroceLinkBreaks,    // ipvlan/macvlan on rxe, 7.x: the client's link comes up, the server's does not
   IpvlanOnRdmaNetdev,          // ipvlan/macvlan on the RDMA netdev, pod IP in its subnet
   IpvlanPodSubnetDiffers,      // ipvlan/macvlan on the RDMA netdev, pod IP in another subnet
   PodRdmaDevice,               // the pod interface carries an RDMA device of its own, in the pod's netns
@@ -106,7 +109,8 @@ inline constexpr SmcrReason kAllSmcrReasons[] = {
     SmcrReason::NoPodPnetEntry,      SmcrReason::VethNodeSubnetRoute,   SmcrReason::LowerNotRdmaNetdev,
     SmcrReason::LowerDeviceUnknown,  SmcrReason::IpvlanSoftroceRouting, SmcrReason::IpvlanOnRdmaNetdev,
     SmcrReason::IpvlanPodSubnetDiffers, SmcrReason::PodRdmaDevice,      SmcrReason::PodSoftroceInitialNetns,
-    SmcrReason::PodInterfaceKindOther,  SmcrReason::RoceV1Possible,     SmcrReason::FactsUnavailable};
+    SmcrReason::PodInterfaceKindOther,  SmcrReason::RoceV1Possible,     SmcrReason::FactsUnavailable,
+    SmcrReason::IpvlanSoftroceLinkBreaks};
 // "host-network", "no-rdma-netdev", ... (kebab case).
 [[nodiscard]] std::string_view to_string(SmcrReason r) noexcept;
 // The verdict a reason always comes with (each reason has exactly one).

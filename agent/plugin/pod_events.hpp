@@ -20,6 +20,7 @@ class PodEventSink {
 
 // The Events the SMC-R pod setup posts: reason words, stable (users filter on them).
 inline constexpr std::string_view kEventSmcrWillFallBack = "SmcrWillFallBack";
+inline constexpr std::string_view kEventSmcrWillBreak = "SmcrWillBreak";
 inline constexpr std::string_view kEventSmcrSetupFailed = "SmcrSetupFailed";
 // The DRA driver's: a claim of the pod prepared on the node (Normal), naming the model and cards.
 inline constexpr std::string_view kEventClaimPrepared = "ErdmaClaimPrepared";

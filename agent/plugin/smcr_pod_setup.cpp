@@ -342,9 +342,11 @@ void SmcrPodSetup::forget(const std::string& sandbox_id) {
 void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool count_result) {
   if (metrics_ != nullptr && count_result) metrics_->pod_setup(o.result).inc();
   if (metrics_ != nullptr && o.prediction) metrics_->pod_prediction(o.prediction->reason).inc();
-  // A pod whose SMC-R will fall back to TCP is degraded, not failed: say it, never silently.
+  // A pod whose SMC-R will fall back to TCP is degraded, not failed: say it, never silently. One
+  // whose connections SMC-R will break is worse than TCP: say that louder.
+  const bool breaks = o.prediction && o.prediction->verdict == SmcrVerdict::WillBreak;
   const bool bad = o.result == PodSetupResult::Failed || o.result == PodSetupResult::Timeout ||
-                   o.result == PodSetupResult::HostNetnsRefused ||
+                   o.result == PodSetupResult::HostNetnsRefused || breaks ||
                    (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack);
   const bool quiet = o.result == PodSetupResult::NotRequested;
   auto line = bad ? log::warn("SMC-R pod setup") : quiet ? log::debug("SMC-R pod setup") : log::info("SMC-R pod setup");
@@ -371,7 +373,11 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool co
   }
   PodEventSink* events = events_.load();
   if (events != nullptr && bad && !o.pod.empty()) {
-    if (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack) {
+    if (breaks) {
+      events->warning(o.pod, kEventSmcrWillBreak,
+                       "SMC-R will break this pod's connections (" + std::string(to_string(o.prediction->reason)) +
+                           "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
+    } else if (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack) {
       events->warning(o.pod, kEventSmcrWillFallBack,
                        "SMC-R will fall back to TCP (" + std::string(to_string(o.prediction->reason)) +
                            "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");

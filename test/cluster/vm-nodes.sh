@@ -260,10 +260,12 @@ done
 # CNI step skips). The ipvlan pair goes first: its client must not find a link group the
 # hostNetwork pair left between the nodes' cards (docs/smcr-pod-networks.md, the trap).
 phase "other layouts: ipvlan on the node's RDMA netdev, hostNetwork, veth pods without a device of their own"
-# pair NS NAME HOSTNET PORT: a server pod on VM1 and a client pod on VM2, both annotated; the client
-# sends 16 MiB to the server and holds the connection. Files: $work/NAME-{server,client}.yaml
+# pair NS NAME HOSTNET PORT [aborted]: a server pod on VM1 and a client pod on VM2, both annotated;
+# the client sends 16 MiB to the server and holds the connection. Succeeds when they arrive intact,
+# or with "aborted" when the client's send fails with ECONNABORTED instead (a layout whose SMC-R
+# link works one way only). Files: $work/NAME-{server,client}.yaml
 pair() {
-  local ns=$1 name=$2 hostnet=$3 port=$4 ip
+  local ns=$1 name=$2 hostnet=$3 port=$4 outcome=${5:-intact} ip
   cat >"$work/$name-server.yaml" <<EOT
 apiVersion: v1
 kind: Pod
@@ -284,6 +286,12 @@ EOT
     -e "s|command: .*|command: [tcp-bulk, send, --to, \"$ip:$port\", --bytes, 16M, --hold, \"120\", --timeout, \"300\"]}|" \
     -e 's/terminationGracePeriodSeconds: 1/restartPolicy: Never/' "$work/$name-server.yaml" >"$work/$name-client.yaml"
   kubectl apply -f "$work/$name-client.yaml" >/dev/null || return 1
+  if [ "$outcome" = aborted ]; then
+    aborted() { kubectl -n "$1" logs "$2" 2>/dev/null | grep -q 'ECONNABORTED'; }
+    wait_for 240 aborted "$ns" "$name-client" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
+    ! kubectl -n "$ns" logs "$name-client" | tee /dev/stderr | grep -q '"match":true'
+    return
+  fi
   sent() { kubectl -n "$1" logs "$2" 2>/dev/null | grep -q '"match":true'; }
   wait_for 240 sent "$ns" "$name-client" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
   kubectl -n "$ns" logs "$name-client"
@@ -292,8 +300,9 @@ EOT
 # ("prediction: VERDICT (REASON) ... [kernel: DECLINE at the SIDE]"), then a row a socket ("MODE DETAIL...")
 status_of() { kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$2/$3"; }
 # held_to_kernel NS NAME PORT WANT: the client NAME-client's prediction must be WANT ("VERDICT
-# REASON"), and the kernel must have done what it says: SMCR on the client's row when expected,
-# else on the predicted side exactly the predicted decline, and TCP in smcss inside the client.
+# REASON"), and the kernel must have done what it says: SMCR on the client's row when expected;
+# else on the predicted side exactly the predicted decline, and inside the client TCP in smcss
+# (will-fall-back) or SMCR, the client alone on SMC-R (will-break).
 held_to_kernel() {
   local ns=$1 name=$2 port=$3 want=$4 predicted verdict reason decline side kernel
   status_of "$VM2" "$ns" "$name-client" >"$work/$name.status" 2>&1
@@ -314,16 +323,31 @@ held_to_kernel() {
   kernel=$(awk -v p=":$port\$" '$2 == "TCP" && ($3 ~ p || $4 ~ p) {print $5; exit}' "$work/$name-side.status")
   echo "$name: predicted $verdict ($reason), $decline at the $side; the kernel at the $side: ${kernel:-no fallback row}"
   check "the kernel fell back as predicted for $name: $decline at the $side (got ${kernel:-none})" test -n "$decline" -a "$kernel" = "$decline"
-  check "smcss inside the $name client shows TCP for the connection" bash -c "$(declare -f kubectl bounded)
-    kubectl -n $ns exec $name-client -- smcss -R | tee /dev/stderr | awk '\$5 ~ /:$port\$/ && \$7 == \"TCP\" {f = 1} END {exit !f}'"
+  local mode=TCP
+  [ "$verdict" = will-break ] && mode=SMCR
+  check "smcss inside the $name client shows $mode for the connection" bash -c "$(declare -f kubectl bounded)
+    kubectl -n $ns exec $name-client -- smcss -R | tee /dev/stderr | awk '\$5 ~ /:$port\$/ && \$7 == \"$mode\" {f = 1} END {exit !f}'"
 }
 
 must "namespace ipvlan-rxe opted in (the CNI step gives its pods an ipvlan on the node's eth0)" bash -c "
   kubectl create namespace ipvlan-rxe >/dev/null && kubectl label namespace ipvlan-rxe erdma-injection=enabled >/dev/null"
-must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: 16 MiB arrive intact" pair ipvlan-rxe ipvlan false 8070
+# Measured on this kernel: the client's SMC-R link comes up, RoCE traffic to the server pod's
+# address never reaches the server's rxe, the server falls back (TIMEOUT_CL) and the client's send
+# aborts. The agent predicts exactly that, and warns.
+before_rx=$("$CLUSTER" exec --node "$VM1" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "rcvd_bytes") v = $(i + 1)} END {print v + 0}')
+must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: the client's send aborts (ECONNABORTED)" \
+  pair ipvlan-rxe ipvlan false 8070 aborted
 check "the ipvlan server's pod IP is in the node subnet (10.255.1.110-117 on $VM1)" bash -c "
   kubectl -n ipvlan-rxe get pod ipvlan-server -o jsonpath='{.status.podIP}' | tee /dev/stderr | grep -Eq '^10\.255\.1\.11[0-7]\$'"
-held_to_kernel ipvlan-rxe ipvlan 8070 "${IPVLAN_WANT:-will-fall-back ipvlan-softroce-routing}"
+held_to_kernel ipvlan-rxe ipvlan 8070 "will-break ipvlan-softroce-link-breaks"
+check "RDMA counters: $VM1's card rxe0 received nothing for the ipvlan pair (rcvd_bytes still $before_rx)" bash -c "
+  v=\$('$CLUSTER' exec --node $VM1 'rdma statistic show link rxe0/1' | tee /dev/stderr |
+    awk '{for (i = 1; i < NF; i++) if (\$i == \"rcvd_bytes\") v = \$(i + 1)} END {print v + 0}'); [ \"\$v\" -eq $before_rx ]"
+# Without the DRA driver the agent has no Event writer: its warning log line at the client's start
+# says it (docs/smcr-pod-networks.md).
+check "the agent warned at the ipvlan client's start: will-break (ipvlan-softroce-link-breaks)" bash -c "
+  kubectl -n erdma-system logs $(agent_on "$VM2") | grep '\"SMC-R pod setup\"' | grep -F '\"pod\":\"ipvlan-rxe/ipvlan-client\"' |
+    tail -n 1 | tee /dev/stderr | grep '\"level\":\"warn\"' | grep -q '\"smcr\":\"will-break\",\"smcr_reason\":\"ipvlan-softroce-link-breaks\"'"
 kubectl delete namespace ipvlan-rxe --wait=false >/dev/null
 
 before_rxe0=$("$CLUSTER" exec --node "$VM2" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "sent_bytes") v = $(i + 1)} END {print v + 0}')

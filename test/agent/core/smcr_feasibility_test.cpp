@@ -78,6 +78,7 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
   const auto V = SmcrVerdict::WillFallBack;
   const auto E = SmcrVerdict::Expected;
   const auto U = SmcrVerdict::Unknown;
+  const auto B = SmcrVerdict::WillBreak;
   const std::vector<Case> cases = {
       // Two-VM experiment, baseline: init_net to init_net forms SMC-R v2.
       {"hostNetwork on rxe", with(pod(K::Rxe, L::Missing, {}), [](auto& f) { f.host_network = true; }), E,
@@ -118,6 +119,23 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
        SmcrReason::IpvlanSoftroceRouting, "TIMEOUT_CL", SmcrSide::Server},
       {"ipvlan on rxe's netdev, pod IP in another subnet", pod(K::Rxe, L::Ipvlan, {ip("10.99.0.11/24")}, "eth0"), V,
        SmcrReason::IpvlanSoftroceRouting, "", SmcrSide::Server},
+      // Measured on 7.3 (test/cluster/vm-nodes.sh, namespace ipvlan-rxe): the client stays on SMC-R
+      // while the server declines, and the client's connection aborts.
+      {"ipvlan on rxe's netdev, kernel 7", with(pod(K::Rxe, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"),
+                                                [](auto& f) { f.kernel_major = 7; }),
+       B, SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server},
+      {"macvlan on rxe's netdev, kernel 7", with(pod(K::Rxe, L::Macvlan, {ip("10.77.0.11/24")}, "eth0"),
+                                                 [](auto& f) { f.kernel_major = 7; }),
+       B, SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server},
+      {"ipvlan on rxe's netdev, kernel 6: both ends fall back", with(pod(K::Rxe, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"),
+                                                                    [](auto& f) { f.kernel_major = 6; }),
+       V, SmcrReason::IpvlanSoftroceRouting, "TIMEOUT_CL", SmcrSide::Server},
+      {"ipvlan on rxe's netdev, kernel 7, pod IP in another subnet: not measured",
+       with(pod(K::Rxe, L::Ipvlan, {ip("10.99.0.11/24")}, "eth0"), [](auto& f) { f.kernel_major = 7; }), V,
+       SmcrReason::IpvlanSoftroceRouting, "", SmcrSide::Server},
+      {"ipvlan on the eRDMA netdev, kernel 7: the Soft-RoCE rule does not apply",
+       with(pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.kernel_major = 7; }), E,
+       SmcrReason::IpvlanOnRdmaNetdev, "", SmcrSide::None},
       {"ipvlan on the eRDMA netdev", pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), E,
        SmcrReason::IpvlanOnRdmaNetdev, "", SmcrSide::None},
       {"macvlan on the eRDMA netdev", pod(K::Erdma, L::Macvlan, {ip("10.77.0.11/24")}, "eth0"), E,
@@ -227,10 +245,13 @@ TEST_CASE("reason names are stable, distinct and kebab case") {
     CHECK(seen.insert(name).second);
     CHECK(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") == std::string::npos);
   }
-  CHECK(seen.size() == 18);
+  CHECK(seen.size() == 19);
   CHECK(to_string(SmcrReason::PodRdmaDevice) == "pod-rdma-device");
   CHECK(to_string(SmcrReason::VethNodeSubnetRoute) == "veth-node-subnet-route");
   CHECK(to_string(SmcrVerdict::WillFallBack) == "will-fall-back");
+  CHECK(to_string(SmcrVerdict::WillBreak) == "will-break");
+  CHECK(to_string(SmcrReason::IpvlanSoftroceLinkBreaks) == "ipvlan-softroce-link-breaks");
+  CHECK(verdict_of(SmcrReason::IpvlanSoftroceLinkBreaks) == SmcrVerdict::WillBreak);
 }
 
 

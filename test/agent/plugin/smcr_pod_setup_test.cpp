@@ -587,6 +587,43 @@ TEST_CASE("Events: a predicted fall-back and a failed setup are reported on the 
   CHECK(got[1][2].find("SMC-R pod setup failed") == 0);
 }
 
+TEST_CASE("Events: a layout whose SMC-R connections break is reported as SmcrWillBreak") {
+  struct RecordingSink final : PodEventSink {
+    void warning(const std::string& pod, std::string_view reason, const std::string& message) override {
+      std::lock_guard lock(mu);
+      got.push_back({pod, std::string(reason), message});
+    }
+    std::vector<std::vector<std::string>> copy() {
+      std::lock_guard lock(mu);
+      return got;
+    }
+    std::mutex mu;
+    std::vector<std::vector<std::string>> got;
+  };
+  PodHarness h;
+  RecordingSink sink;
+  h.hook->set_event_sink(&sink);
+  // An ipvlan on a Soft-RoCE netdev, pod IP in its subnet, on a 7.x kernel.
+  auto f = veth_pod("10.77.0.11/24");
+  f.kind = PodLinkKind::Ipvlan;
+  f.lower = "eth0";
+  f.lower_in_node_netns = true;
+  f.rdma[0].ib_device = "rxe0";
+  f.rdma[0].kind = RdmaDriverKind::Rxe;
+  f.kernel_major = 7;
+  h.inspector.facts = f;
+  h.add_pod("ns", "web", {"erdma_0-0"});
+  REQUIRE(h.prestart({"erdma_0-0"}).ok());
+  REQUIRE(h.hook->wait_for_predictions(kWait));
+  const auto got = sink.copy();
+  REQUIRE(got.size() == 1);
+  CHECK(got[0][0] == "ns/web");
+  CHECK(got[0][1] == "SmcrWillBreak");
+  CHECK(got[0][2].find("SMC-R will break this pod's connections (ipvlan-softroce-link-breaks)") == 0);
+  CHECK(got[0][2].find("ECONNABORTED") != std::string::npos);
+  CHECK(predictions(h.metrics, SmcrReason::IpvlanSoftroceLinkBreaks) == 1);
+}
+
 TEST_CASE("PreStartContainer answers within kubelet's budget when the runtime hangs") {
   SUBCASE("each call to the runtime is bounded by smcr.callTimeoutMs") {
     PodHarness h(300);
