@@ -123,44 +123,16 @@ Result<std::vector<std::string>> get_namespace_list(const json& obj, std::string
     const std::string p = item_path(path, i);
     if (!item.is_string()) return type_error(item, p, "a string");
     auto ns = item.get<std::string>();
-    if (!is_dns_label(ns)) return error(p, "must be a namespace name (DNS-1123 label), got " + json_quote(ns));
+    ERDMA_TRY(check_name(ns, NameRule::Dns1123Label, p, "a namespace name"));
     out.push_back(std::move(ns));
   }
   return out;
 }
 
-bool is_dns_label(std::string_view s) noexcept {
-  if (s.empty() || s.size() > 63) return false;
-  for (char c : s) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
-  }
-  return s.front() != '-' && s.back() != '-';
-}
-
-bool is_dns_subdomain(std::string_view s) noexcept {
-  if (s.empty() || s.size() > 253) return false;
-  for (size_t start = 0;;) {
-    const size_t dot = s.find('.', start);
-    if (!is_dns_label(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start))) {
-      return false;
-    }
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
-
-bool is_extended_resource_name(std::string_view s) noexcept {
-  const auto slash = s.find('/');
-  if (slash == std::string_view::npos || s.find('/', slash + 1) != std::string_view::npos) return false;
-  const auto domain = s.substr(0, slash);
-  const auto name = s.substr(slash + 1);
-  if (!is_dns_subdomain(domain) || domain == "kubernetes.io" || domain.ends_with(".kubernetes.io")) return false;
-  if (name.empty() || name.size() > 63) return false;
-  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); };
-  if (!std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; })) {
-    return false;
-  }
-  return alnum(name.front()) && alnum(name.back());
+Status check_name(std::string_view value, NameRule rule, std::string_view key, std::string_view role) {
+  const NameCheck check = common::check_name(rule, value);
+  if (check.ok()) return {};
+  return error(key, json_quote(value) + " " + describe(check, role));
 }
 
 Status check_abs_path(std::string_view p, std::string_view key) {

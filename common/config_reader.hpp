@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/k8s_names.hpp"
 #include "common/result.hpp"
 
 namespace erdma::common::config {
@@ -50,15 +51,16 @@ using nlohmann::json;
 [[nodiscard]] Result<std::vector<std::string>> get_string_list(const json& obj, std::string_view key,
                                                                std::string_view path, std::vector<std::string> fallback);
 
-// A list of namespace names (each a DNS-1123 label).
+// A list of namespace names (each a DNS-1123 label, checked by check_name).
 [[nodiscard]] Result<std::vector<std::string>> get_namespace_list(const json& obj, std::string_view key,
                                                                   std::string_view path,
                                                                   std::vector<std::string> fallback);
 
-// Kubernetes' name rules (RFC 1123 label, DNS subdomain, extended resource <domain>/<name>).
-[[nodiscard]] bool is_dns_label(std::string_view s) noexcept;
-[[nodiscard]] bool is_dns_subdomain(std::string_view s) noexcept;
-[[nodiscard]] bool is_extended_resource_name(std::string_view s) noexcept;
+// `value` under one of Kubernetes' name rules (common/k8s_names.hpp), or
+//   <key>: "<value>" is not <role> (<rule>): <what failed>; <the rule, with an example>
+// `role` says what the name is for ("a namespace name"); empty, the rule's name stands alone.
+[[nodiscard]] Status check_name(std::string_view value, NameRule rule, std::string_view key,
+                                std::string_view role = {});
 
 // An absolute path without ".." components or NUL bytes.
 [[nodiscard]] Status check_abs_path(std::string_view path, std::string_view key);

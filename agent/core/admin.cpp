@@ -3,20 +3,10 @@
 
 #include <algorithm>
 
+#include "common/k8s_names.hpp"
+
 namespace erdma::agent {
 namespace {
-
-bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-bool is_dns_label(std::string_view s) {
-  if (s.empty() || s.size() > 63 || !is_lower_alnum(s.front()) || !is_lower_alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return is_lower_alnum(c) || c == '-'; });
-}
-
-bool is_dns_subdomain(std::string_view s) {
-  if (s.empty() || s.size() > 253 || !is_lower_alnum(s.front()) || !is_lower_alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return is_lower_alnum(c) || c == '-' || c == '.'; });
-}
 
 std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
@@ -36,15 +26,13 @@ Result<PodName> parse_pod_name(std::string_view text) {
   }
   const auto ns = text.substr(0, slash);
   const auto name = text.substr(slash + 1);
-  if (!is_dns_label(ns)) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "--pod " + quoted(text) + ": namespace " + quoted(ns) +
-                          " is not a Kubernetes namespace name (1-63 of a-z, 0-9 and '-', alphanumeric at both ends)");
+  if (const auto check = common::check_name(common::NameRule::Dns1123Label, ns); !check) {
+    return make_error(ErrorCode::InvalidArgument, "--pod " + quoted(text) + ": namespace " + quoted(ns) + " " +
+                                                      common::describe(check, "a Kubernetes namespace name"));
   }
-  if (!is_dns_subdomain(name)) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "--pod " + quoted(text) + ": " + quoted(name) +
-                          " is not a pod name (1-253 of a-z, 0-9, '-' and '.', alphanumeric at both ends)");
+  if (const auto check = common::check_name(common::NameRule::Dns1123Subdomain, name); !check) {
+    return make_error(ErrorCode::InvalidArgument, "--pod " + quoted(text) + ": " + quoted(name) + " " +
+                                                      common::describe(check, "a pod name"));
   }
   return PodName{std::string(ns), std::string(name)};
 }

@@ -24,9 +24,9 @@ struct PodName {
   friend bool operator==(const PodName&, const PodName&) = default;
 };
 
-// "team-a/web-0" -> {team-a, web-0}. The namespace is a DNS-1123 label (1..63 of [a-z0-9-], no
-// leading or trailing '-'), the name a DNS-1123 subdomain (1..253 of [a-z0-9.-], starting and
-// ending alphanumeric). InvalidArgument otherwise, naming the expected form.
+// "team-a/web-0" -> {team-a, web-0}. The namespace is a DNS-1123 label, the name a DNS-1123
+// subdomain (common/k8s_names.hpp, as the apiserver checks them). InvalidArgument otherwise,
+// naming the part, the rule it breaks and the expected form.
 [[nodiscard]] Result<PodName> parse_pod_name(std::string_view text);
 
 // The one ready sandbox of `pod` among `sandboxes` (which may hold other pods' too). NotFound when

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <set>
 
+#include "agent/core/dra_slices.hpp"
 #include "agent/core/host_setup.hpp"
 #include "agent/core/plugin_model.hpp"
 #include "agent/core/pnet.hpp"
@@ -187,10 +188,10 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   out.stats_seconds = static_cast<unsigned>(stats);
 
   ERDMA_TRY_ASSIGN(auto resource, cfg::get_string(*smcr, "resourceName", "smcr.resourceName", out.resource_name));
-  if (!resource.empty() && !cfg::is_extended_resource_name(resource)) {
-    return cfg::error("smcr.resourceName", "must be an extended resource name <domain>/<name> (e.g. " +
-                                               std::string(contract::kSmcrResourceName) +
-                                               "), or \"\" to not advertise it, got " + json_quote(resource));
+  if (!resource.empty()) {
+    if (auto named = cfg::check_name(resource, common::NameRule::ExtendedResourceName, "smcr.resourceName"); !named) {
+      return make_error(ErrorCode::InvalidArgument, named.error().message + ", or \"\" to not advertise it");
+    }
   }
   out.resource_name = resource;
   ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(*smcr, "slotsPerDevice", "smcr.slotsPerDevice", out.slots_per_device, 1,
@@ -247,11 +248,14 @@ Status load_dra(const json& doc, DraConfig& out) {
                                               "resource on this node)");
   }
   ERDMA_TRY_ASSIGN(out.driver_name, cfg::get_string(*dra, "driverName", "dra.driverName", out.driver_name));
-  // A DNS subdomain of at most 63 characters (resource/v1 DriverNameMaxLength), as the API checks.
-  if (out.driver_name.empty() || out.driver_name.size() > 63 || !cfg::is_dns_subdomain(out.driver_name) ||
-      out.driver_name.find('.') == std::string::npos) {
-    return cfg::error("dra.driverName", "must be a DNS subdomain of at most 63 characters with a dot, like the "
-                                        "DeviceClass selects (e.g. erdma.aliyun.com), got " + json_quote(out.driver_name));
+  // A DNS subdomain of at most 63 characters (resource/v1 DriverNameMaxLength), as the API checks,
+  // with a dot, like the DeviceClass selects.
+  ERDMA_TRY(cfg::check_name(out.driver_name, common::NameRule::Dns1123Subdomain, "dra.driverName",
+                            "a DRA driver name"));
+  if (out.driver_name.size() > kMaxDriverNameLen || out.driver_name.find('.') == std::string::npos) {
+    return cfg::error("dra.driverName", "must be at most " + std::to_string(kMaxDriverNameLen) +
+                                            " characters with a dot, like the DeviceClass selects (e.g. "
+                                            "erdma.aliyun.com), got " + json_quote(out.driver_name));
   }
   for (auto [key, field] : {std::pair<const char*, std::string*>{"registryDir", &out.registry_dir},
                             {"pluginDir", &out.plugin_dir},
@@ -281,9 +285,12 @@ Status load_dra(const json& doc, DraConfig& out) {
                                              kMaxSlotsPerDevice));
   out.slots_per_device = static_cast<unsigned>(slots);
   ERDMA_TRY_ASSIGN(out.node_name, cfg::get_string(*dra, "nodeName", "dra.nodeName", out.node_name));
-  if (!out.node_name.empty() && !cfg::is_dns_subdomain(out.node_name)) {
-    return cfg::error("dra.nodeName", "must be a node name (a DNS subdomain), got " + json_quote(out.node_name) +
-                                          "; leave it empty to take NODE_NAME from the environment");
+  if (!out.node_name.empty()) {
+    if (auto named = cfg::check_name(out.node_name, common::NameRule::Dns1123Subdomain, "dra.nodeName", "a node name");
+        !named) {
+      return make_error(ErrorCode::InvalidArgument,
+                        named.error().message + "; leave it empty to take NODE_NAME from the environment");
+    }
   }
   return {};
 }
@@ -312,10 +319,7 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr", "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv", "ncclSocketIfname", "driver", "nfdFeatureFile", "dra"}));
 
   ERDMA_TRY_ASSIGN(auto resource, cfg::get_string(doc, "resourceName", "resourceName", cfg.resource_name));
-  if (!cfg::is_extended_resource_name(resource)) {
-    return cfg::error("resourceName", "must be an extended resource name <domain>/<name> outside kubernetes.io "
-                                        "(e.g. aliyun/erdma), got " + json_quote(resource));
-  }
+  ERDMA_TRY(cfg::check_name(resource, common::NameRule::ExtendedResourceName, "resourceName"));
   cfg.resource_name = resource;
 
   ERDMA_TRY_ASSIGN(auto dir, cfg::get_string(doc, "devicePluginDir", "devicePluginDir", cfg.device_plugin_dir));

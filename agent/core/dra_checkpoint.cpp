@@ -11,7 +11,7 @@
 #include "agent/core/cdi_spec.hpp"
 #include "agent/core/dra_slices.hpp"
 #include "agent/core/rdma_device.hpp"
-#include "common/config_reader.hpp"
+#include "common/k8s_names.hpp"
 #include "common/json_read.hpp"
 #include "common/text.hpp"
 
@@ -59,8 +59,8 @@ json body_of(const Checkpoint& cp) {
 // (resource/v1 types.go DeviceRequestAllocationResult.Request).
 bool is_request_name(std::string_view s) {
   const auto slash = s.find('/');
-  if (slash == std::string_view::npos) return common::config::is_dns_label(s);
-  return common::config::is_dns_label(s.substr(0, slash)) && common::config::is_dns_label(s.substr(slash + 1));
+  if (slash == std::string_view::npos) return common::is_dns1123_label(s);
+  return common::is_dns1123_label(s.substr(0, slash)) && common::is_dns1123_label(s.substr(slash + 1));
 }
 
 bool is_cdi_id(std::string_view s) {
@@ -128,13 +128,6 @@ class Fields {
   std::string where_;
 };
 
-bool valid_device_name(std::string_view s) { return common::config::is_dns_label(s); }
-bool valid_namespace(std::string_view s) { return common::config::is_dns_label(s); }
-bool valid_pool(std::string_view s) { return is_pool_name(s); }
-bool valid_object(std::string_view s) { return is_object_name(s); }
-bool valid_card(std::string_view s) { return is_device_name(s); }
-bool valid_uid(std::string_view s) { return is_claim_uid(s); }
-
 Result<PreparedDevice> read_device(const json& j, const std::string& where) {
   const Fields f(j, where);
   const bool shared = j.is_object() && j.contains("shareID");
@@ -145,12 +138,12 @@ Result<PreparedDevice> read_device(const json& j, const std::string& where) {
   }
   PreparedDevice d;
   if (shared) {
-    ERDMA_TRY_ASSIGN(d.share_id, f.string("shareID", valid_uid, "a share UID"));
+    ERDMA_TRY_ASSIGN(d.share_id, f.string("shareID", is_claim_uid, "a share UID"));
   }
   ERDMA_TRY_ASSIGN(d.requests, f.strings("requests", is_request_name, "a list of request names", false));
-  ERDMA_TRY_ASSIGN(d.pool, f.string("pool", valid_pool, "a pool name"));
-  ERDMA_TRY_ASSIGN(d.device, f.string("device", valid_device_name, "a DNS label"));
-  ERDMA_TRY_ASSIGN(d.card, f.string("card", valid_card, "an RDMA device name"));
+  ERDMA_TRY_ASSIGN(d.pool, f.string("pool", is_pool_name, "a pool name"));
+  ERDMA_TRY_ASSIGN(d.device, f.string("device", common::is_dns1123_label, "a DNS-1123 label"));
+  ERDMA_TRY_ASSIGN(d.card, f.string("card", is_device_name, "an RDMA device name"));
   ERDMA_TRY_ASSIGN(d.cdi_ids, f.strings("cdiDeviceIds", is_cdi_id, "a CDI device name (vendor/class=name)", false));
   return d;
 }
@@ -159,11 +152,11 @@ Result<PreparedClaim> read_claim(const json& j, size_t index) {
   const Fields f(j, "DRA checkpoint claim " + std::to_string(index));
   ERDMA_TRY(f.exactly({"uid", "namespace", "name", "smcr", "cdiSpecFile", "devices"}));
   PreparedClaim c;
-  ERDMA_TRY_ASSIGN(c.uid, f.string("uid", valid_uid, "a claim UID"));
+  ERDMA_TRY_ASSIGN(c.uid, f.string("uid", is_claim_uid, "a claim UID"));
   const std::string where = "DRA checkpoint claim " + c.uid;
   const Fields g(j, where);
-  ERDMA_TRY_ASSIGN(c.ns, g.string("namespace", valid_namespace, "a namespace name"));
-  ERDMA_TRY_ASSIGN(c.name, g.string("name", valid_object, "an object name"));
+  ERDMA_TRY_ASSIGN(c.ns, g.string("namespace", common::is_dns1123_label, "a namespace name (a DNS-1123 label)"));
+  ERDMA_TRY_ASSIGN(c.name, g.string("name", common::is_dns1123_subdomain, "an object name (a DNS-1123 subdomain)"));
   ERDMA_TRY_ASSIGN(c.cdi_spec_file, g.string("cdiSpecFile", is_file_name, "a .json file name"));
   ERDMA_TRY_ASSIGN(c.smcr, g.boolean("smcr"));
   const JsonAt devs = g.member("devices");

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "agent/core/plugin_model.hpp"
-#include "common/config_reader.hpp"
+#include "common/k8s_names.hpp"
 #include "common/json_read.hpp"
 #include "common/text.hpp"
 
@@ -70,12 +70,11 @@ std::string unhealthy_reason(const RdmaDevice& card) {
 
 Status check_facts(const SliceFacts& f) {
   auto bad = [](const std::string& what) { return make_error(ErrorCode::InvalidArgument, what); };
-  if (!is_object_name(f.node_name)) {
-    return bad("node name " + json_quote(f.node_name) +
-               " is not a Kubernetes node name (a DNS subdomain of at most 253 characters); pass the Node's "
-               "metadata.name (the downward API's spec.nodeName)");
+  if (const auto check = common::check_name(common::NameRule::Dns1123Subdomain, f.node_name); !check) {
+    return bad("node name " + json_quote(f.node_name) + " " + common::describe(check, "a Kubernetes node name") +
+               "; pass the Node's metadata.name (the downward API's spec.nodeName)");
   }
-  if (f.driver.size() > kMaxDriverNameLen || !common::config::is_dns_subdomain(f.driver)) {
+  if (f.driver.size() > kMaxDriverNameLen || !common::is_dns1123_subdomain(f.driver)) {
     return bad("DRA driver name " + json_quote(f.driver) + " must be a lowercase DNS subdomain of at most " +
                std::to_string(kMaxDriverNameLen) + " characters, e.g. " + json_quote(contract::kDraDriverName));
   }
@@ -159,23 +158,12 @@ json device_of(const RdmaDevice& card, const std::string& name, const SliceFacts
 
 }  // namespace
 
-bool is_object_name(std::string_view s) noexcept {
-  if (s.empty() || s.size() > 253) return false;
-  for (size_t start = 0;;) {
-    const size_t dot = s.find('.', start);
-    const auto part = s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
-    if (part.empty() || !is_lower_alnum(part.front()) || !is_lower_alnum(part.back())) return false;
-    if (!std::all_of(part.begin(), part.end(), [](char c) { return is_lower_alnum(c) || c == '-'; })) return false;
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
-
 bool is_pool_name(std::string_view s) noexcept {
-  if (s.empty() || s.size() > 253) return false;
+  if (s.empty() || s.size() > common::kMaxDns1123SubdomainLen) return false;
   for (size_t start = 0;;) {
     const size_t slash = s.find('/', start);
-    if (!is_object_name(s.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start))) {
+    if (!common::is_dns1123_subdomain(
+            s.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start))) {
       return false;
     }
     if (slash == std::string_view::npos) return true;
@@ -304,7 +292,7 @@ Result<std::string> dra_device_name(std::string_view card) {
       out += c;
     }
   }
-  if (!common::config::is_dns_label(out)) {
+  if (!common::is_dns1123_label(out)) {
     return make_error(ErrorCode::InvalidArgument, "card " + json_quote(card) + " gives " + json_quote(out) +
                                                       ", not a DNS label (it must start and end with a letter or "
                                                       "digit); rename the card or leave it out of the agent's drivers");

@@ -145,12 +145,8 @@ struct SlicePlan {
 // through its watch, from someone else's edit.
 [[nodiscard]] bool slice_has_content(const nlohmann::json& wanted, const nlohmann::json& existing);
 
-// True for an object name as the API server checks it (apimachinery IsDNS1123Subdomain: at most
-// 253 of [a-z0-9.-], each dot-separated part starting and ending with [a-z0-9]; unlike
-// common::config::is_dns_subdomain it sets no 63-character limit per part).
-[[nodiscard]] bool is_object_name(std::string_view s) noexcept;
 // True for a pool name (types.go ResourcePool.Name: "one or more DNS sub-domains separated by
-// slashes", at most 253 characters).
+// slashes", at most 253 characters; each a common::is_dns1123_subdomain).
 [[nodiscard]] bool is_pool_name(std::string_view s) noexcept;
 // True for a semantic version as semver.org 2.0.0 defines it ("1.2.3", "1.0.0-rc.1+build.5").
 [[nodiscard]] bool is_semver(std::string_view s) noexcept;

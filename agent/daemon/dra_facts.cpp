@@ -5,7 +5,8 @@
 
 #include "agent/sys/dra_node_facts.hpp"
 #include "agent/sys/kernel_modules.hpp"
-#include "common/config_reader.hpp"
+#include "common/k8s_names.hpp"
+#include "common/text.hpp"
 
 namespace erdma::agent {
 
@@ -17,9 +18,10 @@ Result<std::string> dra_node_name(const DraConfig& dra) {
                       "the DRA driver needs its node's name: set the environment variable NODE_NAME from the pod's "
                       "spec.nodeName (manifests/dra does) or dra.nodeName in the agent config");
   }
-  if (!common::config::is_dns_subdomain(env)) {
-    return make_error(ErrorCode::InvalidArgument,
-                      std::string("NODE_NAME is not a node name (a DNS subdomain): \"") + env + "\"");
+  if (const auto check = common::check_name(common::NameRule::Dns1123Subdomain, env); !check) {
+    return make_error(ErrorCode::InvalidArgument, "NODE_NAME " + common::json_quote(env) + " " +
+                                                      common::describe(check, "a node name") +
+                                                      "; set it from the pod's spec.nodeName");
   }
   return std::string(env);
 }

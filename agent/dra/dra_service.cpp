@@ -10,6 +10,7 @@
 #include "agent/core/dra_slices.hpp"
 #include "common/guarded.hpp"
 #include "common/json_read.hpp"
+#include "common/k8s_names.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 
@@ -47,8 +48,13 @@ Status check_ref(const drapb::Claim& c) {
   if (!is_claim_uid(c.uid())) {
     return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": the UID is not a Kubernetes UID");
   }
-  if (!is_object_name(c.namespace_()) || !is_object_name(c.name())) {
-    return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": namespace or name is not an object name");
+  if (const auto check = common::check_name(common::NameRule::Dns1123Label, c.namespace_()); !check) {
+    return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": the namespace " +
+                                                      common::describe(check, "a namespace name"));
+  }
+  if (const auto check = common::check_name(common::NameRule::Dns1123Subdomain, c.name()); !check) {
+    return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": the name " +
+                                                      common::describe(check, "a ResourceClaim name"));
   }
   return {};
 }

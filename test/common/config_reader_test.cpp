@@ -51,20 +51,21 @@ TEST_CASE("typed getters: absent and null take the fallback, wrong types say wha
   CHECK(message_of(cfg::expect_map(json::array(), "smcr")) == "smcr: expected a map, got list");
 }
 
-TEST_CASE("names and paths follow Kubernetes' rules") {
-  CHECK(cfg::is_dns_label("team-a"));
-  CHECK_FALSE(cfg::is_dns_label("Team-a"));
-  CHECK_FALSE(cfg::is_dns_label("-a"));
-  CHECK_FALSE(cfg::is_dns_label(std::string(64, 'a')));
-  CHECK(cfg::is_dns_subdomain("example.com"));
-  CHECK_FALSE(cfg::is_dns_subdomain("example..com"));
-  CHECK(cfg::is_extended_resource_name("aliyun/erdma"));
-  CHECK(cfg::is_extended_resource_name("example.com/rdma_shared-1.x"));
-  CHECK_FALSE(cfg::is_extended_resource_name("erdma"));
-  CHECK_FALSE(cfg::is_extended_resource_name("kubernetes.io/erdma"));
-  CHECK_FALSE(cfg::is_extended_resource_name("a.kubernetes.io/erdma"));
-  CHECK_FALSE(cfg::is_extended_resource_name("aliyun/erdma/x"));
-  CHECK_FALSE(cfg::is_extended_resource_name("aliyun/-erdma"));
+TEST_CASE("check_name: the key, the quoted value, the role and rule, what failed and the rule spelled out") {
+  using erdma::common::NameRule;
+  CHECK(cfg::check_name("team-a", NameRule::Dns1123Label, "k").ok());
+  CHECK(message_of(cfg::check_name("Team-a", NameRule::Dns1123Label, "ns", "a namespace name")) ==
+        "ns: \"Team-a\" is not a namespace name (a DNS-1123 label): it has the upper-case 'T' (character 1); a "
+        "DNS-1123 label is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit, such "
+        "as \"my-name\"");
+  CHECK(message_of(cfg::check_name("a..b", NameRule::Dns1123Subdomain, "node")) ==
+        "node: \"a..b\" is not a DNS-1123 subdomain: it has two dots in a row (character 3); a DNS-1123 subdomain is 1 "
+        "to 253 lower-case letters, digits, '-' and '.', each part between dots starting and ending with a letter or "
+        "digit, such as \"example.com\"");
+  CHECK(cfg::check_name(std::string(64, 'a') + ".b", NameRule::Dns1123Subdomain, "node").ok());
+}
+
+TEST_CASE("paths: absolute, without .. or NUL; trailing slashes trimmed") {
   CHECK(cfg::check_abs_path("/var/lib/x", "k").ok());
   CHECK(message_of(cfg::check_abs_path("lib", "k")) == "k: must be an absolute path, got \"lib\"");
   CHECK(message_of(cfg::check_abs_path("/a/../b", "k")) == "k: must not contain \"..\", got \"/a/../b\"");
@@ -90,8 +91,14 @@ TEST_CASE("erdma-webhook and erdma-agent word the same mistakes the same way") {
   }
   SUBCASE("a resource name that is not an extended resource") {
     const auto [webhook, agent] = both(json{{"resourceName", "erdma"}});
-    CHECK(webhook.rfind("resourceName: must be an extended resource name", 0) == 0);
-    CHECK(agent.rfind("resourceName: must be an extended resource name", 0) == 0);
+    CHECK(webhook.rfind("resourceName: \"erdma\" is not an extended resource name: it has no <domain>/ in front; ",
+                        0) == 0);
+    CHECK(agent == webhook);
+  }
+  SUBCASE("a namespace name that is not a DNS-1123 label") {
+    const auto [webhook, agent] = both(json{{"smcr", {{"allowedNamespaces", json::array({"ml", "ML"})}}}});
+    CHECK(webhook.rfind("smcr.allowedNamespaces[1]: \"ML\" is not a namespace name (a DNS-1123 label): ", 0) == 0);
+    CHECK(agent == webhook);
   }
   SUBCASE("smcr is not a map") {
     const auto [webhook, agent] = both(json{{"smcr", true}});

@@ -83,7 +83,7 @@ Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& p
     ERDMA_TRY_ASSIGN(auto ro, cfg::get_bool(item, "readOnly", p + ".readOnly", true));
     ERDMA_TRY_ASSIGN(auto type, cfg::get_string(item, "type", p + ".type", ""));
     if (name.empty()) return cfg::error(p + ".name", "missing (the volume name, a DNS-1123 label)");
-    if (!cfg::is_dns_label(name)) return cfg::error(p + ".name", "must be a DNS-1123 label, got " + json_quote(name));
+    ERDMA_TRY(cfg::check_name(name, common::NameRule::Dns1123Label, p + ".name", "a volume name"));
     if (host.empty()) return cfg::error(p + ".hostPath", "missing");
     if (mount.empty()) return cfg::error(p + ".mountPath", "missing");
     ERDMA_TRY(check_abs_path(host, p + ".hostPath"));
@@ -166,9 +166,7 @@ Result<Config> Config::load(const json& doc) {
   ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "excludedNamespaces", "erdmaEnv", "deviceMounts", "smcr"}));
 
   ERDMA_TRY_ASSIGN(auto rn, cfg::get_string(doc, "resourceName", "resourceName", c.resource_name_));
-  if (!cfg::is_extended_resource_name(rn)) {
-    return cfg::error("resourceName", "must be an extended resource name <domain>/<name>, got " + json_quote(rn));
-  }
+  ERDMA_TRY(cfg::check_name(rn, common::NameRule::ExtendedResourceName, "resourceName"));
   c.resource_name_ = rn;
 
   ERDMA_TRY_ASSIGN(c.excluded_namespaces_, cfg::get_namespace_list(doc, "excludedNamespaces", "excludedNamespaces",
@@ -208,11 +206,12 @@ Result<Config> Config::load(const json& doc) {
     c.smcr_.env = std::move(smc_env);
     c.smcr_.add_resource = add;
     ERDMA_TRY_ASSIGN(auto smcr_resource, cfg::get_string(s, "resourceName", "smcr.resourceName", c.smcr_.resource_name));
-    if (!smcr_resource.empty() && !cfg::is_extended_resource_name(smcr_resource)) {
-      return cfg::error("smcr.resourceName", "must be an extended resource name <domain>/<name> (e.g. " +
-                                                 std::string(contract::kSmcrResourceName) +
-                                                 "), or \"\" to give SMC-R containers resourceName, got " +
-                                                 json_quote(smcr_resource));
+    if (!smcr_resource.empty()) {
+      if (auto named = cfg::check_name(smcr_resource, common::NameRule::ExtendedResourceName, "smcr.resourceName");
+          !named) {
+        return make_error(ErrorCode::InvalidArgument, named.error().message + ", or \"\" to give SMC-R containers "
+                                                                                "resourceName");
+      }
     }
     c.smcr_.resource_name = smcr_resource;
     ERDMA_TRY_ASSIGN(c.smcr_.allowed_namespaces,

@@ -13,8 +13,8 @@
 #include <optional>
 #include <unordered_set>
 
-#include "common/config_reader.hpp"
 #include "common/json_pointer.hpp"
+#include "common/k8s_names.hpp"
 #include "common/text.hpp"
 #include "webhook/core/names.hpp"
 #include "webhook/core/pod_view.hpp"
@@ -411,9 +411,8 @@ Status check_container_names(const PodView& pod) {
                             std::to_string(c.index) + "].name: " + why);
     };
     if (c.name.empty()) return refuse("required (the apiserver refuses a container without a name)");
-    if (!common::config::is_dns_label(c.name)) {
-      return refuse(quoted_value(c.name) + " is not a DNS-1123 label (lower-case letters, digits and '-', at most " +
-                    "63, starting and ending with a letter or digit); the apiserver refuses it");
+    if (const auto check = common::check_name(common::NameRule::Dns1123Label, c.name); !check) {
+      return refuse(quoted_value(c.name) + " " + common::describe(check) + "; the apiserver refuses it");
     }
     const bool repeated = few ? std::any_of(pod.containers.begin(), pod.containers.begin() + static_cast<ptrdiff_t>(i),
                                             [&](const ContainerView& o) { return o.name == c.name; })

@@ -40,7 +40,12 @@ TEST_CASE("parse_pod_name takes NAMESPACE/NAME as Kubernetes spells them") {
       {"upper case", "Team-A/web-0", false, "", "", "is not a Kubernetes namespace name"},
       {"dot in namespace", "team.a/web-0", false, "", "", "is not a Kubernetes namespace name"},
       {"trailing dash", "team-a/web-", false, "", "", "is not a pod name"},
-      {"namespace too long", std::string(64, 'a') + "/x", false, "", "", "1-63"},
+      {"namespace too long", std::string(64, 'a') + "/x", false, "", "", "over the limit of 63"},
+      // The apiserver's subdomain rule holds for each part between dots; until the validator was
+      // shared, --pod took these names, which no pod can have.
+      {"empty part in name", "team-a/web..0", false, "", "", "is not a pod name (a DNS-1123 subdomain): it has two dots"},
+      {"part starting with '-'", "team-a/web.-0", false, "", "", "it has a part starting with '-' (character 5, after a '.')"},
+      {"part ending with '-'", "team-a/web-.0", false, "", "", "it has a part ending with '-' (character 4, before a '.')"},
       {"name of 253", "a/" + std::string(253, 'b'), true, "a", std::string(253, 'b'), ""},
       {"name too long", "a/" + std::string(254, 'b'), false, "", "", "is not a pod name"},
   };

@@ -344,6 +344,37 @@ TEST_CASE("the DRA keys: off by default, read, derived paths, round-trip") {
   CHECK(again->to_json() == cfg->to_json());
 }
 
+// Names follow the apiserver's rules (common/k8s_names.hpp). Until the checks were shared, the
+// agent capped each dot-separated label of a node name and of a resource name's domain at 63
+// characters (the apiserver does not), and took resource names the apiserver and kubelet refuse.
+TEST_CASE("node and resource names follow the apiserver's rules") {
+  const std::string long_label(64, 'n');
+  auto node = AgentConfig::load(json{{"dra", {{"nodeName", long_label + ".zone-a"}}}});
+  REQUIRE(node.ok());
+  CHECK(node->dra.node_name == long_label + ".zone-a");
+  auto resource = AgentConfig::load(json{{"resourceName", long_label + ".example.com/erdma"}});
+  REQUIRE(resource.ok());
+  CHECK(resource->resource_name == long_label + ".example.com/erdma");
+
+  auto requests = AgentConfig::load(json{{"resourceName", "requests.example.com/erdma"}});
+  REQUIRE_FALSE(requests.ok());
+  CHECK(requests.error().message.rfind("resourceName: \"requests.example.com/erdma\" is not an extended resource "
+                                       "name: it starts with \"requests.\", which Kubernetes keeps for quota names; ",
+                                       0) == 0);
+  auto reserved = AgentConfig::load(json{{"smcr", {{"resourceName", "mykubernetes.io/smcr"}}}});
+  REQUIRE_FALSE(reserved.ok());
+  CHECK(reserved.error().message.rfind("smcr.resourceName: \"mykubernetes.io/smcr\" is not an extended resource "
+                                       "name: its domain is kubernetes.io or ends in it",
+                                       0) == 0);
+  CHECK(reserved.error().message.ends_with(", or \"\" to not advertise it"));
+  auto bad_node = AgentConfig::load(json{{"dra", {{"nodeName", "node-1..zone-a"}}}});
+  REQUIRE_FALSE(bad_node.ok());
+  CHECK(bad_node.error().message.rfind("dra.nodeName: \"node-1..zone-a\" is not a node name (a DNS-1123 subdomain): "
+                                       "it has two dots in a row (character 8); ",
+                                       0) == 0);
+  CHECK(bad_node.error().message.ends_with("; leave it empty to take NODE_NAME from the environment"));
+}
+
 TEST_CASE("invalid DRA keys are refused with the key named") {
   const std::vector<std::pair<const char*, const char*>> cases = {
       {R"({"dra": true})", "dra:"},

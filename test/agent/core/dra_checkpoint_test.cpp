@@ -123,7 +123,7 @@ TEST_CASE("decode refuses corrupt, foreign and unknown-version checkpoints with 
       {"spec file with a slash", edit([](json& d) { d["claims"][0]["cdiSpecFile"] = "../x.json"; }), "cdiSpecFile"},
       {"no devices", edit([](json& d) { d["claims"][0]["devices"] = json::array(); }), "devices"},
       {"device member unknown", edit([](json& d) { d["claims"][0]["devices"][0]["y"] = 1; }), "unknown member \"y\""},
-      {"device name invalid", edit([](json& d) { d["claims"][0]["devices"][0]["device"] = "erdma_0"; }), "DNS label"},
+      {"device name invalid", edit([](json& d) { d["claims"][0]["devices"][0]["device"] = "erdma_0"; }), "DNS-1123 label"},
       {"card invalid", edit([](json& d) { d["claims"][0]["devices"][0]["card"] = "a b"; }), "RDMA device name"},
       {"no CDI ids", edit([](json& d) { d["claims"][0]["devices"][0]["cdiDeviceIds"] = json::array(); }), "empty"},
       {"CDI id malformed", edit([](json& d) { d["claims"][0]["devices"][0]["cdiDeviceIds"] = {"x"}; }), "CDI"},

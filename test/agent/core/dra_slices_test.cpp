@@ -6,6 +6,7 @@
 #include <set>
 
 #include "agent/core/plugin_model.hpp"
+#include "common/k8s_names.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 
 namespace erdma::agent {
@@ -416,12 +417,12 @@ TEST_CASE("slice_name: deterministic, within 253 characters, a valid object name
   const auto a = slice_name(long_node, "erdma.aliyun.com", 0);
   const auto b = slice_name(long_node, "erdma.aliyun.com", 1);
   CHECK(a.size() <= 253);
-  CHECK(is_object_name(a));
+  CHECK(common::is_dns1123_subdomain(a));
   CHECK(a != b);
   CHECK(a == slice_name(long_node, "erdma.aliyun.com", 0));
 }
 
-TEST_CASE("value checks: semantic versions, PCI addresses, IPv4 addresses, object and pool names") {
+TEST_CASE("value checks: semantic versions, PCI addresses, IPv4 addresses, pool names") {
   for (const char* ok : {"1.2.3", "0.0.0", "1.0.0-rc.1", "1.0.0-alpha-1+build.5", "10.20.30+meta"}) {
     CAPTURE(ok);
     CHECK(is_semver(ok));
@@ -452,12 +453,12 @@ TEST_CASE("value checks: semantic versions, PCI addresses, IPv4 addresses, objec
     CAPTURE(bad);
     CHECK_FALSE(is_ipv4_address(bad));
   }
-  CHECK(is_object_name("a.b-c"));
-  CHECK(is_object_name(std::string(100, 'a')));  // no 63 limit per part, as the API server
-  CHECK_FALSE(is_object_name("a..b"));
-  CHECK_FALSE(is_object_name("-a"));
   CHECK(is_pool_name("a/b.c"));
+  CHECK(is_pool_name(std::string(100, 'a') + "/b"));  // no 63 limit per part, as the API server
   CHECK_FALSE(is_pool_name("a/"));
+  CHECK_FALSE(is_pool_name("a/b..c"));
+  CHECK_FALSE(is_pool_name("A/b"));
+  CHECK_FALSE(is_pool_name(std::string(254, 'a')));
 }
 
 TEST_CASE("plan_slices: creates on an empty server, then nothing while the content stays") {

@@ -18,7 +18,19 @@ TEST_CASE("dra_node_name: the config's, else NODE_NAME, else an error saying how
   CHECK(none.error().code == ErrorCode::FailedPrecondition);
   CHECK(none.error().message.find("spec.nodeName") != std::string::npos);
   ::setenv("NODE_NAME", "Bad_Name", 1);
-  CHECK(dra_node_name(dra).error().code == ErrorCode::InvalidArgument);
+  auto bad = dra_node_name(dra);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().code == ErrorCode::InvalidArgument);
+  CHECK(bad.error().message.rfind("NODE_NAME \"Bad_Name\" is not a node name (a DNS-1123 subdomain): it has the "
+                                  "upper-case 'B' (character 1); ",
+                                  0) == 0);
+  // A node name is a DNS-1123 subdomain with no 63-character limit per label, as the apiserver
+  // checks it; until the validator was shared, such a NODE_NAME kept the DRA driver from starting.
+  const std::string long_label = std::string(64, 'n') + ".zone-a";
+  ::setenv("NODE_NAME", long_label.c_str(), 1);
+  auto long_ok = dra_node_name(dra);
+  REQUIRE(long_ok.ok());
+  CHECK(*long_ok == long_label);
   ::setenv("NODE_NAME", "node-7", 1);
   CHECK(*dra_node_name(dra) == "node-7");
   dra.node_name = "node-1";

@@ -330,8 +330,12 @@ TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, A
   f.api.put(claim(7, json::array({result("r", "erdma-0")})));
   f.api.put(claim(8, json::array({result("r", "erdma-1")})));
   f.api.set_down(claim_path("team-a", "claim-7"));
+  // A namespace is a DNS-1123 label: until the validator was shared, a dotted one passed the
+  // reference check (it was read as a subdomain) and went into the claim's API path.
+  drapb::Claim dotted = ref(10);
+  dotted.set_namespace_("team.a");
 
-  const auto resp = f.kubelet->prepare({ref(4), ref(5), ref(6), ref(7), ref(8), ref(9, "not a uid!")});
+  const auto resp = f.kubelet->prepare({ref(4), ref(5), ref(6), ref(7), ref(8), ref(9, "not a uid!"), dotted});
   auto err = [&](int n) { return resp.claims().at(uid(n)).error(); };
   CHECK(err(4).find("deleted and created again") != std::string::npos);
   CHECK(err(5).find("not allocated") != std::string::npos);
@@ -340,7 +344,10 @@ TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, A
   CHECK(err(7).find("API server") != std::string::npos);
   CHECK(err(7).find("connection refused") != std::string::npos);
   CHECK(resp.claims().at("not a uid!").error().find("not a Kubernetes UID") != std::string::npos);
-  for (int n : {4, 5, 6, 7}) {
+  CHECK(err(10).find("claim team.a/claim-10 (" + uid(10) +
+                     "): the namespace is not a namespace name (a DNS-1123 label): it has a '.' (character 5)") !=
+        std::string::npos);
+  for (int n : {4, 5, 6, 7, 10}) {
     CAPTURE(n);
     CHECK(resp.claims().at(uid(n)).devices_size() == 0);
     CHECK_FALSE(fs::exists(f.dirs.spec(n)));

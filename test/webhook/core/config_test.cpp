@@ -93,10 +93,15 @@ TEST_CASE("invalid configurations are errors that name the key") {
       {"unknown top key", "resourceNmae: x/y", "resourceNmae: unknown key (known keys: resourceName, "},
       {"unknown nested key", "smcr: {libary: x.so}", "smcr.libary: unknown key (known keys of smcr: libraryFrom, preloadHostDir, "},
       {"resource wrong type", "resourceName: 5", "resourceName: expected a string, got number"},
-      {"resource without domain", "resourceName: erdma", "resourceName: must be an extended resource name"},
-      {"resource kubernetes.io", "resourceName: kubernetes.io/erdma", "resourceName: must be an extended resource"},
+      {"resource without domain", "resourceName: erdma",
+       "resourceName: \"erdma\" is not an extended resource name: it has no <domain>/ in front; an extended "
+       "resource name is <domain>/<name>"},
+      {"resource kubernetes.io", "resourceName: kubernetes.io/erdma",
+       "resourceName: \"kubernetes.io/erdma\" is not an extended resource name: its domain is kubernetes.io"},
       {"namespaces not a list", "excludedNamespaces: kube-system", "excludedNamespaces: expected a list"},
-      {"namespace invalid", "excludedNamespaces: [Kube_System]", "excludedNamespaces[0]: must be a namespace name"},
+      {"namespace invalid", "excludedNamespaces: [Kube_System]",
+       "excludedNamespaces[0]: \"Kube_System\" is not a namespace name (a DNS-1123 label): it has the upper-case "
+       "'K' (character 1); a DNS-1123 label is 1 to 63 lower-case letters"},
       {"env not a list", "erdmaEnv: {NCCL_IB_HCA: erdma}", "erdmaEnv: expected a list of {name, value}, got map"},
       {"env item not a map", "erdmaEnv: [NCCL_IB_HCA=erdma]", "erdmaEnv[0]: expected a map with name and value"},
       {"env value number", "erdmaEnv: [{name: NCCL_IB_GID_INDEX, value: 1}]",
@@ -108,6 +113,9 @@ TEST_CASE("invalid configurations are errors that name the key") {
       {"env LD_PRELOAD", "erdmaEnv: [{name: LD_PRELOAD, value: /x.so}]", "erdmaEnv[0].name: LD_PRELOAD is managed"},
       {"smcr env LD_PRELOAD", "smcr: {env: [{name: LD_PRELOAD, value: /x.so}]}", "smcr.env[0].name: LD_PRELOAD is managed"},
       {"mount without name", "deviceMounts: [{hostPath: /a, mountPath: /b}]", "deviceMounts[0].name: missing"},
+      {"mount name not a label", "deviceMounts: [{name: dev.infiniband, hostPath: /a, mountPath: /b}]",
+       "deviceMounts[0].name: \"dev.infiniband\" is not a volume name (a DNS-1123 label): it has a '.' (character "
+       "4), which a label cannot have"},
       {"mount relative path", "deviceMounts: [{name: a, hostPath: dev, mountPath: /b}]",
        "deviceMounts[0].hostPath: must be an absolute path, got \"dev\""},
       {"mount dotdot", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b/../etc}]",
@@ -134,7 +142,10 @@ TEST_CASE("invalid configurations are errors that name the key") {
        "smcr.libraryFrom: must be \"devicePlugin\" (erdma-agent mounts the library) or \"hostPath\""},
       {"smcr libraryFrom case", "smcr: {libraryFrom: hostpath}", "smcr.libraryFrom: must be \"devicePlugin\""},
       {"smcr allowedNamespaces not a list", "smcr: {allowedNamespaces: ml}", "smcr.allowedNamespaces:"},
-      {"smcr allowedNamespaces bad name", "smcr: {allowedNamespaces: [ML]}", "smcr.allowedNamespaces[0]: must be a namespace name"},
+      {"smcr allowedNamespaces bad name", "smcr: {allowedNamespaces: [ML]}",
+       "smcr.allowedNamespaces[0]: \"ML\" is not a namespace name (a DNS-1123 label)"},
+      {"smcr resourceName without domain", "smcr: {resourceName: erdma-smcr}",
+       "smcr.resourceName: \"erdma-smcr\" is not an extended resource name: it has no <domain>/ in front"},
       {"smcr resourceName same", "smcr: {resourceName: aliyun/erdma}", "smcr.resourceName: must differ from resourceName"},
       {"smcr mountPath moved without hostPath", "smcr: {mountPath: /opt/smc}",
        "smcr.mountPath: can only be changed with smcr.libraryFrom: hostPath; erdma-agent mounts the library at /usr/lib/smc"},
@@ -151,6 +162,46 @@ TEST_CASE("invalid configurations are errors that name the key") {
     CHECK(r.error().code == ErrorCode::InvalidArgument);
     CAPTURE(r.error().message);
     CHECK(r.error().message.rfind(c.want, 0) == 0);
+  }
+}
+
+// Extended resource names follow the apiserver's IsExtendedResourceName. Until the checks were
+// shared, the webhook capped each label of the domain at 63 characters, which the apiserver does
+// not, and accepted names the apiserver and kubelet refuse: "requests." in front (quota's form), a
+// domain ending in kubernetes.io without a dot before it, a domain over 244 characters.
+TEST_CASE("resourceName and smcr.resourceName follow the apiserver's extended resource rule") {
+  const std::string long_label(64, 'r');
+  for (const std::string& accepted : {long_label + ".example.com/erdma", std::string(244, 'a') + "/erdma"}) {
+    CAPTURE(accepted);
+    auto top = load_yaml("resourceName: " + accepted);
+    REQUIRE(top.ok());
+    CHECK(top->resource_name() == accepted);
+    auto smcr = load_yaml("smcr: {resourceName: " + accepted + "}");
+    REQUIRE(smcr.ok());
+    CHECK(smcr->smcr().resource_name == accepted);
+  }
+  struct Refused {
+    std::string name, why;
+  };
+  for (const auto& r : std::vector<Refused>{
+           {"requests.example.com/erdma", "it starts with \"requests.\", which Kubernetes keeps for quota names"},
+           {"mykubernetes.io/erdma",
+            "its domain is kubernetes.io or ends in it, which Kubernetes keeps for its own resources"},
+           {std::string(245, 'a') + "/erdma", "the prefix before '/' is 245 characters long, over the limit of 244"},
+       }) {
+    CAPTURE(r.name);
+    auto top = load_yaml("resourceName: " + r.name);
+    REQUIRE_FALSE(top.ok());
+    CHECK(top.error().message == "resourceName: \"" + r.name + "\" is not an extended resource name: " + r.why + "; " +
+                                     "an extended resource name is <domain>/<name>: a DNS-1123 subdomain of at most "
+                                     "244 characters outside kubernetes.io, '/', then 1 to 63 letters, digits, '-', "
+                                     "'_' and '.', starting and ending with a letter or digit, such as "
+                                     "\"example.com/rdma\"");
+    auto smcr = load_yaml("smcr: {resourceName: " + r.name + "}");
+    REQUIRE_FALSE(smcr.ok());
+    CHECK(smcr.error().message.find("smcr.resourceName: \"" + r.name + "\" is not an extended resource name: " + r.why) ==
+          0);
+    CHECK(smcr.error().message.ends_with(", or \"\" to give SMC-R containers resourceName"));
   }
 }
 
