@@ -52,10 +52,13 @@ void append_timestamp(std::string& out) {
 
 // Writes whole lines to stderr (or the test sink).
 void emit(const char* p, size_t left) {
-  if (std::string* sink = g_sink.load()) {
+  if (g_sink.load() != nullptr) {
+    // Read again under the lock: once set_sink_for_test returns, no line goes to the old sink.
     std::lock_guard<std::mutex> lock(g_sink_mu);
-    sink->append(p, left);
-    return;
+    if (std::string* sink = g_sink.load()) {
+      sink->append(p, left);
+      return;
+    }
   }
   while (left > 0) {
     const ssize_t n = ::write(STDERR_FILENO, p, left);
@@ -247,6 +250,15 @@ Line& Line::kv(std::string_view k, bool value) {
   return *this;
 }
 
-void set_sink_for_test(std::string* sink) noexcept { g_sink.store(sink); }
+void set_sink_for_test(std::string* sink) noexcept {
+  std::lock_guard<std::mutex> lock(g_sink_mu);
+  g_sink.store(sink);
+}
+
+std::string sink_text_for_test() {
+  std::lock_guard<std::mutex> lock(g_sink_mu);
+  const std::string* sink = g_sink.load();
+  return sink == nullptr ? std::string() : *sink;
+}
 
 }  // namespace erdma::common::log

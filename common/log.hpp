@@ -67,7 +67,11 @@ inline Line info(std::string_view msg) { return Line(Level::Info, msg); }
 inline Line warn(std::string_view msg) { return Line(Level::Warn, msg); }
 inline Line error(std::string_view msg) { return Line(Level::Error, msg); }
 
-// Test hook: capture lines in memory instead of stderr (nullptr restores stderr).
+// Test hook: capture lines in memory instead of stderr (nullptr restores stderr). Once it
+// returns, no line is written to the previous sink.
 void set_sink_for_test(std::string* sink) noexcept;
+// Test hook: a copy of the sink's text, taken under the lock the writing threads hold; "" with
+// no sink.
+[[nodiscard]] std::string sink_text_for_test();
 
 }  // namespace erdma::common::log

@@ -101,22 +101,14 @@ int run_daemon(const AgentConfig& cfg) {
   // fails (no token, no node name, a corrupt checkpoint) is logged and tried again every 10 s; the
   // device plugin serves meanwhile and the readiness probe says why DRA is not there.
   std::unique_ptr<DraDriver> dra;
-  std::string dra_error;
-  std::chrono::steady_clock::time_point next_dra_start{};
-  std::mutex dra_mu;  // guards dra_error for the probe thread
+  DraStartRetry dra_start(std::chrono::seconds(10));
+  std::mutex dra_mu;  // guards dra for the probe thread
   const auto try_start_dra = [&] {
     auto driver = std::make_unique<DraDriver>(cfg, runtime.state(), registry);
-    if (auto s = driver->start(); !s) {
-      std::lock_guard lock(dra_mu);
-      if (s.error().message != dra_error) log::error("DRA driver did not start; retrying every 10 s").kv("error", s.error().message);
-      dra_error = s.error().message;
-      next_dra_start = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      return;
-    }
+    if (!dra_start.record(driver->start(), std::chrono::steady_clock::now())) return;
     if (pod_setup) pod_setup->set_event_sink(driver->events());
     std::lock_guard lock(dra_mu);
     dra = std::move(driver);
-    dra_error.clear();
   };
 
   boost::asio::io_context ioc;
@@ -129,7 +121,10 @@ int run_daemon(const AgentConfig& cfg) {
       if (smcr_runtime && !smcr_runtime->registered()) return "the SMC-R resource is not registered with kubelet";
       if (cfg.dra.enabled) {
         std::lock_guard lock(dra_mu);
-        if (!dra) return "the DRA driver did not start: " + (dra_error.empty() ? std::string("starting") : dra_error);
+        if (!dra) {
+          const std::string error = dra_start.last_error();
+          return "the DRA driver did not start: " + (error.empty() ? std::string("starting") : error);
+        }
         return dra->not_ready();
       }
       return std::nullopt;
@@ -166,7 +161,7 @@ int run_daemon(const AgentConfig& cfg) {
     for (;;) {
       if (dra) {
         dra->tick();
-      } else if (cfg.dra.enabled && std::chrono::steady_clock::now() >= next_dra_start) {
+      } else if (cfg.dra.enabled && dra_start.due(std::chrono::steady_clock::now())) {
         try_start_dra();
       }
       if (std::chrono::steady_clock::now() >= next_check) {

@@ -233,4 +233,30 @@ std::optional<std::string> DraDriver::not_ready() const {
   return std::nullopt;
 }
 
+// DraStartRetry
+
+bool DraStartRetry::record(const Status& outcome, Clock::time_point now) {
+  if (outcome.ok()) {
+    errors_.succeeded();
+    std::lock_guard lock(mu_);
+    last_error_.clear();
+    return true;
+  }
+  const std::string& message = outcome.error().message;
+  if (errors_.failed(message)) {
+    log::error("DRA driver did not start; retrying")
+        .kv("error", message)
+        .kv("retry_s", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(every_).count()));
+  }
+  next_ = now + every_;
+  std::lock_guard lock(mu_);
+  last_error_ = message;
+  return false;
+}
+
+std::string DraStartRetry::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
 }  // namespace erdma::agent

@@ -4,7 +4,9 @@
 // view of the node's cards for both models) and is told by the daemon's loop when it changed.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +19,7 @@
 #include "agent/plugin/device_state.hpp"
 #include "agent/plugin/pod_events.hpp"
 #include "common/metrics.hpp"
+#include "common/repeat_filter.hpp"
 #include "common/work_queue.hpp"
 
 namespace erdma::agent {
@@ -92,6 +95,31 @@ class DraDriver {
   std::vector<std::string> last_notes_;
   dra::DraCounters last_counters_;
   PublisherStats last_stats_;
+};
+
+// The daemon's retries of DraDriver::start: a start that fails is tried again `every` later, and
+// logged when its error differs from the last one (the same error at every retry is one line).
+// The daemon's loop calls due() and record(); the readiness probe reads last_error() from its own
+// thread.
+class DraStartRetry {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit DraStartRetry(Clock::duration every) : every_(every) {}
+
+  // True when a start is due at `now`: before the first, or `every` after the last failure.
+  [[nodiscard]] bool due(Clock::time_point now) const noexcept { return now >= next_; }
+  // The outcome of a start made at `now`. A failure is kept for last_error(), logged when it is
+  // news, and puts the next start `every` later. True when the start worked.
+  bool record(const Status& outcome, Clock::time_point now);
+  // The last failure's message; "" before the first failure and after a success. Thread-safe.
+  [[nodiscard]] std::string last_error() const;
+
+ private:
+  const Clock::duration every_;
+  Clock::time_point next_{};
+  common::RepeatFilter errors_;
+  mutable std::mutex mu_;  // guards last_error_
+  std::string last_error_;
 };
 
 }  // namespace erdma::agent

@@ -10,6 +10,7 @@
 
 #include "common/guarded.hpp"
 #include "common/log.hpp"
+#include "common/repeat_filter.hpp"
 
 namespace erdma::agent::dra {
 namespace log = common::log;
@@ -182,7 +183,8 @@ void DraKubeletPlugin::loop() {
   const std::string reg_name = base_name(config_.registration_socket());
   const std::string dra_name = base_name(config_.dra_socket());
   int reg_watch = -1, dra_watch = -1;
-  bool reg_error_logged = false, dra_error_logged = false;
+  // A socket that cannot be served again is tried at every check: one line per distinct error.
+  common::RepeatFilter reg_errors, dra_errors;
   auto next_check = std::chrono::steady_clock::now();
   while (!stopping_) {
     if (files_->has_inotify()) {
@@ -208,25 +210,28 @@ void DraKubeletPlugin::loop() {
     next_check = std::chrono::steady_clock::now() + config_.socket_check;
     if (!dra_server_->socket_is_ours()) {
       if (auto s = serve_dra(); !s) {
-        if (!dra_error_logged) log::error("cannot serve the DRA socket; retrying").kv("error", s.error().message);
-        dra_error_logged = true;
+        if (dra_errors.failed(s.error().message)) {
+          log::error("cannot serve the DRA socket; retrying").kv("error", s.error().message);
+        }
       } else {
-        dra_error_logged = false;
+        dra_errors.succeeded();
         log::warn("the DRA socket was removed; serving it again").kv("socket", config_.dra_socket());
       }
     }
     if (!reg_server_.socket_is_ours()) {
       ::mkdir(config_.registry_dir.c_str(), 0755);
       if (auto s = serve_registration(); !s) {
-        if (!reg_error_logged) log::error("cannot serve the DRA registration socket; retrying").kv("error", s.error().message);
-        reg_error_logged = true;
+        if (reg_errors.failed(s.error().message)) {
+          log::error("cannot serve the DRA registration socket; retrying").kv("error", s.error().message);
+        }
       } else {
-        reg_error_logged = false;
+        reg_errors.succeeded();
         ++reregistrations_;
         log::warn("the DRA registration socket was removed; serving it again so the kubelet registers the driver")
             .kv("socket", config_.registration_socket());
       }
     }
+    ++socket_checks_;
   }
 }
 

@@ -121,6 +121,9 @@ class DraKubeletPlugin {
   [[nodiscard]] const DraPluginConfig& config() const noexcept { return config_; }
   // Times the registration socket was served again after it was removed.
   [[nodiscard]] uint64_t reregistrations() const noexcept { return reregistrations_.load(); }
+  // Checks of both sockets the loop has finished (each serves again what was removed), for tests
+  // that check that something does not happen at the next checks.
+  [[nodiscard]] uint64_t socket_checks_for_test() const noexcept { return socket_checks_.load(); }
 
  private:
   void loop();
@@ -140,6 +143,7 @@ class DraKubeletPlugin {
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> reregistrations_{0};
+  std::atomic<uint64_t> socket_checks_{0};
 };
 
 }  // namespace erdma::agent::dra

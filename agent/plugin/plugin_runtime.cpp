@@ -217,16 +217,15 @@ void PluginRuntime::ensure_watch() {
   auto wd = files_->watch_dir(cfg_.device_plugin_dir,
                               IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF);
   if (!wd) {
-    if (!watch_error_logged_) {
+    if (watch_errors_.failed(wd.error().message)) {
       log::warn("cannot watch the device plugin directory; retrying")
           .kv("dir", cfg_.device_plugin_dir)
           .kv("error", wd.error().message);
-      watch_error_logged_ = true;
     }
     return;
   }
   watch_ = *wd;
-  watch_error_logged_ = false;
+  watch_errors_.succeeded();
 }
 
 void PluginRuntime::handle_events(const std::vector<common::FileWatch::Event>& events) {

@@ -111,8 +111,7 @@ class PluginRuntime {
   // socket we already registered with is not a new kubelet.
   SocketFileId registered_kubelet_;
   std::vector<std::string> last_notes_;
-  common::RepeatFilter serve_errors_, register_errors_, scan_errors_;
-  bool watch_error_logged_ = false;
+  common::RepeatFilter serve_errors_, register_errors_, scan_errors_, watch_errors_;
 
   mutable std::mutex timing_mu_;
   std::optional<std::chrono::milliseconds> last_reregistration_;

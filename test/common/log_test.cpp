@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "test/eventually.hpp"
+
 namespace elog = erdma::common::log;
 using nlohmann::json;
 
@@ -47,6 +49,34 @@ TEST_CASE("log lines are JSON objects with ts, level, msg and the key-values - l
   CHECK(b["msg"] == "bad \"input\"");
   CHECK(b["value"] == "line\nbreak");
   CHECK(b["bytes"] == "<invalid UTF-8>");
+}
+
+TEST_CASE("the test sink: read while threads log, and nothing reaches it once it is replaced") {
+  std::string first, second;
+  elog::set_sink_for_test(&first);
+  elog::set_level(elog::Level::Info);
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    while (!stop) {
+      elog::info("from a thread");
+      std::this_thread::yield();
+    }
+  });
+  REQUIRE(erdma::testing::eventually([] { return !elog::sink_text_for_test().empty(); }));
+  // A copy taken under the writers' lock holds whole lines only.
+  for (int i = 0; i < 20; ++i) {
+    const std::string text = elog::sink_text_for_test();
+    CHECK(text.back() == '\n');
+  }
+  elog::set_sink_for_test(&second);
+  const std::string before = first;  // no writer appends to `first` any more...
+  REQUIRE(erdma::testing::eventually([] { return !elog::sink_text_for_test().empty(); }));  // ...they go on in `second`
+  stop = true;
+  writer.join();
+  elog::set_sink_for_test(nullptr);
+  CHECK(first == before);
+  CHECK(second.find("from a thread") != std::string::npos);
+  CHECK(elog::sink_text_for_test().empty());
 }
 
 TEST_CASE("parse_level") {

@@ -1,12 +1,14 @@
 // The daemon's Event sink over the API: a pod's Events carry its UID (looked up), a claim's
 // Warning goes to the pods it is reserved for, and API answers that are errors or malformed post
-// nothing they cannot and never stop the worker.
+// nothing they cannot and never stop the worker. The daemon's retries of the driver's start: when
+// they are due, and which failures are logged.
 #include "agent/daemon/dra_driver.hpp"
 
 #include <doctest/doctest.h>
 
 #include "test/eventually.hpp"
 #include "test/fakes/fake_kube_api.hpp"
+#include "test/log_capture.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -76,6 +78,39 @@ TEST_CASE("ApiPodEvents: errors and malformed answers post nothing they cannot, 
   // One worker, in order: once the last Event is there, every earlier one was dealt with.
   REQUIRE(erdma::testing::eventually([&] { return !posted(api).empty(); }));
   CHECK(posted(api) == std::vector<std::string>{"Warning SmcrSetupFailed train-0 " + uid_of(api, "train-0")});
+}
+
+TEST_CASE("DraStartRetry: a failed start is logged when its error is news, and tried again after the period") {
+  using namespace std::chrono_literals;
+  erdma::testing::LogCapture log;
+  const std::string line = R"("msg":"DRA driver did not start; retrying")";
+  const auto no_token = make_error(ErrorCode::FailedPrecondition, "no service-account token");
+  const auto no_node = make_error(ErrorCode::FailedPrecondition, "no NODE_NAME");
+  const DraStartRetry::Clock::time_point t0{};
+  DraStartRetry retry(10s);
+  CHECK(retry.due(t0));  // the first start is due at once
+  CHECK(retry.last_error().empty());
+
+  CHECK_FALSE(retry.record(Status(no_token), t0));  // the first failure: logged
+  CHECK(log.count(line) == 1);
+  CHECK(retry.last_error() == "no service-account token");
+  CHECK_FALSE(retry.due(t0 + 9s));
+  CHECK(retry.due(t0 + 10s));
+  for (int i = 1; i <= 3; ++i) CHECK_FALSE(retry.record(Status(no_token), t0 + i * 10s));  // the same: not logged
+  CHECK(log.count(line) == 1);
+  CHECK_FALSE(retry.due(t0 + 39s));
+  CHECK(retry.due(t0 + 40s));
+
+  CHECK_FALSE(retry.record(Status(no_node), t0 + 40s));  // another error: logged
+  CHECK(log.count(line) == 2);
+  CHECK(log.count(R"("error":"no NODE_NAME")") == 1);
+  CHECK(retry.last_error() == "no NODE_NAME");
+
+  CHECK(retry.record(Status{}, t0 + 50s));  // started
+  CHECK(retry.last_error().empty());
+  CHECK(log.count(line) == 2);
+  CHECK_FALSE(retry.record(Status(no_node), t0 + 60s));  // after a success the same error is news again
+  CHECK(log.count(line) == 3);
 }
 
 }  // namespace erdma::agent

@@ -7,12 +7,14 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
 
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -21,6 +23,7 @@
 #include "test/eventually.hpp"
 #include "test/exposition.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/log_capture.hpp"
 
 namespace erdma::agent::dra {
 namespace {
@@ -516,6 +519,80 @@ TEST_CASE("the registration socket removed (as by hand or a cleanup) is served a
   grpc::ClientContext ctx;
   REQUIRE(k.reg->GetInfo(&ctx, regpb::InfoRequest(), &info).ok());
   CHECK(info.name() == kDriver);
+}
+
+// Swaps two paths in one step (renameat2 RENAME_EXCHANGE), so the loop never sees neither.
+void exchange(const fs::path& a, const fs::path& b) {
+  REQUIRE(::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0);
+}
+
+// A socket that cannot be served again is tried at every check (50 ms here) and logged once per
+// distinct error: the first failure, a different one, and the first one again after a success.
+TEST_CASE("a socket that cannot be served again is logged once per distinct error, not at every check") {
+  erdma::testing::LogCapture log;
+  Fixture f;
+  using erdma::testing::eventually;
+  const auto checks_pass = [&](uint64_t n) {
+    const uint64_t from = f.plugin->socket_checks_for_test();
+    return eventually([&] { return f.plugin->socket_checks_for_test() >= from + n; });
+  };
+
+  SUBCASE("the DRA socket") {
+    const std::string line = R"("msg":"cannot serve the DRA socket; retrying")";
+    const fs::path socket = f.dirs.config().dra_socket();
+    const fs::path dir = socket.parent_path();
+    // Moved away in one step: removing its entries one by one would let the loop serve again
+    // in between.
+    const auto take_away = [&](const char* where) { fs::rename(dir, f.dirs.root / where); };
+    take_away("gone-1");  // the plugin directory gone
+    REQUIRE(eventually([&] { return log.count(line) == 1; }));
+    REQUIRE(checks_pass(3));
+    CHECK(log.count(line) == 1);
+    CHECK(log.count("\"error\":\"directory " + dir.string() + " does not exist") == 1);
+    // Back, with a file where the socket belongs: another error.
+    const fs::path blocked = f.dirs.root / "blocked";
+    fs::create_directories(blocked);
+    std::ofstream(blocked / socket.filename()) << "not a socket";
+    fs::rename(blocked, dir);
+    REQUIRE(eventually([&] { return log.count(line) == 2; }));
+    REQUIRE(checks_pass(3));
+    CHECK(log.count(line) == 2);
+    CHECK(log.count("\"error\":\"" + socket.string() + " exists and is not a socket") == 1);
+    fs::remove(socket);  // served again
+    REQUIRE(eventually([&] { return fs::is_socket(socket); }));
+    take_away("gone-2");  // the first error is news again after the success
+    REQUIRE(eventually([&] { return log.count(line) == 3; }));
+    REQUIRE(checks_pass(3));
+    CHECK(log.count(line) == 3);
+  }
+  SUBCASE("the registration socket") {
+    const std::string line = R"("msg":"cannot serve the DRA registration socket; retrying")";
+    const fs::path registry = f.dirs.config().registry_dir;
+    const fs::path socket = f.dirs.config().registration_socket();
+    // A file where the registry directory was (the loop cannot make the directory again).
+    const fs::path file = f.dirs.root / "file";
+    std::ofstream(file) << "not a directory";
+    exchange(file, registry);
+    REQUIRE(eventually([&] { return log.count(line) == 1; }));
+    REQUIRE(checks_pass(3));
+    CHECK(log.count(line) == 1);
+    CHECK(log.count("\"error\":\"directory " + registry.string() + " does not exist") == 1);
+    // A directory again, with a directory where the socket belongs: another error.
+    const fs::path blocked = f.dirs.root / "blocked";
+    fs::create_directories(blocked / socket.filename());
+    exchange(blocked, registry);
+    REQUIRE(eventually([&] { return log.count(line) == 2; }));
+    REQUIRE(checks_pass(3));
+    CHECK(log.count(line) == 2);
+    CHECK(log.count("\"error\":\"" + socket.string() + " exists and is not a socket") == 1);
+    const uint64_t served = f.plugin->reregistrations();
+    fs::remove(socket);  // served again
+    REQUIRE(eventually([&] { return f.plugin->reregistrations() == served + 1; }));
+    exchange(blocked, registry);  // the file (now at `blocked`) once more: news again after the success
+    REQUIRE(eventually([&] { return log.count(line) == 3; }));
+    REQUIRE(checks_pass(3));
+    CHECK(log.count(line) == 3);
+  }
 }
 
 TEST_CASE("with report_status the claim's status.devices get this driver's entries with networkData") {

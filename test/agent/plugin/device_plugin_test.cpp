@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
 
 #include <doctest/doctest.h>
@@ -15,6 +16,7 @@
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/eventually.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/log_capture.hpp"
 
 namespace erdma::agent {
 using erdma::testing::eventually;
@@ -641,6 +643,45 @@ TEST_CASE("a device-plugin directory that appears later is served and registered
   CHECK(eventually([&] { return h.runtime->registered(); }));
   kubelet.restart();
   REQUIRE(kubelet.wait_for_registrations(2, kWait).has_value());
+  h.runtime->stop();
+}
+
+// The directory watch is tried again at every pass of the loop; a failure is logged once per
+// distinct error, and the same error is news again once the watch has worked.
+TEST_CASE("a device-plugin directory that cannot be watched is logged once per distinct error") {
+  erdma::testing::LogCapture log;
+  TempDir parent;
+  const std::string kubelet_dir = parent.path() + "/kubelet";
+  const std::string dp = kubelet_dir + "/device-plugins";
+  std::ofstream(kubelet_dir) << "a file where the kubelet's directory belongs";
+  Harness h(false, dp);
+  const std::string line = R"("msg":"cannot watch the device plugin directory; retrying")";
+  const std::string not_a_dir = "\"error\":\"watching " + dp + ": Not a directory\"";
+  const std::string missing = "\"error\":\"watching " + dp + ": No such file or directory\"";
+  const auto passes = [&](uint64_t n) {
+    const uint64_t from = h.runtime->loop_passes();
+    return eventually([&] { return h.runtime->loop_passes() >= from + n; });
+  };
+  REQUIRE(eventually([&] { return log.count(line) == 1; }));  // the first failure
+  REQUIRE(passes(3));
+  CHECK(log.count(line) == 1);  // the same failure at the next passes: not logged
+  CHECK(log.count(not_a_dir) == 1);
+  std::filesystem::remove(kubelet_dir);  // another error
+  REQUIRE(eventually([&] { return log.count(line) == 2; }));
+  REQUIRE(passes(3));
+  CHECK(log.count(line) == 2);
+  CHECK(log.count(missing) == 1);
+  std::filesystem::create_directories(dp);  // watched and served...
+  REQUIRE(eventually([&] { return log.count(R"("msg":"serving device plugin")") == 1; }));
+  REQUIRE(passes(2));
+  CHECK(log.count(line) == 2);
+  // ...so the same error as before is news again. Moved away in one step (removing the entries one
+  // by one would let the loop serve again in between); the watch ends with the move.
+  std::filesystem::rename(dp, parent.path() + "/gone");
+  REQUIRE(eventually([&] { return log.count(line) == 3; }));
+  REQUIRE(passes(3));
+  CHECK(log.count(line) == 3);
+  CHECK(log.count(missing) == 2);
   h.runtime->stop();
 }
 
