@@ -4,28 +4,17 @@
 #include <doctest/doctest.h>
 #include <sys/inotify.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <thread>
+
+#include "test/support.hpp"
 
 namespace fs = std::filesystem;
 using erdma::common::FileWatch;
 using namespace std::chrono_literals;
 
-namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "erdma-watch-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-}  // namespace
+using erdma::testing::TempDir;
 
 TEST_CASE("FileWatch: a wake from another thread ends the wait, once") {
   auto w = FileWatch::open();
@@ -50,12 +39,12 @@ TEST_CASE("FileWatch: events in a watched directory name the entry; every queued
   REQUIRE(w.ok());
   REQUIRE_MESSAGE(w->has_inotify(), w->inotify_error());
   TempDir dir;
-  auto wd = w->watch_dir(dir.path.string(), IN_CREATE | IN_DELETE);
+  auto wd = w->watch_dir(dir.path(), IN_CREATE | IN_DELETE);
   REQUIRE(wd.ok());
   // The same directory again is the same watch.
-  CHECK(*w->watch_dir(dir.path.string(), IN_CREATE | IN_DELETE) == *wd);
-  for (int i = 0; i < 50; ++i) std::ofstream(dir.path / ("f" + std::to_string(i))) << "x";
-  fs::remove(dir.path / "f0");
+  CHECK(*w->watch_dir(dir.path(), IN_CREATE | IN_DELETE) == *wd);
+  for (int i = 0; i < 50; ++i) std::ofstream(dir.file("f" + std::to_string(i))) << "x";
+  fs::remove(dir.file("f0"));
   std::vector<FileWatch::Event> all;
   while (all.size() < 51) {
     auto got = w->wait(10s);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "test/eventually.hpp"
+#include "test/support.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -69,7 +70,7 @@ struct Fixture {
                },
                limits) {
     auto st = server.listen(ListenAddress{"127.0.0.1", 0});
-    REQUIRE_MESSAGE(st.ok(), (st.ok() ? std::string() : st.error().message));
+    REQUIRE_OK(st);
     thread = std::thread([this] { ioc.run(); });
   }
   ~Fixture() {

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include "test/support.hpp"
+
 using namespace erdma;
 using namespace erdma::common;
 using nlohmann::json;
@@ -16,7 +18,7 @@ namespace {
 
 json one(const std::string& text) {
   auto r = parse_document(text, "test.yaml");
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? std::string() : r.error().message));
+  REQUIRE_OK(r);
   return *r;
 }
 
@@ -113,12 +115,9 @@ TEST_CASE("limits stop alias bombs and deep nesting instead of exhausting memory
 }
 
 TEST_CASE("read_file reads, limits size and reports missing files") {
-  const auto dir = std::filesystem::temp_directory_path() / "erdma-structured-test";
-  std::filesystem::create_directories(dir);
-  const auto path = (dir / "f.txt").string();
-  {
-    std::ofstream(path) << "hello";
-  }
+  const erdma::testing::TempDir dir("structured");
+  dir.write("f.txt", "hello");
+  const std::string path = dir.file("f.txt");
   auto ok = read_file(path);
   REQUIRE(ok.ok());
   CHECK(*ok == "hello");
@@ -127,14 +126,13 @@ TEST_CASE("read_file reads, limits size and reports missing files") {
   REQUIRE_FALSE(big.ok());
   CHECK(big.error().code == ErrorCode::ResourceExhausted);
 
-  auto missing = read_file((dir / "nope").string());
+  auto missing = read_file(dir.file("nope"));
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::NotFound);
   CHECK(missing.error().message.find("nope: cannot open") != std::string::npos);
 
-  auto directory = read_file(dir.string());
+  auto directory = read_file(dir.path());
   REQUIRE_FALSE(directory.ok());
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("one loader, two scalar policies: the config's YAML 1.2 core schema and kubectl's YAML 1.1") {

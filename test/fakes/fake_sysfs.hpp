@@ -2,39 +2,28 @@
 // removed with everything in it on destruction.
 #pragma once
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
 #include <string>
+#include <vector>
+
+#include "test/support.hpp"
 
 namespace erdma::agent::testing {
 
 class FakeSysfs {
  public:
-  FakeSysfs() {
-    char tmpl[] = "/tmp/erdma-sysfs-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
-    root_ = tmpl;
-  }
-  ~FakeSysfs() {
-    std::error_code ec;
-    std::filesystem::remove_all(root_, ec);
-  }
-  FakeSysfs(const FakeSysfs&) = delete;
-  FakeSysfs& operator=(const FakeSysfs&) = delete;
-
-  [[nodiscard]] const std::string& root() const noexcept { return root_; }
+  [[nodiscard]] const std::string& root() const noexcept { return dir_.path(); }
 
   // Writes `content` to root/rel, creating parent directories.
   void file(const std::string& rel, const std::string& content) const {
-    const auto p = std::filesystem::path(root_) / rel;
+    const auto p = std::filesystem::path(root()) / rel;
     std::filesystem::create_directories(p.parent_path());
     std::ofstream(p) << content;
   }
-  void dir(const std::string& rel) const { std::filesystem::create_directories(std::filesystem::path(root_) / rel); }
+  void dir(const std::string& rel) const { std::filesystem::create_directories(std::filesystem::path(root()) / rel); }
   void symlink(const std::string& target, const std::string& rel) const {
-    const auto p = std::filesystem::path(root_) / rel;
+    const auto p = std::filesystem::path(root()) / rel;
     std::filesystem::create_directories(p.parent_path());
     std::filesystem::create_symlink(target, p);
   }
@@ -60,7 +49,7 @@ class FakeSysfs {
   }
 
  private:
-  std::string root_;
+  erdma::testing::TempDir dir_{"sysfs"};
 };
 
 }  // namespace erdma::agent::testing

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -76,7 +77,7 @@ std::vector<std::string> env_of(const json& edits) { return edits.value("env", s
 
 TEST_CASE("an RDMA claim: uverbs per card, rdma_cm and the device plugin's NCCL env once") {
   auto r = build_cdi_spec(claim({"erdma_1", "erdma_0", "erdma_1"}), node(), options());
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  REQUIRE_OK(r);
   CHECK(r->file_name == std::string("erdma.aliyun.com-claim_") + kUid + ".json");
   CHECK(r->cards == std::vector<std::string>{"erdma_0", "erdma_1"});
   CHECK(r->cdi_ids == std::map<std::string, std::string>{
@@ -133,7 +134,7 @@ TEST_CASE("an RDMA claim: no rdma_cm on the host is a note, not a device node th
 
 TEST_CASE("an SMC-R claim: the preload library and LD_PRELOAD, no raw RDMA devices, no NCCL env") {
   auto r = build_cdi_spec(claim({"erdma_0", "erdma_1"}, true), node(), options());
-  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  REQUIRE_OK(r);
   const std::string text = r->spec.dump();
   CHECK(text.find("/dev/infiniband") == std::string::npos);
   CHECK(text.find("NCCL") == std::string::npos);

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "test/support.hpp"
+
 namespace erdma::agent {
 namespace {
 using nlohmann::json;
@@ -48,7 +50,7 @@ TEST_CASE("allocation, NCCL, driver and NFD keys are read and round-trip") {
     "driver": {"prefer": "auto"},
     "nfdFeatureFile": "/etc/kubernetes/node-feature-discovery/features.d/erdma"
   })"));
-  REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
+  REQUIRE_OK(cfg);
   CHECK(cfg->allocate_all_devices);
   CHECK(cfg->nccl_env);
   CHECK(cfg->nccl_socket_ifname);
@@ -57,7 +59,7 @@ TEST_CASE("allocation, NCCL, driver and NFD keys are read and round-trip") {
   CHECK_FALSE(cfg->driver.load_modules);  // off unless asked for
   CHECK(cfg->to_json()["driver"] == json{{"prefer", "auto"}, {"loadModules", false}, {"modprobe", "/sbin/modprobe"}});
   auto load = AgentConfig::load(json::parse(R"({"driver": {"loadModules": true, "modprobe": "/usr/sbin/modprobe"}})"));
-  REQUIRE_MESSAGE(load.ok(), load.error().message);
+  REQUIRE_OK(load);
   CHECK(load->driver.load_modules);
   CHECK(load->driver.modprobe == "/usr/sbin/modprobe");
   auto again = AgentConfig::load(cfg->to_json());
@@ -92,7 +94,7 @@ TEST_CASE("the SMC-R keys are read and normalised") {
     "procRoot": "/host/proc/"
   })");
   auto cfg = AgentConfig::load(doc);
-  REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
+  REQUIRE_OK(cfg);
   CHECK_FALSE(cfg->smcr.enabled);
   CHECK(cfg->smcr.pnet_id.str() == "ERDMA1");
   CHECK(cfg->smcr.ueid == "CLUSTER-7.PROD");
@@ -137,7 +139,7 @@ TEST_CASE("every key is read") {
     }
   })");
   auto cfg = AgentConfig::load(doc);
-  REQUIRE_MESSAGE(cfg.ok(), cfg.error().message);
+  REQUIRE_OK(cfg);
   CHECK(cfg->resource_name == "example.com/rdma");
   CHECK(cfg->device_plugin_dir == "/run/dp");
   CHECK(cfg->plugin_socket_path() == "/run/dp/erdma.sock");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/core/cdi_spec.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -61,7 +62,7 @@ TEST_CASE("a checkpoint round-trips, canonical and byte-for-byte stable") {
   const Checkpoint cp = with_claim(with_claim({}, claim_b()), claim_a());
   const std::string text = encode_checkpoint(cp);
   auto back = decode_checkpoint(text);
-  REQUIRE_MESSAGE(back.ok(), (back.ok() ? "" : back.error().message));
+  REQUIRE_OK(back);
   CHECK(*back == cp);
   CHECK(encode_checkpoint(*back) == text);
   // Normalized on the way in: devices by name, requests sorted.

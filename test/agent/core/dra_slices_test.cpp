@@ -8,6 +8,7 @@
 #include "agent/core/plugin_model.hpp"
 #include "common/k8s_names.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -46,7 +47,7 @@ const json& device_named(const json& slice, const std::string& name) {
 
 std::vector<json> built(const std::vector<RdmaDevice>& cards, const SliceFacts& f) {
   auto s = build_slices(cards, f);
-  REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
+  REQUIRE_OK(s);
   return s->slices;
 }
 
@@ -109,7 +110,7 @@ struct FakeSliceStore {
 // generation and that planning again does nothing. Returns the generation.
 int64_t converge(FakeSliceStore& store, const std::vector<json>& wanted) {
   auto plan = plan_slices(wanted, store.list());
-  REQUIRE_MESSAGE(plan.ok(), (plan.ok() ? "" : plan.error().message));
+  REQUIRE_OK(plan);
   bool deleting = false;
   for (const auto& a : plan->actions) {
     CAPTURE(a.name);

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -258,7 +259,7 @@ TEST_CASE("preferred_allocation spreads over devices, NUMA-aware, then packs") {
   for (const auto& c : cases) {
     CAPTURE(c.name);
     auto r = preferred_allocation({c.available, c.must, c.size}, devices, 4);
-    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    REQUIRE_OK(r);
     CHECK(*r == c.want);
   }
 

@@ -24,6 +24,7 @@
 #include "test/exposition.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/log_capture.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent::dra {
 namespace {
@@ -138,13 +139,8 @@ std::string read(const fs::path& p) {
 
 // A temporary root holding the kubelet's directories and the CDI directory; removed at the end.
 struct Dirs {
-  fs::path root;
-  Dirs() {
-    char tmpl[] = "/tmp/erdma-dra-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    root = tmpl;
-  }
-  ~Dirs() { fs::remove_all(root); }
+  erdma::testing::TempDir tmp{"dra"};
+  fs::path root{tmp.path()};
   DraPluginConfig config() const {
     DraPluginConfig c;
     c.node_name = kNode;
@@ -175,7 +171,7 @@ struct Kubelet {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     const auto st = dra->NodePrepareResources(&ctx, req, &resp);
-    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    REQUIRE_OK(st);
     REQUIRE(resp.claims_size() == static_cast<int>(claims.size()));
     return resp;
   }
@@ -186,7 +182,7 @@ struct Kubelet {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     const auto st = dra->NodeUnprepareResources(&ctx, req, &resp);
-    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    REQUIRE_OK(st);
     REQUIRE(resp.claims_size() == static_cast<int>(claims.size()));
     return resp;
   }
@@ -208,7 +204,7 @@ struct Fixture {
   void start() {
     plugin = std::make_unique<DraKubeletPlugin>(dirs.config(), api, [] { return cards(); }, &registry);
     const auto s = plugin->start();
-    REQUIRE_MESSAGE(s.ok(), (s.ok() ? "" : s.error().message));
+    REQUIRE_OK(s);
     kubelet = std::make_unique<Kubelet>(dirs.config());
   }
   void restart() {

@@ -11,6 +11,7 @@
 #include "test/exposition.hpp"
 #include "test/fakes/fake_kube_api.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -70,7 +71,7 @@ TEST_CASE("publish_once: the first publish creates, the second writes nothing") 
   node.set_cards(2);
   SlicePublisher publisher(api, node.wanted(), options());
   auto first = publisher.publish_once();
-  REQUIRE_MESSAGE(first.ok(), first.error().message);
+  REQUIRE_OK(first);
   CHECK(first->created == 1);
   CHECK(first->writes() == 1);
   const auto stored = api.object(slice_path(0));
@@ -164,7 +165,7 @@ TEST_CASE("publish_once: a 409 race (stale resourceVersion, or a name taken mean
     });
     SlicePublisher publisher(api, node.wanted(), options());
     auto r = publisher.publish_once();
-    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    REQUIRE_OK(r);
     CHECK(r->attempts == 2);
     CHECK(r->updated == 1);
     const auto stored = fake.object(slice_path(0));
@@ -178,7 +179,7 @@ TEST_CASE("publish_once: a 409 race (stale resourceVersion, or a name taken mean
     });
     SlicePublisher publisher(api, node.wanted(), options());
     auto r = publisher.publish_once();
-    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    REQUIRE_OK(r);
     CHECK(r->attempts == 2);
     CHECK(r->created == 0);
     CHECK(fake.objects(kCollection).size() == 1);
@@ -206,7 +207,7 @@ TEST_CASE("publish_once: a shrinking node updates first and deletes the extra sl
   node.set_cards(kMaxDevicesPerSliceWithTaints + 1);  // two slices
   SlicePublisher publisher(api, node.wanted(), options());
   auto grown = publisher.publish_once();
-  REQUIRE_MESSAGE(grown.ok(), grown.error().message);
+  REQUIRE_OK(grown);
   CHECK(grown->created == 2);
   REQUIRE(api.objects(kCollection).size() == 2);
 
@@ -232,7 +233,7 @@ TEST_CASE("publish_once: a shrinking node updates first and deletes the extra sl
   RacingApi racing(api, [&] { api.delete_for_test(slice_path(1)); });  // just before the PUT
   SlicePublisher raced(racing, node.wanted(), options());
   auto gone = raced.publish_once();
-  REQUIRE_MESSAGE(gone.ok(), gone.error().message);
+  REQUIRE_OK(gone);
   CHECK(api.objects(kCollection).size() == 1);
   CHECK(gone->deleted == 1);
 }
@@ -243,7 +244,7 @@ TEST_CASE("slice_event_needs_publish: others' edits and deletes are news, the pu
   const auto wanted = node.wanted()()->slices;
   const auto needs = [&](const json& event) {
     auto r = slice_event_needs_publish(event, wanted, "node-a", "erdma.aliyun.com");
-    REQUIRE_MESSAGE(r.ok(), r.error().message);
+    REQUIRE_OK(r);
     return *r;
   };
   json own = wanted[0];

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -18,12 +17,12 @@
 
 #include "test/agent/kube/tls_test_server.hpp"
 #include "test/eventually.hpp"
+#include "test/support.hpp"
 #include "test/webhook/server/test_certs.hpp"
 
 namespace erdma::agent::kube {
 namespace {
 
-namespace fs = std::filesystem;
 using testing::ServerConn;
 using testing::TlsTestServer;
 using webhook::server::testing::CertSpec;
@@ -31,6 +30,7 @@ using webhook::server::testing::make_cert;
 using webhook::server::testing::PemPair;
 namespace http = testing::http;
 using Request = http::request<http::string_body>;
+using erdma::testing::TempDir;
 
 CertSpec spec(std::string cn, std::string sans, bool ca = false) {
   CertSpec s;
@@ -39,27 +39,6 @@ CertSpec spec(std::string cn, std::string sans, bool ca = false) {
   s.ca = ca;
   return s;
 }
-
-// A temporary directory removed with everything in it.
-struct TempDir {
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "erdma-kube-test-XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    path = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  void write(const std::string& name, const std::string& text) const {
-    // Written beside and renamed over, as kubelet swaps projected files: a new inode.
-    const auto tmp = path / (name + ".new");
-    std::ofstream(tmp, std::ios::binary) << text;
-    fs::rename(tmp, path / name);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  fs::path path;
-};
 
 // A CA, a server certificate it signs for 127.0.0.1 and localhost, and the files a pod has.
 struct Pki {
@@ -498,31 +477,31 @@ TEST_CASE("in_cluster_config_from: the service's address and the account's files
     auto it = env.find(name);
     return it == env.end() ? nullptr : it->second.c_str();
   };
-  auto missing_token = in_cluster_config_from(getenv, dir.path.string());
+  auto missing_token = in_cluster_config_from(getenv, dir.path());
   REQUIRE_FALSE(missing_token.ok());
   CHECK(missing_token.error().code == ErrorCode::FailedPrecondition);
   CHECK(missing_token.error().message.find("token") != std::string::npos);
   CHECK(missing_token.error().message.find("automountServiceAccountToken") != std::string::npos);
 
   dir.write("token", "t");
-  auto missing_ca = in_cluster_config_from(getenv, dir.path.string());
+  auto missing_ca = in_cluster_config_from(getenv, dir.path());
   REQUIRE_FALSE(missing_ca.ok());
   CHECK(missing_ca.error().message.find("ca.crt") != std::string::npos);
 
   dir.write("ca.crt", pki().ca.cert);
-  auto ok = in_cluster_config_from(getenv, dir.path.string());
+  auto ok = in_cluster_config_from(getenv, dir.path());
   REQUIRE(ok.ok());
   CHECK(ok->server == "https://10.96.0.1:443");
   CHECK(ok->token_file == dir.file("token"));
   CHECK(ok->ca_file == dir.file("ca.crt"));
 
   env["KUBERNETES_SERVICE_HOST"] = "fd00::1";
-  auto v6 = in_cluster_config_from(getenv, dir.path.string());
+  auto v6 = in_cluster_config_from(getenv, dir.path());
   REQUIRE(v6.ok());
   CHECK(v6->server == "https://[fd00::1]:443");
 
   env.erase("KUBERNETES_SERVICE_PORT");
-  auto no_env = in_cluster_config_from(getenv, dir.path.string());
+  auto no_env = in_cluster_config_from(getenv, dir.path());
   REQUIRE_FALSE(no_env.ok());
   CHECK(no_env.error().code == ErrorCode::FailedPrecondition);
   CHECK(no_env.error().message.find("KUBERNETES_SERVICE_PORT") != std::string::npos);

@@ -12,6 +12,7 @@
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
 #include "test/skip.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -113,7 +114,7 @@ testing::FakeSandbox sandbox(const char* id, const char* ns, const char* name) {
 }  // namespace
 
 TEST_CASE("smc-status --pod finds the pod over the CRI, with errors that say how to fix them") {
-  testing::TempDir dir;
+  erdma::testing::TempDir dir;
   testing::FakeCriServer cri(dir.path() + "/cri.sock");
   const auto config = write_config(dir.path(), cri.socket_for_test());
 
@@ -182,7 +183,7 @@ TEST_CASE("smc-status --pod finds the pod over the CRI, with errors that say how
 }
 
 TEST_CASE("smc-status --pod with the CRI socket down names the socket and the config key") {
-  testing::TempDir dir;
+  erdma::testing::TempDir dir;
   const std::string missing = dir.path() + "/no-cri.sock";
   const auto config = write_config(dir.path(), missing);
   const auto r = run({"smc-status", "--pod", "team-a/web-0", "--config", config});
@@ -193,7 +194,7 @@ TEST_CASE("smc-status --pod with the CRI socket down names the socket and the co
 
 TEST_CASE("cleanup removes the library, its directory and the NFD file once, and --dry-run only prints") {
   namespace fs = std::filesystem;
-  testing::TempDir dir;
+  erdma::testing::TempDir dir;
   const std::string lib = dir.path() + "/lib";
   const std::string nfd = dir.path() + "/features.d/erdma";
   fs::create_directories(lib);

@@ -22,6 +22,7 @@
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
 #include "test/skip.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -29,7 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::count_health;
 using testing::FakeKubelet;
-using testing::TempDir;
+using erdma::testing::TempDir;
 using testing::WatchStream;
 
 constexpr auto kWait = 15s;
@@ -182,7 +183,7 @@ TEST_CASE("erdma-agent run: registers, serves, re-registers after a kubelet rest
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + kWait);
     const auto status = stub->Allocate(&ctx, areq, &aresp);
-    REQUIRE_MESSAGE(status.ok(), status.error_message());
+    REQUIRE_OK(status);
     CHECK(aresp.container_responses(0).envs().at("ERDMA_DEVICES") == "erdma_0");
   }
   std::printf("measured: erdma-agent VmRSS after 1 restart and Allocate %ld KiB\n", rss_kib(agent.pid()));
@@ -271,7 +272,7 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 30s);  // kubelet's budget
   const auto status = stub->PreStartContainer(&ctx, pre, &pre_resp);
-  CHECK_MESSAGE(status.ok(), status.error_message());  // the container starts; SMC falls back to TCP
+  CHECK_OK(status);  // the container starts; SMC falls back to TCP
   CHECK(podres.calls() == 2);  // the resync at start (which pods hold the resource) and PreStartContainer
   CHECK(cri.status_calls() >= 1);
 

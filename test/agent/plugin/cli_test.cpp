@@ -8,6 +8,7 @@
 
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 
@@ -48,7 +49,7 @@ TEST_CASE("devices table and JSON show what discovery sees") {
 }
 
 TEST_CASE("erdma-agent devices with a static config, and its errors") {
-  testing::TempDir dir;
+  erdma::testing::TempDir dir;
   const std::string config = dir.path() + "/agent.yaml";
   {
     std::ofstream out(config);

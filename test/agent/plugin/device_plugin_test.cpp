@@ -17,6 +17,7 @@
 #include "test/eventually.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/log_capture.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 using erdma::testing::eventually;
@@ -28,7 +29,7 @@ using testing::count_health;
 using testing::FakeKubelet;
 using testing::FakeRdmaDevices;
 using testing::make_device;
-using testing::TempDir;
+using erdma::testing::TempDir;
 using testing::WatchStream;
 
 // Generous bounds: these waits end as soon as the condition holds.
@@ -145,7 +146,7 @@ TEST_CASE("the SMC-R resource: its own socket and registration; Allocate mounts 
   v1beta1::AllocateResponse resp;
   // Slot 200 of a device: the SMC-R resource has 256 per device, beyond the eRDMA resource's 4.
   const auto status = allocate(*stub, {{"erdma_0-200"}, {"erdma_1-0"}}, resp);
-  REQUIRE_MESSAGE(status.ok(), status.error_message());
+  REQUIRE_OK(status);
   REQUIRE(resp.container_responses_size() == 2);
   for (const auto& c : resp.container_responses()) {
     CHECK(c.devices_size() == 0);  // no /dev/infiniband/uverbsN, no rdma_cm
@@ -283,7 +284,7 @@ TEST_CASE("Allocate gives uverbs and rdma_cm device specs and names the devices 
   auto stub = h.client();
   v1beta1::AllocateResponse resp;
   const auto status = allocate(*stub, {{"erdma_0-1"}, {"erdma_1-2", "erdma_0-2"}}, resp);
-  REQUIRE_MESSAGE(status.ok(), status.error_message());
+  REQUIRE_OK(status);
   REQUIRE(resp.container_responses_size() == 2);
 
   const auto& c0 = resp.container_responses(0);

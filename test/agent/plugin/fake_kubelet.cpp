@@ -10,17 +10,6 @@
 namespace erdma::agent::testing {
 namespace fs = std::filesystem;
 
-TempDir::TempDir() {
-  std::string tmpl = "/tmp/erdma-agent-XXXXXX";
-  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 // The callback API, like the agent: a sync server's workers poll with a 10 s timeout, which can
 // make Shutdown()+Wait() take that long.
 struct FakeKubelet::Impl final : public v1beta1::Registration::CallbackService {

@@ -19,20 +19,6 @@
 
 namespace erdma::agent::testing {
 
-// A temporary directory under /tmp (short: unix socket paths are limited to 107 bytes), removed
-// with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] const std::string& path() const noexcept { return path_; }
-
- private:
-  std::string path_;
-};
-
 class FakeKubelet {
  public:
   explicit FakeKubelet(std::string dir);

@@ -16,6 +16,7 @@
 #include "test/eventually.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/fakes/fake_smc.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 using erdma::testing::eventually;
@@ -92,7 +93,7 @@ TEST_CASE("host setup adds an IB entry per port, an ETH entry per netdev and the
   const std::vector<RdmaDevice> devices = {make_device("erdma_0", "uverbs0", 0, PortState::Active, "eth0"),
                                            make_device("erdma_1", "uverbs1", 0, PortState::Down, "eth1")};
   auto r = setup.reconcile(devices);
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(r->applied.size() == 5);
   CHECK(r->conflicts.empty());
   CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "erdma_0"), ib("ERDMA", "erdma_1"), eth("ERDMA", "eth0"),
@@ -226,14 +227,14 @@ TEST_CASE("kernel SMC statistics become gauges summed per scope") {
 }
 
 TEST_CASE("the preload library is installed atomically and only when it changed") {
-  testing::TempDir dir;
+  erdma::testing::TempDir dir;
   const std::string src = dir.path() + "/build/libsmc-preload.so";
   fs::create_directories(dir.path() + "/build");
   std::ofstream(src) << "first version";
   const std::string host_dir = dir.path() + "/var/lib/erdma-controller/lib";
 
   auto r = install_file_atomically(src, host_dir, "libsmc-preload.so");
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(*r == InstallResult::Installed);
   const std::string target = host_dir + "/libsmc-preload.so";
   struct stat st {};
@@ -280,7 +281,7 @@ TEST_CASE("host setup turns the SMC-D loopback device off and on again, and says
   const std::vector<RdmaDevice> devices = {make_device("rxe0", "uverbs0", 0, PortState::Active, "eth0")};
   SmcrHostSetup off(cfg, k.table_opener(), k.info_opener(), [] { return std::string("lo"); });
   auto r = off.reconcile(devices);
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(r->smcd_loopback == "off");
   CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "rxe0"), eth("ERDMA", "eth0"), ib("ERDMANOSMCD", "lo")}));
   auto again = off.reconcile(devices);

@@ -23,6 +23,7 @@
 #include "test/eventually.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/fakes/fake_smc.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -37,7 +38,7 @@ using testing::FakePodResourcesServer;
 using testing::FakeRdmaDevices;
 using testing::FakeSandbox;
 using testing::make_device;
-using testing::TempDir;
+using erdma::testing::TempDir;
 
 constexpr auto kWait = 10s;
 const std::string kTrue = "true";
@@ -293,7 +294,7 @@ TEST_CASE("PreStartContainer configures the netns of the pod that owns the devic
   const auto t0 = std::chrono::steady_clock::now();
   const auto status = h.prestart({"erdma_1-2", "erdma_0-1"});
   const auto took = std::chrono::steady_clock::now() - t0;
-  REQUIRE_MESSAGE(status.ok(), status.error_message());
+  REQUIRE_OK(status);
   CHECK(h.tables.entries(b) == std::vector<PnetEntry>{kEth0});
   CHECK(h.tables.entries(a).empty());
   CHECK(h.netns.entered_copy() == std::vector<std::string>{b});
@@ -631,7 +632,7 @@ TEST_CASE("PreStartContainer answers within kubelet's budget when the runtime ha
     h.cri.set_list_behaviour(Behaviour{true, std::nullopt});
     const auto t0 = std::chrono::steady_clock::now();
     const auto st = h.prestart({"erdma_0-0"});  // kubelet's own deadline: 30 s
-    CHECK_MESSAGE(st.ok(), st.error_message());
+    CHECK_OK(st);
     CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
     MESSAGE("hung ListPodSandbox, callTimeoutMs 300: answered after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
@@ -656,7 +657,7 @@ TEST_CASE("PreStartContainer answers within kubelet's budget when the runtime ha
     // A kubelet deadline shorter than the call timeout: the answer must still arrive in time
     // (a late one would be DEADLINE_EXCEEDED here).
     const auto st = h.prestart({"erdma_0-0"}, 3s);
-    CHECK_MESSAGE(st.ok(), st.error_message());
+    CHECK_OK(st);
     CHECK(setups(h.metrics, PodSetupResult::Timeout) == 1);
     MESSAGE("hung PodSandboxStatus, kubelet deadline 3 s: answered after "
             << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()
@@ -1019,7 +1020,7 @@ TEST_CASE("resync survives an unfiltered sandbox list larger than the agent acce
   }
   REQUIRE_FALSE(h.cri_client->list_ready(std::chrono::steady_clock::now() + 10s).ok());
   auto r = h.hook->resync(std::chrono::steady_clock::now() + 10s);
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(r->sandboxes == 1);
   CHECK(r->configured == 1);
   CHECK(h.tables.entries(a) == std::vector<PnetEntry>{kEth0});

@@ -14,10 +14,13 @@
 #include <unistd.h>
 
 #include "test/skip.hpp"
+#include "test/support.hpp"
 #include "process.hpp"
 
 using namespace erdma::agent::testing;
 using erdma::testing::skip_or_fail;
+// Each test's files; declared before the processes that write there, so it outlives them.
+using erdma::testing::TempDir;
 using erdma::testing::skip_test;
 
 namespace {
@@ -81,7 +84,7 @@ int sysctl_int(const char* path) {
 
 TEST_CASE("without SMC every socket is exactly what the program asked for") {
   require_no_smc();
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
   auto pre = run({kProbe, "kinds"}, preload_env(), dir, "pre");
@@ -106,7 +109,7 @@ TEST_CASE("without SMC every socket is exactly what the program asked for") {
 
 TEST_CASE("SMC_DEBUG prints one line per decision and remembers the missing kernel support") {
   require_no_smc();
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto r = run({kProbe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "debug");
   REQUIRE(r.exit_code == 0);
@@ -120,7 +123,7 @@ TEST_CASE("SMC_DEBUG prints one line per decision and remembers the missing kern
 
 TEST_CASE("SMC_PRELOAD_MODE=af_smc never tries IPPROTO_SMC") {
   require_no_smc();
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto r = run({kProbe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}, {"SMC_PRELOAD_MODE", "af_smc"}}), dir, "afsmc");
   REQUIRE(r.exit_code == 0);
@@ -130,7 +133,7 @@ TEST_CASE("SMC_PRELOAD_MODE=af_smc never tries IPPROTO_SMC") {
 }
 
 TEST_CASE("garbage environment values are reported once and ignored") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
   auto r = run({kProbe, "kinds"},
@@ -147,7 +150,7 @@ TEST_CASE("garbage environment values are reported once and ignored") {
 
 TEST_CASE("SMC_SNDBUF and SMC_RCVBUF size TCP sockets only") {
   require_no_smc();
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
   auto r = run({kProbe, "kinds"}, preload_env({{"SMC_SNDBUF", "64K"}, {"SMC_RCVBUF", "128k"}}), dir, "sized");
@@ -165,7 +168,7 @@ TEST_CASE("SMC_SNDBUF and SMC_RCVBUF size TCP sockets only") {
 }
 
 TEST_CASE("many threads create sockets at once") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto r = run({kProbe, "threads", "16"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "threads");
   CHECK(r.exit_code == 0);
@@ -173,7 +176,7 @@ TEST_CASE("many threads create sockets at once") {
 }
 
 TEST_CASE("errno is left as it was after a successful call") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto r = run({kProbe, "errno"}, preload_env(), dir, "errno");
   REQUIRE(r.exit_code == 0);
@@ -181,7 +184,7 @@ TEST_CASE("errno is left as it was after a successful call") {
 }
 
 TEST_CASE("python client and server exchange data under the preload") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto r = run({kPython, kEcho, "selftest", "--bytes", "4194304"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "python");
   CHECK(r.exit_code == 0);
@@ -193,7 +196,7 @@ TEST_CASE("python client and server exchange data under the preload") {
 }
 
 TEST_CASE("curl downloads from python's http.server, both preloaded") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   std::string blob(2 * 1024 * 1024, '\0');
   std::mt19937 rng(7);
@@ -224,7 +227,7 @@ TEST_CASE("curl downloads from python's http.server, both preloaded") {
 }
 
 TEST_CASE("the library needs nothing but libc (and libdl for old glibc) and exports only socket") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto needed = run({"/usr/bin/readelf", "-d", kLib}, base_env(), dir, "readelf");
   REQUIRE(needed.exit_code == 0);
@@ -248,7 +251,7 @@ TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2
   // Weak references the toolchain adds to every shared object; nothing needs them to resolve.
   const std::set<std::string> weak_ok = {"__gmon_start__", "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable",
                                          "__cxa_finalize"};
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto r = run({"/usr/bin/objdump", "-T", kLib}, base_env(), dir, "objdump");
   REQUIRE(r.exit_code == 0);
@@ -285,7 +288,7 @@ TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2
 TEST_CASE("a musl program starts and works with the library preloaded") {
   const std::string probe = MUSL_PROBE;
   if (probe.empty()) skip_or_fail("musl-gcc is not installed (Debian package musl-tools): no musl program to try");
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto plain = run({probe, "kinds"}, base_env(), dir, "musl-plain");
   REQUIRE(plain.exit_code == 0);
@@ -300,7 +303,7 @@ TEST_CASE("a musl program starts and works with the library preloaded") {
 // in /etc/ld.so.preload: ld.so ignores LD_PRELOAD paths there) must not steer its diagnostics.
 TEST_CASE("SMC_DEBUG is ignored when the real and effective ids differ") {
   if (::geteuid() != 0) skip_or_fail("needs root to give the probe a real uid or gid other than its effective one");
-  ScratchDir scratch;
+  TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto env = base_env();
   env["SMC_DEBUG"] = "1";
@@ -317,7 +320,7 @@ TEST_CASE("SMC_DEBUG is ignored when the real and effective ids differ") {
 }
 
 TEST_CASE("a child forked while another thread initialises takes the initialisation over") {
-  ScratchDir scratch;
+  TempDir scratch("preload");
   auto r = run({kTakeoverProbe}, base_env(), scratch.path(), "takeover");
   REQUIRE(r.exit_code == 0);
   // child_exit=0: the child saw its parent's pid in the init word, claimed it and made its socket.

@@ -32,26 +32,6 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-// A fresh directory under /tmp for one test's files, removed with everything in it at the end of
-// the scope (declare it before the processes that write there).
-class ScratchDir {
- public:
-  ScratchDir() {
-    char tmpl[] = "/tmp/erdma-preload-XXXXXX";
-    if (char* d = ::mkdtemp(tmpl)) path_ = d;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 class Process {
  public:
   // Starts argv[0] (an absolute path) with exactly `env`; stdout and stderr go to files in `dir`.

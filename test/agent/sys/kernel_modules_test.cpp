@@ -10,6 +10,7 @@
 #include "agent/core/plugin_model.hpp"
 #include "agent/sys/sysfs_rdma.hpp"
 #include "test/fakes/fake_sysfs.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -22,7 +23,7 @@ constexpr const char* kV4 = "0000:0000:0000:0000:0000:ffff:0a00:0005";
 std::optional<unsigned> gid_index_from(const FakeSysfs& s, const std::string& dev) {
   sysfs::SysfsRdmaReader reader(s.root());
   auto read = reader.read_device(dev, {});
-  REQUIRE_MESSAGE(read.ok(), read.error().message);
+  REQUIRE_OK(read);
   return ipv4_roce_v2_gid_index(read->device);
 }
 }  // namespace
@@ -102,7 +103,7 @@ TEST_CASE("write_file_atomically: replaces, reports unchanged, leaves no tempora
   FakeSysfs s;
   const std::string path = s.root() + "/erdma";
   auto first = write_file_atomically(path, "a=1\n");
-  REQUIRE_MESSAGE(first.ok(), first.error().message);
+  REQUIRE_OK(first);
   CHECK(*first);
   auto same = write_file_atomically(path, "a=1\n");
   REQUIRE(same.ok());

@@ -19,6 +19,7 @@
 #include <net/if.h>
 
 #include "test/skip.hpp"
+#include "test/support.hpp"
 
 using namespace erdma;
 using namespace erdma::agent;
@@ -218,7 +219,7 @@ TEST_CASE("a namespace opened once is the one entered, even after its name names
   require_root();
   TestNetns ns;
   auto opened = open_netns_once(ns.ref().path);
-  REQUIRE_MESSAGE(opened.ok(), opened.error().message);
+  REQUIRE_OK(opened);
   const NetnsRef pinned = *opened;
   const NetnsRef kept = pinned.by_identity();
   CHECK(kept.fd == nullptr);
@@ -231,7 +232,7 @@ TEST_CASE("a namespace opened once is the one entered, even after its name names
     inside = interfaces();
     return Status{};
   }, soon());
-  REQUIRE_MESSAGE(st.ok(), st.error().message);
+  REQUIRE_OK(st);
   CHECK(inside.count(ns.inner) == 1);  // the namespace that was opened, kept alive by its descriptor
   auto again = runner.run(kept, [] { return Status{}; }, soon());
   REQUIRE_FALSE(again.ok());
@@ -253,7 +254,7 @@ TEST_CASE("a process's namespace is opened through its /proc directory, never a 
   }
   ::close(gate[0]);
   auto opened = open_process_netns("/proc", child, boot_ticks_now());
-  REQUIRE_MESSAGE(opened.ok(), opened.error().message);
+  REQUIRE_OK(opened);
   CHECK(opened->path == "/proc/" + std::to_string(child) + "/ns/net");
   CHECK(same_netns(*opened, NetnsRef::self()).value());
   // A process started after the runtime named the pid is not the sandbox's.

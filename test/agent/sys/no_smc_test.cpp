@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "test/skip.hpp"
+#include "test/support.hpp"
 
 using namespace erdma;
 using namespace erdma::agent;
@@ -52,7 +53,8 @@ TEST_CASE("sock_diag without SMC says the module is not loaded") {
 
 TEST_CASE("erdma-agent pnet, ueid, smc-status and smc-stats say so and how to fix it in one line and exit 1") {
   require_no_smc();
-  const std::string out = "/tmp/erdma-nosmc-" + std::to_string(::getpid()) + ".txt";
+  const erdma::testing::TempDir dir("nosmc");
+  const std::string out = dir.file("out.txt");
   struct Case {
     const char* args;
     const char* line;  // how the line starts; the fix follows on the same line
@@ -82,5 +84,4 @@ TEST_CASE("erdma-agent pnet, ueid, smc-status and smc-stats say so and how to fi
     CHECK(text.find("the node's administrator") != std::string::npos);
     CHECK(text.find('\n') == text.size() - 1);
   }
-  std::remove(out.c_str());
 }

@@ -11,6 +11,7 @@
 
 #include "test/skip.hpp"
 #include "test/fakes/fake_smc.hpp"
+#include "test/support.hpp"
 
 using namespace erdma;
 using namespace erdma::agent;
@@ -96,7 +97,7 @@ TEST_CASE("the inspector reads a veth pod and an ipvlan pod on the RDMA netdev")
   SUBCASE("veth pod") {
     pnet->entries = {PnetEntry::eth("ERDMA", "eth0").value()};
     auto f = inspector.gather(Layout::ref(l.veth_pod), "eth0", "ERDMA", soon());
-    REQUIRE_MESSAGE(f.ok(), f.error().message);
+    REQUIRE_OK(f);
     CHECK_FALSE(f->host_network);
     CHECK(f->kind == PodLinkKind::Veth);
     CHECK(f->kind_name == "veth");
@@ -113,7 +114,7 @@ TEST_CASE("the inspector reads a veth pod and an ipvlan pod on the RDMA netdev")
   }
   SUBCASE("ipvlan (or macvlan) pod on the RDMA netdev") {
     auto f = inspector.gather(Layout::ref(l.ipvlan_pod), "eth0", "ERDMA", soon());
-    REQUIRE_MESSAGE(f.ok(), f.error().message);
+    REQUIRE_OK(f);
     CHECK(f->kind == upper);
     REQUIRE(f->addresses.size() == 1);
     CHECK(f->addresses[0].to_string() == "10.77.0.11/24");

@@ -10,6 +10,8 @@
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <rdma/rdma_netlink.h>
 
+#include "test/support.hpp"
+
 namespace erdma::agent {
 namespace {
 
@@ -41,7 +43,7 @@ TEST_CASE("device replies: index and name") {
   REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, "erdma_0") == 0);
   REQUIRE(nla_put_u64(m.get(), RDMA_NLDEV_ATTR_NODE_GUID, 0x1234) == 0);  // other attributes are ignored
   auto d = decode_nldev_device(nlmsg_hdr(m.get()));
-  REQUIRE_MESSAGE(d.ok(), d.error().message);
+  REQUIRE_OK(d);
   CHECK(d->index == 7);
   CHECK(d->name == "erdma_0");
 }
@@ -117,7 +119,7 @@ TEST_CASE("port replies: device index, port, optional netdev") {
     REQUIRE(nla_put_u32(m.get(), RDMA_NLDEV_ATTR_NDEV_INDEX, 3) == 0);
     REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_NDEV_NAME, "eth0") == 0);
     auto p = decode_nldev_port(nlmsg_hdr(m.get()));
-    REQUIRE_MESSAGE(p.ok(), p.error().message);
+    REQUIRE_OK(p);
     CHECK(p->device_index == 2);
     CHECK(p->port == 1);
     CHECK(p->netdev == "eth0");

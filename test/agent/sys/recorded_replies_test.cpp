@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "test/support.hpp"
+
 using namespace erdma;
 using namespace erdma::agent;
 
@@ -61,7 +63,7 @@ TEST_CASE("recorded pnet dump: the four entries the scenario added") {
   std::vector<PnetEntry> got;
   for (const auto* h : messages(rec)) {
     auto e = decode_pnet_reply(h);
-    REQUIRE_MESSAGE(e.ok(), e.error().message);
+    REQUIRE_OK(e);
     got.insert(got.end(), e->begin(), e->end());
   }
   std::sort(got.begin(), got.end());
@@ -85,7 +87,7 @@ TEST_CASE("recorded system info") {
   auto msgs = messages(rec);
   REQUIRE(msgs.size() == 1);
   auto info = decode_sys_info(msgs[0]);
-  REQUIRE_MESSAGE(info.ok(), info.error().message);
+  REQUIRE_OK(info);
   CHECK(info->version == 2);
   REQUIRE(info->smcr_v2.has_value());
   CHECK(*info->smcr_v2);
@@ -96,7 +98,7 @@ TEST_CASE("recorded link dump: one link group per side, each on its rxe device")
   LinkDumpCollector c;
   for (const auto* h : messages(rec)) {
     auto st = c.add(h);
-    REQUIRE_MESSAGE(st.ok(), st.error().message);
+    REQUIRE_OK(st);
   }
   auto groups = c.take();
   REQUIRE(groups.size() == 2);
@@ -119,7 +121,7 @@ TEST_CASE("recorded statistics: one SMC-R v2 connection on each side") {
   auto msgs = messages(rec);
   REQUIRE(msgs.size() == 1);
   auto s = decode_stats(msgs[0]);
-  REQUIRE_MESSAGE(s.ok(), s.error().message);
+  REQUIRE_OK(s);
   CHECK(s->smcr.client_v2_success == 1);
   CHECK(s->smcr.server_v2_success == 1);
   CHECK(s->smcr.client_v1_success == 0);
@@ -133,7 +135,7 @@ TEST_CASE("recorded sock_diag: the client socket is SMCR on rxe0") {
   for (const auto* h : messages(rec)) {
     if (h->nlmsg_type == NLMSG_DONE) continue;
     auto s = decode_smc_diag(h);
-    REQUIRE_MESSAGE(s.ok(), s.error().message);
+    REQUIRE_OK(s);
     if (s->local.rfind("10.99.0.1:", 0) == 0 && s->peer.rfind("10.99.0.2:", 0) == 0) {
       found = true;
       CHECK(s->mode == SmcMode::Smcr);

@@ -13,6 +13,7 @@
 #include "agent/sys/file_install.hpp"
 #include "agent/sys/kernel_modules.hpp"
 #include "test/fakes/fake_sysfs.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -45,7 +46,7 @@ TEST_CASE("NFD feature file: a planted .erdma.tmp symlink is not followed (M4)")
   // The temporary name the writer used before, pointing at a file the agent must never touch.
   s.symlink(s.root() + "/victim", "features.d/.erdma.tmp");
   auto w = write_file_atomically(dir + "/erdma", "erdma.driver=compat\n");
-  REQUIRE_MESSAGE(w.ok(), w.error().message);
+  REQUIRE_OK(w);
   CHECK(*w);
   CHECK(slurp(s.root() + "/victim") == "precious\n");
   CHECK(fs::is_regular_file(fs::symlink_status(dir + "/erdma")));
@@ -57,7 +58,7 @@ TEST_CASE("NFD feature file: a planted .erdma.tmp symlink is not followed (M4)")
   fs::remove(dir + "/erdma");
   fs::create_symlink(s.root() + "/victim", dir + "/erdma");
   w = write_file_atomically(dir + "/erdma", "erdma.driver=compat\n");
-  REQUIRE_MESSAGE(w.ok(), w.error().message);
+  REQUIRE_OK(w);
   CHECK(*w);  // a link is never "unchanged", whatever it points at
   CHECK(slurp(s.root() + "/victim") == "precious\n");
   CHECK(fs::is_regular_file(fs::symlink_status(dir + "/erdma")));
@@ -84,7 +85,7 @@ TEST_CASE("preload install: a symlink at the target is replaced, its target unto
   owned(dir);
   owned(s.root() + "/host");
   auto r = install_file_atomically(s.root() + "/build/lib.so", dir, "libsmc-preload.so");
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(*r == InstallResult::Installed);
   CHECK(slurp(s.root() + "/victim") == "precious");
   const std::string target = dir + "/libsmc-preload.so";
@@ -107,7 +108,7 @@ TEST_CASE("preload install: a FIFO at the target does not block and is replaced"
   REQUIRE(::mkfifo((dir + "/libsmc-preload.so").c_str(), 0644) == 0);
   // Before: open(O_RDONLY) of the FIFO waited for a writer forever.
   auto r = install_file_atomically(s.root() + "/build/lib.so", dir, "libsmc-preload.so");
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(*r == InstallResult::Installed);
   CHECK(fs::is_regular_file(fs::symlink_status(dir + "/libsmc-preload.so")));
   CHECK(entries(dir) == 1);
@@ -153,7 +154,7 @@ TEST_CASE("preload install: a group-writable directory, a foreign owner and a sy
   }
   // Missing directories are created, each 0755 and the agent's.
   r = install_file_atomically(src, s.root() + "/new/a/b", "libsmc-preload.so");
-  REQUIRE_MESSAGE(r.ok(), r.error().message);
+  REQUIRE_OK(r);
   CHECK(fs::is_regular_file(s.root() + "/new/a/b/libsmc-preload.so"));
 }
 
@@ -164,7 +165,7 @@ TEST_CASE("SafeDir::read_regular reads regular files only") {
   s.dir("d/sub");
   owned(s.root() + "/d");
   auto d = SafeDir::open(s.root() + "/d", false);
-  REQUIRE_MESSAGE(d.ok(), d.error().message);
+  REQUIRE_OK(d);
   auto plain = d->read_regular("plain", 100);
   REQUIRE(plain.ok());
   REQUIRE(plain->has_value());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "test/skip.hpp"
+#include "test/support.hpp"
 #include "agent/sys/netns.hpp"
 #include "pnet_table_contract.hpp"
 
@@ -28,7 +29,7 @@ void require_kernel() {
   if (::geteuid() != 0) erdma::testing::skip_or_fail("needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN)");
   auto t = NetlinkPnetTable::open();
   if (!t.ok() && t.error().code == ErrorCode::Unavailable) erdma::testing::skip_test(t.error().message.c_str());
-  REQUIRE_MESSAGE(t.ok(), t.error().message);
+  REQUIRE_OK(t);
 }
 
 std::chrono::steady_clock::time_point soon() { return std::chrono::steady_clock::now() + std::chrono::seconds(20); }

@@ -9,6 +9,7 @@
 #include "agent/sys/static_rdma_devices.hpp"
 #include "agent/sys/verbs_rdma_devices.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
+#include "test/support.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -232,8 +233,8 @@ TEST_CASE("static source serves the configured list") {
 
 TEST_CASE("the SMC-D loopback device is the virtual one under class/dibs") {
   namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("erdma-dibs-" + std::to_string(::getpid()));
-  fs::remove_all(root);
+  const erdma::testing::TempDir tmp("dibs");
+  const fs::path root = fs::path(tmp.path()) / "sys";
   CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device().empty());  // no sysfs at all
   fs::create_directories(root / "class/dibs");
   CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device().empty());  // the class, no device
@@ -242,7 +243,6 @@ TEST_CASE("the SMC-D loopback device is the virtual one under class/dibs") {
   CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device().empty());
   fs::create_directory_symlink("../../devices/virtual/dibs/lo", root / "class/dibs/lo");
   CHECK(sysfs::SysfsRdmaReader(root.string()).smcd_loopback_device() == "lo");
-  fs::remove_all(root);
 }
 
 }  // namespace erdma::agent

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/structured.hpp"
+#include "test/support.hpp"
 #include "webhook/cli/kube_yaml.hpp"
 #include "webhook/cli/preview.hpp"
 
@@ -51,14 +52,13 @@ std::vector<json> json_stream(const std::string& text) {
   return docs;
 }
 
+// One file in a directory of its own, removed with it.
 struct TempFile {
+  erdma::testing::TempDir dir{"cli-test"};
   fs::path path;
-  explicit TempFile(const std::string& content, const std::string& name = "input.yaml") {
-    path = fs::temp_directory_path() / ("erdma-cli-test-" + std::to_string(::getpid())) / name;
-    fs::create_directories(path.parent_path());
-    std::ofstream(path) << content;
+  explicit TempFile(const std::string& content, const std::string& name = "input.yaml") : path(dir.file(name)) {
+    dir.write(name, content);
   }
-  ~TempFile() { fs::remove_all(path.parent_path()); }
 };
 
 const std::string kExamples = std::string(ERDMA_SOURCE_DIR) + "/examples/";
@@ -331,7 +331,7 @@ list: [yes, "no", 0x10]
 ---
 second: doc
 )", "t.yaml");
-  REQUIRE_MESSAGE(docs.ok(), (docs.ok() ? "" : docs.error().message));
+  REQUIRE_OK(docs);
   REQUIRE(docs->size() == 2);
   const json& d = (*docs)[0];
   CHECK(d["m"] == json({{"a", 1}, {"b", "three"}}));
@@ -386,10 +386,10 @@ TEST_CASE("the YAML writer quotes every string a YAML 1.1 or 1.2 reader would ta
   CAPTURE(*yaml);
   CHECK(yaml->rfind("---", 0) == 0);
   auto kube = parse_kube_manifests(*yaml, "out.yaml");
-  REQUIRE_MESSAGE(kube.ok(), (kube.ok() ? "" : kube.error().message));
+  REQUIRE_OK(kube);
   CHECK(*kube == docs);
   auto core = common::parse_documents(*yaml, "out.yaml");
-  REQUIRE_MESSAGE(core.ok(), (core.ok() ? "" : core.error().message));
+  REQUIRE_OK(core);
   CHECK(*core == docs);
 }
 
@@ -495,7 +495,7 @@ data: {enabled: "yes", count: "1"}
   auto in = parse_kube_manifests(text, "in.yaml");
   REQUIRE(in.ok());
   auto out = parse_kube_manifests(yaml.out, "out.yaml");
-  REQUIRE_MESSAGE(out.ok(), (out.ok() ? "" : out.error().message));
+  REQUIRE_OK(out);
   auto out_core = common::parse_documents(yaml.out, "out.yaml");
   REQUIRE(out_core.ok());
   CHECK(*out_core == *out);  // no scalar a YAML 1.2 reader would read differently

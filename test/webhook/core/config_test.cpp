@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "common/structured.hpp"
+#include "test/support.hpp"
 
 using namespace erdma;
 using namespace erdma::webhook;
@@ -13,7 +14,7 @@ namespace {
 
 Result<Config> load_yaml(const std::string& text) {
   auto doc = common::parse_document(text, "config.yaml");
-  REQUIRE_MESSAGE(doc.ok(), (doc.ok() ? std::string() : doc.error().message));
+  REQUIRE_OK(doc);
   return Config::load(*doc);
 }
 
@@ -62,7 +63,7 @@ smcr:
   env: [{name: SMC_SNDBUF, value: 256k}]
   addResource: false
 )");
-  REQUIRE_MESSAGE(c.ok(), (c.ok() ? std::string() : c.error().message));
+  REQUIRE_OK(c);
   CHECK(c->resource_name() == "example.com/rdma");
   CHECK(c->excluded_namespaces() == std::vector<std::string>{"ops"});
   CHECK(c->erdma_env().size() == 2);

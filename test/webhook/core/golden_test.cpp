@@ -32,6 +32,7 @@
 #include "common/text.hpp"
 #include "pod_security.hpp"
 #include "webhook/core/names.hpp"
+#include "test/support.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -183,9 +184,9 @@ void run_case(const fs::path& dir) {
   for (const char* name : {"config.json", "config.yaml"}) {
     if (!fs::exists(dir / name)) continue;
     auto doc = common::parse_document(slurp(dir / name), name);
-    REQUIRE_MESSAGE(doc.ok(), (doc.ok() ? std::string() : doc.error().message));
+    REQUIRE_OK(doc);
     auto loaded = Config::load(*doc);
-    REQUIRE_MESSAGE(loaded.ok(), (loaded.ok() ? std::string() : loaded.error().message));
+    REQUIRE_OK(loaded);
     cfg = *loaded;
   }
 

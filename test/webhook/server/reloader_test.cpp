@@ -15,6 +15,7 @@
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "test/support.hpp"
 #include "test_certs.hpp"
 #include "webhook/config_io/config_file.hpp"
 
@@ -31,18 +32,6 @@ int64_t now() {
 //   ..<stamp>/<files>   ..data -> ..<stamp>   <file> -> ..data/<file>
 class ProjectedVolume {
  public:
-  ProjectedVolume() {
-    char tmpl[] = "/tmp/erdma-reloader-XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-  }
-  ~ProjectedVolume() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  ProjectedVolume(const ProjectedVolume&) = delete;
-  ProjectedVolume& operator=(const ProjectedVolume&) = delete;
-
   // Writes a new payload and switches ..data to it atomically, as the kubelet does.
   void update(const std::vector<std::pair<std::string, std::string>>& files) {
     const fs::path stamp = dir_ / ("..stamp_" + std::to_string(++generation_));
@@ -62,7 +51,8 @@ class ProjectedVolume {
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
  private:
-  fs::path dir_;
+  erdma::testing::TempDir tmp_{"reloader"};
+  fs::path dir_{tmp_.path()};
   fs::path previous_;
   int generation_ = 0;
 };

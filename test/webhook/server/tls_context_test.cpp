@@ -16,6 +16,7 @@
 #include <boost/asio/ssl/context.hpp>
 
 #include "test_certs.hpp"
+#include "test/support.hpp"
 
 namespace erdma::webhook::server {
 namespace {
@@ -35,7 +36,7 @@ TEST_CASE("ECDSA and RSA pairs load, the context speaks TLS 1.2 and 1.3 only wit
     spec.kind = kind;
     const auto pair = make_cert(spec);
     auto creds = make_tls_credentials(pair.cert, pair.key, now());
-    REQUIRE_MESSAGE(creds.ok(), (creds.ok() ? "" : creds.error().message));
+    REQUIRE_OK(creds);
     CHECK(creds->info.key_type == (kind == KeyKind::EcdsaP256 ? "ECDSA P-256" : "RSA 2048"));
     CHECK(creds->info.subject.find("erdma-webhook.erdma-system.svc") != std::string::npos);
     CHECK(creds->info.sha256.size() == 64);
@@ -273,7 +274,7 @@ TEST_CASE("with --client-ca only clients with a certificate from that CA complet
   const Pki pki;
   auto creds = make_tls_credentials(pki.server.cert, pki.server.key, now(), "tls.crt", "tls.key", {},
                                     ClientCaPem{pki.ca.cert, "client-ca.crt"});
-  REQUIRE_MESSAGE(creds.ok(), (creds.ok() ? "" : creds.error().message));
+  REQUIRE_OK(creds);
   REQUIRE(creds->info.client_ca_subjects.size() == 1);
   CHECK(creds->info.client_ca_subjects[0].find("apiserver-client-ca") != std::string::npos);
   SSL_CTX* server = creds->context->native_handle();
@@ -365,20 +366,17 @@ TEST_CASE("bad --client-ca files are refused with a message that says why") {
 
 TEST_CASE("the --client-ca file is read with the pair; a missing one is NotFound and named") {
   const Pki pki;
-  char tmpl[] = "/tmp/erdma-tls-context-XXXXXX";
-  REQUIRE(mkdtemp(tmpl) != nullptr);
-  const std::filesystem::path dir = tmpl;
-  std::ofstream(dir / "tls.crt") << pki.server.cert;
-  std::ofstream(dir / "tls.key") << pki.server.key;
-  std::ofstream(dir / "client-ca.crt") << pki.ca.cert;
+  const erdma::testing::TempDir dir("tls-context");
+  dir.write("tls.crt", pki.server.cert);
+  dir.write("tls.key", pki.server.key);
+  dir.write("client-ca.crt", pki.ca.cert);
   TlsSettings settings;
-  settings.client_ca_file = (dir / "client-ca.crt").string();
-  auto loaded = load_tls_credentials((dir / "tls.crt").string(), (dir / "tls.key").string(), now(), settings);
+  settings.client_ca_file = dir.file("client-ca.crt");
+  auto loaded = load_tls_credentials(dir.file("tls.crt"), dir.file("tls.key"), now(), settings);
   CHECK(loaded.ok());
   if (loaded.ok()) CHECK(loaded->info.client_ca_subjects.size() == 1);
-  settings.client_ca_file = (dir / "missing-ca.crt").string();
-  auto missing = load_tls_credentials((dir / "tls.crt").string(), (dir / "tls.key").string(), now(), settings);
-  std::filesystem::remove_all(dir);
+  settings.client_ca_file = dir.file("missing-ca.crt");
+  auto missing = load_tls_credentials(dir.file("tls.crt"), dir.file("tls.key"), now(), settings);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code == ErrorCode::NotFound);
   CHECK(missing.error().message.find("--client-ca") != std::string::npos);
@@ -415,7 +413,7 @@ TEST_CASE("--tls-cipher-suites: only the named suites are offered, in TLS 1.2 an
   policy.tls12_ciphers = picked->tls12;
   policy.tls13_suites = picked->tls13;
   auto creds = make_tls_credentials(pki.server.cert, pki.server.key, now(), "tls.crt", "tls.key", policy);
-  REQUIRE_MESSAGE(creds.ok(), (creds.ok() ? "" : creds.error().message));
+  REQUIRE_OK(creds);
   SSL_CTX* server = creds->context->native_handle();
 
   ClientSpec other12;
@@ -458,7 +456,7 @@ TEST_CASE("every supported suite is the one OpenSSL knows by that IANA name") {
     if (suite.tls13) policy.min_version = TlsVersion::Tls13;
     const auto& pair = suite.tls13 || suite.ecdsa ? pki.server : rsa;
     auto creds = make_tls_credentials(pair.cert, pair.key, now(), "tls.crt", "tls.key", policy);
-    REQUIRE_MESSAGE(creds.ok(), (creds.ok() ? "" : creds.error().message));
+    REQUIRE_OK(creds);
     SSL* ssl = SSL_new(creds->context->native_handle());
     STACK_OF(SSL_CIPHER)* offered = SSL_get1_supported_ciphers(ssl);
     int matches = 0;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "test/support.hpp"
+
 namespace erdma::webhook::server {
 namespace {
 
@@ -52,7 +54,7 @@ TEST_CASE("cipher suite names map to OpenSSL's, in the order given, TLS 1.2 and 
   for (const auto& c : cases) {
     CAPTURE(c.name);
     auto got = parse_cipher_suites(c.in);
-    REQUIRE_MESSAGE(got.ok(), (got.ok() ? "" : got.error().message));
+    REQUIRE_OK(got);
     CHECK(got->tls12 == c.tls12);
     CHECK(got->tls13 == c.tls13);
   }
