@@ -278,15 +278,15 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
         // Measured on 7.3 (test/cluster/vm-nodes.sh, namespace ipvlan-rxe): the client's link to the
         // server's pod GID comes up and the client enters SMC-R, but RoCE traffic to the server
         // pod's address never reaches the server's rxe (rxe0's counters: nothing received), so the
-        // server declines after the confirm-link timeout while the client's writes go unanswered
-        // until the link is given up and its connection aborts.
+        // server declines after the confirm-link timeout while the client's writes go unanswered:
+        // its sends stall, and end in ECONNABORTED when the link is given up.
         return make(SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server,
                     ifname + " is a " + kind + " on " + f.lower + " with Soft-RoCE (" + it->ib_device +
                         "): on this kernel the client's SMC-R link comes up but RoCE traffic to the server pod's "
                         "address is not received, so the server falls back (TIMEOUT_CL) while the client stays "
-                        "on SMC-R and its connections abort (ECONNABORTED once its send buffer is full); do not "
-                        "annotate these pods: use hostNetwork, an RDMA device of the pod's own, or a real eRDMA "
-                        "device");
+                        "on SMC-R: nothing it sends arrives, its sends stall once its send buffer is full and end "
+                        "in ECONNABORTED or the application's timeout; do not annotate these pods: use "
+                        "hostNetwork, an RDMA device of the pod's own, or a real eRDMA device");
       }
       if (it->kind == RdmaDriverKind::Rxe) {
         // rxe_find_route4() routes in init_net with the pod's GID as source: not local there

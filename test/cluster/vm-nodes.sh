@@ -260,10 +260,11 @@ done
 # CNI step skips). The ipvlan pair goes first: its client must not find a link group the
 # hostNetwork pair left between the nodes' cards (docs/smcr-pod-networks.md, the trap).
 phase "other layouts: ipvlan on the node's RDMA netdev, hostNetwork, veth pods without a device of their own"
-# pair NS NAME HOSTNET PORT [aborted]: a server pod on VM1 and a client pod on VM2, both annotated;
+# pair NS NAME HOSTNET PORT [split]: a server pod on VM1 and a client pod on VM2, both annotated;
 # the client sends 16 MiB to the server and holds the connection. Succeeds when they arrive intact,
-# or with "aborted" when the client's send fails with ECONNABORTED instead (a layout whose SMC-R
-# link works one way only). Files: $work/NAME-{server,client}.yaml
+# or with "split" once the connection is SMC-R at the client and TCP at the server (a layout whose
+# SMC-R link works one way only: nothing the client sends can arrive). Files:
+# $work/NAME-{server,client}.yaml
 pair() {
   local ns=$1 name=$2 hostnet=$3 port=$4 outcome=${5:-intact} ip
   cat >"$work/$name-server.yaml" <<EOT
@@ -286,10 +287,15 @@ EOT
     -e "s|command: .*|command: [tcp-bulk, send, --to, \"$ip:$port\", --bytes, 16M, --hold, \"120\", --timeout, \"300\"]}|" \
     -e 's/terminationGracePeriodSeconds: 1/restartPolicy: Never/' "$work/$name-server.yaml" >"$work/$name-client.yaml"
   kubectl apply -f "$work/$name-client.yaml" >/dev/null || return 1
-  if [ "$outcome" = aborted ]; then
-    aborted() { kubectl -n "$1" logs "$2" 2>/dev/null | grep -q 'ECONNABORTED'; }
-    wait_for 240 aborted "$ns" "$name-client" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
-    ! kubectl -n "$ns" logs "$name-client" | tee /dev/stderr | grep -q '"match":true'
+  if [ "$outcome" = split ]; then
+    # The rows of smc-status: "STATE MODE LOCAL PEER DETAIL"; the server declines after the
+    # confirm-link timeout, the client is on SMC-R from its handshake on.
+    split() {
+      status_of "$VM1" "$1" "$2-server" 2>/dev/null | awk -v p=":$3\$" '$2 == "TCP" && $3 ~ p {f = 1} END {exit !f}' &&
+        status_of "$VM2" "$1" "$2-client" 2>/dev/null | awk -v p=":$3\$" '$2 == "SMCR" && $4 ~ p {f = 1} END {exit !f}'
+    }
+    wait_for 240 split "$ns" "$name" "$port" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
+    ! kubectl -n "$ns" logs "$name-client" | grep -q '"match":true'
     return
   fi
   sent() { kubectl -n "$1" logs "$2" 2>/dev/null | grep -q '"match":true'; }
@@ -332,11 +338,12 @@ held_to_kernel() {
 must "namespace ipvlan-rxe opted in (the CNI step gives its pods an ipvlan on the node's eth0)" bash -c "
   kubectl create namespace ipvlan-rxe >/dev/null && kubectl label namespace ipvlan-rxe erdma-injection=enabled >/dev/null"
 # Measured on this kernel: the client's SMC-R link comes up, RoCE traffic to the server pod's
-# address never reaches the server's rxe, the server falls back (TIMEOUT_CL) and the client's send
-# aborts. The agent predicts exactly that, and warns.
+# address never reaches the server's rxe, the server falls back (TIMEOUT_CL) and the client stays
+# on SMC-R: its sends stall, and end in ECONNABORTED or the application's own timeout. The agent
+# predicts exactly that, and warns.
 before_rx=$("$CLUSTER" exec --node "$VM1" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "rcvd_bytes") v = $(i + 1)} END {print v + 0}')
-must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: the client's send aborts (ECONNABORTED)" \
-  pair ipvlan-rxe ipvlan false 8070 aborted
+must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: SMC-R at the client, TCP at the server, nothing arrives" \
+  pair ipvlan-rxe ipvlan false 8070 split
 check "the ipvlan server's pod IP is in the node subnet (10.255.1.110-117 on $VM1)" bash -c "
   kubectl -n ipvlan-rxe get pod ipvlan-server -o jsonpath='{.status.podIP}' | tee /dev/stderr | grep -Eq '^10\.255\.1\.11[0-7]\$'"
 held_to_kernel ipvlan-rxe ipvlan 8070 "will-break ipvlan-softroce-link-breaks"
