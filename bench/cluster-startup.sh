@@ -58,4 +58,5 @@ for key, what in (("us", "hook"), ("podresources_us", "PodResources"), ("runtime
         p = lambda q: xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
         print("  %-13s n=%-4d p50 %7.2f ms  p90 %7.2f ms  p99 %7.2f ms" % (what, len(xs), p(0.5), p(0.9), p(0.99)))
 PY
+# shellcheck disable=SC2016  # $p is expanded by the shell in the cluster's sandbox
 "$CLUSTER" exec sh -c 'for p in $(pidof erdma-agent); do grep -E "^VmRSS" /proc/$p/status; done' | sed 's/^/agent after the pods: /'

@@ -403,6 +403,7 @@ sandbox_main() {
     while :; do
       left=""
       for name; do [ -z "${pids[$name]:-}" ] || ! alive "$name" || left+="$name "; done
+      # shellcheck disable=SC2015  # break when either part fails
       [ -n "$left" ] && [ $n -lt $((secs * 5)) ] || break
       sleep 0.2
       n=$((n + 1))
@@ -496,7 +497,7 @@ sandbox_main() {
   wait_until kube-controller-manager 60 up_or_dead kube-controller-manager curl -sfk https://127.0.0.1:10257/healthz
   wait_until kube-scheduler 60 up_or_dead kube-scheduler curl -sfk https://127.0.0.1:10259/healthz
   wait_until kubelet 60 up_or_dead kubelet curl -sf http://127.0.0.1:10248/healthz
-  echo "$(date -u +%FT%TZ)" > "$STATE/sandbox.ready"
+  date -u +%FT%TZ > "$STATE/sandbox.ready"
   log "components started"
   # Wait for TERM (stop_all); a component that exits stays down and shows in `status`.
   while :; do
@@ -513,6 +514,7 @@ require_root() { [ "$(id -u)" -eq 0 ] || die "run as root (namespaces, mounts, c
 # Its discovery cache stays in the state directory (the default is ~/.kube/cache), so `down` takes it.
 kubectl_() { KUBECACHEDIR=$STATE/kube-cache "$(cat "$STATE/bin")/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }
 # The ctr of the running containerd (recorded by `up`), for use inside the sandbox's mounts.
+# shellcheck disable=SC1091  # $STATE/env is written by `up` at run time
 ctr_path() { (. "$STATE/env" 2>/dev/null && echo "${CTR:-/usr/bin/ctr}") || echo /usr/bin/ctr; }
 
 # Sets CONTAINERD_MODE (debian, cdi or dir), CONTAINERD_BIN and CTR from ERDMA_CONTAINERD; builds
@@ -558,7 +560,9 @@ cmd_up() {
   [[ $VM_NODES =~ ^[0-4]$ ]] || die "--vm-nodes $VM_NODES: a number from 0 to 4 (each VM takes ${ERDMA_VM_MEM:-2048} MiB and a share of the CPUs)"
   if sandbox_init > /dev/null; then
     local running running_vms
+    # shellcheck disable=SC1091  # $STATE/env is written by `up` at run time
     running=$(. "$STATE/env" && echo "${CONTAINERD_WANT:-debian}")
+    # shellcheck disable=SC1091  # $STATE/env is written by `up` at run time
     running_vms=$(. "$STATE/env" && echo "${VM_NODES:-0}")
     [ "$running" = "${ERDMA_CONTAINERD:-debian}" ] ||
       die "already up with ERDMA_CONTAINERD=$running, not ${ERDMA_CONTAINERD:-debian}: run scripts/cluster.sh down first"
@@ -662,6 +666,7 @@ cmd_status() {
   local ns
   ns=$(readlink "/proc/$init/ns/pid")
   echo "sandbox: PID $init (host view), since $(cat "$STATE/sandbox.ready" 2>/dev/null || echo '(starting)')"
+  # shellcheck disable=SC2010  # the PID entries of /proc are plain digits
   for pid in $(ls /proc | grep -E '^[0-9]+$' | sort -n); do
     [ "$(readlink "/proc/$pid/ns/pid" 2>/dev/null)" = "$ns" ] || continue
     case $(cat "/proc/$pid/comm" 2>/dev/null) in
@@ -734,6 +739,7 @@ cmd_import() {
   local init f
   init=$(sandbox_init) || die "not up"
   local vms d base end
+  # shellcheck disable=SC1091  # $STATE/env is written by `up` at run time
   vms=$(. "$STATE/env" && echo "${VM_NODES:-0}")
   for f in "$@"; do
     nsenter -t "$init" -m -- "$(ctr_path)" --address /run/containerd/containerd.sock -n k8s.io images import - < "$f"
@@ -775,7 +781,9 @@ kill_until_gone() {  # WHAT FIND-FUNCTION
 # anything started from it that escaped), and processes in the kubelet's cgroups.
 leftover_pids() {
   local pid f
+  # shellcheck disable=SC2010  # the PID entries of /proc are plain digits
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    # shellcheck disable=SC2015  # skip this shell and its subshell
     [ "$pid" != $$ ] && [ "$pid" != "$BASHPID" ] || continue
     tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline" | grep -qxF -- "$STATE" && echo "$pid"
   done
@@ -813,6 +821,7 @@ cmd_down() {
     # Mounts here come only from the sandbox's own mount namespace; one seen from this namespace
     # is unexpected: unmount it, and never remove files across a mount.
     local m
+    # shellcheck disable=SC2013  # mountinfo escapes blanks in paths (\040): one word per mount
     for m in $(awk -v s="$STATE" 'index($5, s) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
       log "unmounting $m"
       umount -l "$m" || true

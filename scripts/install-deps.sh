@@ -121,6 +121,7 @@ if [ ! -e "$policy" ]; then
   chmod 755 "$policy"
   own_policy=1
 fi
+# shellcheck disable=SC2317  # run by the EXIT trap below
 done_installing() {
   [ "$own_policy" -eq 1 ] && rm -f "$policy"
   # A package installed here does not start at boot either (prometheus would otherwise open

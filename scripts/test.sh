@@ -57,6 +57,7 @@ stage "build" 1200 scripts/build.sh build -DWERROR=ON
 stage "helm from its pinned Go module (cached)" 900 test/helm/build-helm.sh
 # The sanitizer tree doubles as the fuzz tree. -O0 with line tables only keeps its build short;
 # fuzz runs here are brief checks, longer campaigns use test/fuzz/run.sh's optimized default.
+# shellcheck disable=SC2054  # the comma belongs to -DSANITIZE=address,undefined
 sanitize=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DSANITIZE=address,undefined
   -DERDMA_FUZZ=ON -DERDMA_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1)
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -68,6 +69,7 @@ stop_lane() {  # the lane's shell first (so it starts nothing more), then its ru
   kids=$(pgrep -P "$lane_pid" || true)
   kill -KILL "$lane_pid" 2>/dev/null || true
   # timeout(1) passes TERM on to the stage's whole process group.
+  # shellcheck disable=SC2086  # one argument per PID
   [ -z "$kids" ] || kill -TERM $kids 2>/dev/null || true
   wait "$lane_pid" 2>/dev/null || true
   lane_pid=
