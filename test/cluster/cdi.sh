@@ -142,6 +142,7 @@ env_out=$(in_pod 'env | grep ^ERDMA_CDI_ | sort')
 step "env: $(echo "$env_out" | tr '\n' ' ')"
 [ "$env_out" = "$(printf 'ERDMA_CDI_CARD0=uverbs0\nERDMA_CDI_SPEC=erdma-test')" ] ||
   fail "expected ERDMA_CDI_CARD0 and ERDMA_CDI_SPEC only (nothing of card1), got: $env_out"
+# shellcheck disable=SC2016  # expanded by the shell in the pod
 nodes=$(in_pod 'for d in /dev/infiniband/*; do stat -c "%n %F %t:%T" "$d"; done')
 step "device nodes: $(echo "$nodes" | tr '\n' ';')"
 [ "$nodes" = "$(printf '/dev/infiniband/rdma_cm character special file a:3a\n/dev/infiniband/uverbs0 character special file e7:c0')" ] ||

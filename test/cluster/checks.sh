@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the real-cluster tests (journey.sh, dra.sh): checks that print PASS or FAIL with
 # their evidence and count them. The caller sets t_start=$SECONDS, passed=0, failed=0 and a
 # name for messages in CHECKS_NAME.
@@ -34,6 +35,7 @@ check() {
   fi
   return $rc
 }
+# shellcheck disable=SC2154  # the caller sets t_start
 phase() { echo "== $* ($((SECONDS - t_start)) s)"; }
 # must NAME CMD...: a check the rest depends on; on failure the run ends here, counted.
 must() {

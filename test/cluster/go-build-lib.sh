@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that build test tools from pinned sources into a cache outside the
 # repository: from Go modules test/cluster/build-k8s.sh, test/cluster/build-containerd.sh and
 # test/helm/build-helm.sh; from Debian's kernel source test/vm/build-kernel.sh.

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test/cluster/smoke.sh, cdi.sh and dra.sh: what scripts/cluster.sh may leave on this
 # machine, noted before `up` and checked after `down`. The callers set STATE (the state directory)
 # and PORT (the API server's port here).
@@ -72,7 +73,9 @@ leftovers_before() {
 # a new path anywhere on the root filesystem, changed iptables rules.
 leftovers_after() {
   local pid d p sig
+  # shellcheck disable=SC2010  # the PID entries of /proc are plain digits
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
+    # shellcheck disable=SC2015  # skip this shell and its subshell
     [ "$pid" != $$ ] && [ "$pid" != "$BASHPID" ] || continue
     # An argument that is the directory or a path in it (not /run/erdma-cluster.lock, say).
     tr '\0' '\n' 2>/dev/null < "/proc/$pid/cmdline" |
@@ -104,6 +107,7 @@ leftovers_after() {
 down_and_check() {
   local t=$SECONDS left
   "$CLUSTER" down
+  # shellcheck disable=SC2034  # read by the caller's trap
   downed=1
   step "down in $((SECONDS - t)) s"
   left=$(leftovers_after)

@@ -17,10 +17,12 @@ busy=$(mktemp -d "${TMPDIR:-/tmp}/erdma-leftovers-test.XXXXXX")
 trap 'rm -rf "$base" "$busy"' EXIT
 passed=0 failed=0
 expect() {  # WHAT PATTERN TEXT: TEXT has a line matching PATTERN (grep -E)
+  # shellcheck disable=SC2001  # sed indents every line of TEXT
   if grep -qE -- "$2" <<<"$3"; then passed=$((passed + 1)); echo "PASS: $1"
   else failed=$((failed + 1)); echo "FAIL: $1: no line matching '$2' in:"; sed 's/^/  /' <<<"$3"; fi
 }
 expect_not() {  # WHAT PATTERN TEXT: no line of TEXT matches PATTERN
+  # shellcheck disable=SC2001  # sed indents every line of TEXT
   if grep -qE -- "$2" <<<"$3"; then failed=$((failed + 1)); echo "FAIL: $1: unexpected '$2' in:"; sed 's/^/  /' <<<"$3"
   else passed=$((passed + 1)); echo "PASS: $1"; fi
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by test/cluster/journey.sh and bench/cluster-startup.sh: a cluster from
 # scripts/cluster.sh with the product's images on its node, and the product installed the way
 # README.md tells a user. The callers set SRC (the repository), BUILD (a build tree), CLUSTER
@@ -7,11 +8,13 @@
 # devices Allocate hands to containers.
 
 NODE=erdma-node
+# shellcheck disable=SC2034  # used by the callers
 WORKLOAD=localhost/erdma-controller/workload:1
 
 # cluster_up: starts the cluster; exports KUBECONFIG and puts its kubectl first on PATH.
 cluster_up() {
   local out
+  # shellcheck disable=SC2154  # the caller sets work
   out=$("$CLUSTER" up 2>"$work/up.log") || { cat "$work/up.log" >&2; return 1; }
   eval "$(printf '%s\n' "$out" | tail -n 1)"
   export KUBECONFIG

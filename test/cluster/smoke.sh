@@ -55,6 +55,7 @@ kubectl wait --for=condition=Ready pod/smoke --timeout=80s || {
   fail "the pod did not become Ready"
 }
 step "pod Ready in $((SECONDS - t1)) s: $(kubectl get pod smoke -o jsonpath='{.status.phase} {.status.podIP} on {.spec.nodeName}')"
+# shellcheck disable=SC2016  # expanded by the shell in the pod
 out=$(kubectl exec smoke -- sh -c 'echo "exec-ok $(hostname) $KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"')
 step "kubectl exec: $out"
 case $out in exec-ok\ smoke\ *) ;; *) fail "unexpected exec output: $out" ;; esac
@@ -62,6 +63,7 @@ logs=$(kubectl logs smoke)
 [ "$logs" = smoke-started ] || fail "kubectl logs gave '$logs'"
 step "kubectl logs: $logs"
 # The kubernetes Service (kube-proxy's rules in the sandbox) leads to the API server.
+# shellcheck disable=SC2016  # expanded by the shell in the pod
 svc=$(kubectl exec smoke -- sh -c 'busybox nc -w 5 "$KUBERNETES_SERVICE_HOST" "$KUBERNETES_SERVICE_PORT" </dev/null && echo tcp-ok')
 [ "$svc" = tcp-ok ] || fail "no TCP connection to the kubernetes Service from the pod: '$svc'"
 step "pod -> kubernetes Service: $svc"

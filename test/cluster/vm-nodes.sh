@@ -290,6 +290,7 @@ EOT
   if [ "$outcome" = split ]; then
     # The rows of smc-status: "STATE MODE LOCAL PEER DETAIL"; the server declines after the
     # confirm-link timeout, the client is on SMC-R from its handshake on.
+    # shellcheck disable=SC2317  # called through wait_for
     split() {
       status_of "$VM1" "$1" "$2-server" 2>/dev/null | awk -v p=":$3\$" '$2 == "TCP" && $3 ~ p {f = 1} END {exit !f}' &&
         status_of "$VM2" "$1" "$2-client" 2>/dev/null | awk -v p=":$3\$" '$2 == "SMCR" && $4 ~ p {f = 1} END {exit !f}'
@@ -298,6 +299,7 @@ EOT
     ! kubectl -n "$ns" logs "$name-client" | grep -q '"match":true'
     return
   fi
+  # shellcheck disable=SC2317  # called through wait_for
   sent() { kubectl -n "$1" logs "$2" 2>/dev/null | grep -q '"match":true'; }
   wait_for 240 sent "$ns" "$name-client" >/dev/null || { kubectl -n "$ns" logs "$name-client" | tail -n 3; return 1; }
   kubectl -n "$ns" logs "$name-client"
@@ -317,6 +319,7 @@ held_to_kernel() {
   read -r verdict reason <<<"$predicted"
   check "the prediction for the $name client is $want (got ${predicted:-none})" test "$verdict $reason" = "$want"
   if [ "$verdict" = expected ]; then
+    # shellcheck disable=SC2016  # an awk program: $2, $3 and $4 are its fields
     check "the kernel formed SMC-R as predicted: smc-status shows SMCR for the $name client" \
       awk -v p=":$port\$" '$2 == "SMCR" && ($3 ~ p || $4 ~ p) {f = 1} END {exit !f}' "$work/$name.status"
     check "smcss inside the $name client shows SMCR for the connection" bash -c "$(declare -f kubectl bounded)
@@ -413,6 +416,7 @@ new_exchange() {
   [ "$node" != "$VM1" ] || other=$VM2
   sed -e "s/name: client$/name: $name/" -e "s/hostname: .*}/hostname: $other}/" -e "s/$server_ip:8080/$ip:8080/" \
     "$work/client.yaml" | kubectl apply -f - >/dev/null || return 1
+  # shellcheck disable=SC2317  # called through wait_for
   sent() { kubectl -n "$NS" logs "$1" 2>/dev/null | grep -q '"match":true'; }
   wait_for 240 sent "$name" >/dev/null || { echo "$name: no intact exchange with $ip: $(kubectl -n "$NS" logs "$name" 2>&1 | tail -n 3)"; return 1; }
   mode=$(smcss_mode "$name" 2>/dev/null)

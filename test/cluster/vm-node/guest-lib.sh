@@ -1,3 +1,4 @@
+# shellcheck shell=sh
 # Functions of a VM worker node (sourced, POSIX sh): by test/cluster/vm-node/guest.sh at boot, and
 # by every command `scripts/cluster.sh exec --node` sends, which may call restart_containerd, kill_containerd,
 # restart_kubelet and prepare_reboot. Needs node.env's variables (N, NAME, IP, LABELS, BIN, CONTAINERD_BIN, CTR) and
@@ -26,6 +27,7 @@ start_containerd() {  # and wait until it answers (at most 90 s), or fail when i
   i=0
   until "$CTR" --address /run/containerd/containerd.sock --timeout 5s version > /dev/null 2>&1; do
     i=$((i + 1))
+    # shellcheck disable=SC2015  # give up when out of tries or when containerd has exited
     [ $i -lt 300 ] && kill -0 "$(cat /run/containerd.pid)" 2>/dev/null || { log "containerd did not start"; return 1; }
     sleep 0.3
   done
@@ -33,6 +35,7 @@ start_containerd() {  # and wait until it answers (at most 90 s), or fail when i
 }
 
 start_kubelet() {
+  # shellcheck disable=SC2153  # NAME comes from node.env
   run kubelet "$BIN/kubelet" --config="$N/kubelet.yaml" --kubeconfig="$N/kubelet.kubeconfig" \
     --hostname-override="$NAME" --node-ip="$IP" --node-labels="$LABELS" --v=2
   log "kubelet started"

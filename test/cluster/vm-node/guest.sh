@@ -13,6 +13,7 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 N=/mnt
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 node "$N" || { echo "guest: cannot mount the node directory"; sleep 5; echo o > /proc/sysrq-trigger; }
+# shellcheck disable=SC1091  # cluster.sh writes node.env for each node
 . "$N/node.env"   # NAME IP GATEWAY PREFIX POD_CIDR ROUTES BIN CONTAINERD_BIN CTR SRC LABELS
 L=$N/logs
 mkdir -p "$L"
@@ -35,6 +36,7 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666 devpts /dev/pts
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 # The kubelet and runc use these controllers: enable them for the children of the root.
+# shellcheck disable=SC2013  # the file is one line of controller names
 for c in $(cat /sys/fs/cgroup/cgroup.controllers); do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; done
 # A node's mounts are shared (systemd does that): the kubelet's volume propagation and the
 # agent's HostToContainer view of /var/run/netns need it.
@@ -67,6 +69,7 @@ start_containerd
 # cluster.sh put here, and what `import` brought.
 rm -f "$N"/images/*.done "$N"/images/*.failed "$N"/import/*.done "$N"/import/*.failed
 for f in "$N"/images/*.tar "$N"/import/*.tar; do [ -e "$f" ] && import_one "$f"; done
+# shellcheck disable=SC2012  # only counts and shows the marker files import_one writes
 log "images imported: $(ls "$N"/images/*.done "$N"/import/*.done 2>/dev/null | wc -l), failed: $(ls "$N"/images/*.failed "$N"/import/*.failed 2>/dev/null | tr '\n' ' ')"
 
 start_kubelet
@@ -82,7 +85,9 @@ rm -f "$N"/cmd/*
     [ -e "$f" ] && [ ! -e "$f.done" ] && [ ! -e "$f.failed" ] && import_one "$f"
   done
   for f in "$N"/cmd/*.sh; do
+    # shellcheck disable=SC2015  # skip a glob that matched nothing and a command already run
     [ -e "$f" ] && [ ! -e "${f%.sh}.rc" ] || continue
+    # shellcheck disable=SC1090  # a command script `scripts/cluster.sh exec --node` dropped here
     (. "$f") > "${f%.sh}.out" 2>&1 < /dev/null
     echo $? > "${f%.sh}.rc.tmp" && mv "${f%.sh}.rc.tmp" "${f%.sh}.rc"
   done
