@@ -95,6 +95,7 @@ gb_build() {
   missing=$(grep -E '^CONFIG_[A-Z0-9_]+=y$' "$FRAGMENT" | while read -r want; do
     grep -qxF "$want" "$src/.config" || echo "${want%=y}"
   done)
+  # shellcheck disable=SC2086,SC2116  # echo joins the list of names onto one line
   [ -z "$missing" ] || die "node.config asks for these, but the final .config lacks them (a dependency is missing): $(echo $missing)"
   log "configured in $((SECONDS - t)) s ($(grep -c '=y$' "$src/.config") options built in); building bzImage"
   t=$SECONDS

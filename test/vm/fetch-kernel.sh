@@ -11,6 +11,7 @@ mkdir -p "$cache"
 if [ -f "$cache/kernel.env" ]; then
   # shellcheck disable=SC1091
   . "$cache/kernel.env"
+  # shellcheck disable=SC2153  # KDIR comes from kernel.env
   if [ -f "$KDIR/.unpacked" ]; then
     echo "KDIR=$KDIR KVER=$KVER"
     exit 0
@@ -42,6 +43,7 @@ if [ -z "$pkg" ]; then
 fi
 ver=${pkg#linux-image-}
 (cd "$apt_dir/archives" && timeout 300 apt-get "${opts[@]}" -qq download "$pkg" >&2)
+# shellcheck disable=SC2012  # a Debian package file name has no blanks
 deb=$(ls "$apt_dir/archives/${pkg}"_*.deb | head -1)
 kdir=$cache/kernel-$ver
 rm -rf "$kdir"

@@ -16,6 +16,7 @@
 # Every wait is bounded; output goes to files. The last line is "N passed, M failed".
 # Environment from stage2.sh: VMOUT, KDIR, KVER; from the kernel command line: build dir, source dir.
 set -u
+# shellcheck disable=SC2013  # the kernel command line is one line of words
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     build=*) BUILD=${arg#build=} ;;
@@ -33,7 +34,7 @@ ECHO=$SRC/test/vm/smc_echo.py
 NODE=$SRC/test/vm/fake_node.py
 W=$T/work
 DP=$T/dp
-mkdir -p "$W" "$DP" $T/fake
+mkdir -p "$W" "$DP" "$T/fake"
 passed=0
 failed=0
 
@@ -98,16 +99,16 @@ done
 check "erdma-agent pnet list, ueid list, smc-stats and smc-status say in one line that the kernel has no SMC" [ "$nosmc_ok" = 1 ]
 
 # --- modules --------------------------------------------------------------------------------------
-cat > $T/modprobe <<EOS
+cat > "$T/modprobe" <<EOS
 #!/bin/sh
 exec /sbin/modprobe -d "$KDIR" -S "$KVER" "\$@"
 EOS
-chmod +x $T/modprobe
-echo $T/modprobe > /proc/sys/kernel/modprobe
+chmod +x "$T/modprobe"
+echo "$T/modprobe" > /proc/sys/kernel/modprobe
 mods_ok=1
 # crc32_generic first: rdma_rxe asks the crypto API for crc32 by name (see kernel-vm-findings).
 for m in crc32_generic smc smc_diag rdma_rxe ib_uverbs rdma_ucm veth; do
-  $T/modprobe "$m" || { mods_ok=0; log "modprobe $m failed"; }
+  "$T/modprobe" "$m" || { mods_ok=0; log "modprobe $m failed"; }
 done
 check "kernel modules loaded" [ "$mods_ok" = 1 ]
 
@@ -173,11 +174,11 @@ EOP
 sed "s/^/    capture| /" "$W/capture.out"
 
 # --- erdma-agent devices: what discovery sees ------------------------------------------------------
-cat > $T/devices.yaml <<EOF
+cat > "$T/devices.yaml" <<EOF
 devices: {source: verbs, drivers: [rxe]}
 EOF
-run devices 60 "$AGENT" devices --config $T/devices.yaml || true
-run devicesjson 60 "$AGENT" devices --config $T/devices.yaml -o json > /dev/null || true
+run devices 60 "$AGENT" devices --config "$T/devices.yaml" || true
+run devicesjson 60 "$AGENT" devices --config "$T/devices.yaml" -o json > /dev/null || true
 check "erdma-agent devices lists rxe0 and rxe1 with uverbs nodes, ACTIVE ports, netdevs veth0/veth1 and RoCE v2 GIDs" \
   "$PY" -c '
 import json, os, sys
@@ -210,10 +211,10 @@ ip -n pod1 link set eth0 up
 ip -n pod1 route add default via 10.99.1.1
 ip netns add pod2
 ip -n pod2 link set lo up
-echo '{"pods": []}' > $T/fake/state.json
+echo '{"pods": []}' > "$T/fake/state.json"
 
 # --- erdma-agent run beside a fake kubelet and runtime --------------------------------------------
-cat > $T/agent.yaml <<EOF
+cat > "$T/agent.yaml" <<EOF
 devicePluginDir: $DP
 slotsPerDevice: 32
 metricsListen: 127.0.0.1:9467
@@ -229,12 +230,12 @@ smcr:
   preloadHostDir: $LIBDIR
   statsSeconds: 3
 EOF
-timeout -s KILL 500 "$PY" "$NODE" serve --dp "$DP" --podres $T/fake/podres.sock --cri $T/fake/cri.sock \
-  --state $T/fake/state.json --seconds 480 > "$W/fake_node.log" 2>&1 &
+timeout -s KILL 500 "$PY" "$NODE" serve --dp "$DP" --podres "$T/fake/podres.sock" --cri "$T/fake/cri.sock" \
+  --state "$T/fake/state.json" --seconds 480 > "$W/fake_node.log" 2>&1 &
 node_pid=$!
 wait_for_file "$W/fake_node.log" 60 || log "fake_node did not start"
 start_agent() {  # LOGFILE
-  timeout -s KILL 500 "$AGENT" run --config $T/agent.yaml > "$1" 2>&1 &
+  timeout -s KILL 500 "$AGENT" run --config "$T/agent.yaml" > "$1" 2>&1 &
   agent_pid=$!
 }
 stop_agent() {
@@ -272,7 +273,7 @@ fi
 
 # The pod path: three pods appear (as kubelet and the runtime would report them), then kubelet
 # calls PreStartContainer for each one's device IDs.
-cat > $T/fake/state.json <<EOF
+cat > "$T/fake/state.json" <<EOF
 {"pods": [
   {"namespace": "team", "name": "web-0", "ids": ["rxe1-1"], "netns": "/run/netns/pod1",
    "annotations": {"network.alibabacloud.com/erdma-smcr": "true"}},
@@ -334,7 +335,7 @@ for i in $(seq 1 $BURST); do
   {\"namespace\": \"burst\", \"name\": \"pod-$i\", \"ids\": [\"$id\"], \"netns\": \"/run/netns/b$i\",
    \"annotations\": {\"network.alibabacloud.com/erdma-smcr\": \"true\"}}"
 done
-printf '{"pods": [%s]}\n' "$pods_json" > $T/fake/state.json
+printf '{"pods": [%s]}\n' "$pods_json" > "$T/fake/state.json"
 agent_proc=$(pgrep -P "$agent_pid" -x erdma-agent | head -1)
 rss_before=$(awk '/^VmRSS/ {print $2}' /proc/"$agent_proc"/status 2>/dev/null)
 hwm_before=$(awk '/^VmHWM/ {print $2}' /proc/"$agent_proc"/status 2>/dev/null)
@@ -358,11 +359,11 @@ burst_configured() {
     [ "$(ip netns exec "b$i" cat /proc/sys/net/smc/wmem 2>/dev/null)" = 262144 ] || return 1
   done
 }
-check "every pod of the burst the agent reports configured ($(echo $configured_burst | wc -w)) has eth0 -> ERDMA and net.smc.wmem 262144 in its netns" burst_configured
+check "every pod of the burst the agent reports configured ($(echo "$configured_burst" | wc -w)) has eth0 -> ERDMA and net.smc.wmem 262144 in its netns" burst_configured
 burst_accounted() {
   c=$(metric 'erdma_agent_smcr_pod_setups_total{result="configured"}')
   t=$(metric 'erdma_agent_smcr_pod_setups_total{result="timeout"}')
-  [ "$(( ${c:-0} - 1 + ${t:-0} ))" = "$BURST" ] && [ "$(( ${c:-0} - 1 ))" = "$(echo $configured_burst | wc -w)" ]
+  [ "$(( ${c:-0} - 1 + ${t:-0} ))" = "$BURST" ] && [ "$(( ${c:-0} - 1 ))" = "$(echo "$configured_burst" | wc -w)" ]
 }
 check "metrics account for every pod of the burst: configured (as logged) + timeout = $BURST" burst_accounted
 pctl() {  # P: the P-th percentile (nearest rank) of the numbers on stdin
@@ -374,7 +375,7 @@ burst_field() {  # KEY: the numeric field KEY of every configured setup of the b
 hooks=$(burst_field us)
 hook_p50=$(echo "$hooks" | pctl 50)
 hook_p99=$(echo "$hooks" | pctl 99)
-log "burst of $BURST: at the fake kubelet $(cat "$W/burst.out" | tail -1); in the hook p50 ${hook_p50:-?} us, p99 ${hook_p99:-?} us over $(echo "$hooks" | grep -c .) lines"
+log "burst of $BURST: at the fake kubelet $(tail -1 "$W/burst.out"); in the hook p50 ${hook_p50:-?} us, p99 ${hook_p99:-?} us over $(echo "$hooks" | grep -c .) lines"
 # Where the hook's time went (the log line's per-step fields), p50 and p99 of each step.
 burst_steps=""
 for step in podresources runtime netns predict; do
@@ -382,9 +383,9 @@ for step in podresources runtime netns predict; do
 done
 log "burst of $BURST, the hook's steps:$burst_steps"
 check "every configured setup of the burst logs the time of each of its steps" \
-  [ -n "$configured_burst" -a "$(grep '"result":"configured"' "$W/agent.log" | grep 'burst/' | grep '"podresources_us":' | grep '"runtime_us":' | grep '"netns_us":' | grep -c '"predict_us":')" = "$(echo $configured_burst | wc -w)" ]
+  [ -n "$configured_burst" -a "$(grep '"result":"configured"' "$W/agent.log" | grep 'burst/' | grep '"podresources_us":' | grep '"runtime_us":' | grep '"netns_us":' | grep -c '"predict_us":')" = "$(echo "$configured_burst" | wc -w)" ]
 log "agent memory: VmRSS ${rss_before:-?} kB before the burst, ${rss_after:-?} kB after; VmHWM ${hwm_before:-?} -> ${hwm_after:-?} kB"
-echo "RESULT burst=$BURST configured=$(echo $configured_burst | wc -w) $(jq_py "$W/burst.out" '"p50_ms=%s p99_ms=%s max_ms=%s wall_ms=%s" % (d["p50_ms"], d["p99_ms"], d["max_ms"], d["wall_ms"])') hook_p50_us=${hook_p50:-} hook_p99_us=${hook_p99:-} agent_rss_kb_before=${rss_before:-} agent_rss_kb_after=${rss_after:-} agent_hwm_kb=${hwm_after:-}$burst_steps" >> "$VMOUT/results.txt"
+echo "RESULT burst=$BURST configured=$(echo "$configured_burst" | wc -w) $(jq_py "$W/burst.out" '"p50_ms=%s p99_ms=%s max_ms=%s wall_ms=%s" % (d["p50_ms"], d["p99_ms"], d["max_ms"], d["wall_ms"])') hook_p50_us=${hook_p50:-} hook_p99_us=${hook_p99:-} agent_rss_kb_before=${rss_before:-} agent_rss_kb_after=${rss_after:-} agent_hwm_kb=${hwm_after:-}$burst_steps" >> "$VMOUT/results.txt"
 for i in $(seq 1 $BURST); do ip netns del "b$i"; done
 
 # --- a preloaded client and server ---------------------------------------------------------------

@@ -3,6 +3,7 @@
 # a system needs, mounts the host's output directory, runs the scenario with its output in a file
 # (never a pipe: a task stuck in D state would hold a pipe open forever), saves dmesg, powers off.
 # Kernel command line: vmout=<host dir> scenario=<script> kdir=<unpacked kernel> kver=<version>.
+# shellcheck disable=SC2013  # the kernel command line is one line of words
 for arg in $(cat /proc/cmdline); do
   case "$arg" in
     vmout=*) VMOUT=${arg#vmout=} ;;
