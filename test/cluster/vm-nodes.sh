@@ -472,12 +472,14 @@ must "the looping client runs on $looper_node" bash -c "kubectl apply -f '$work/
 # loop_counts: the looper's last line, "exchanges=N ok=N retried=N lost=N tries=N"
 loop_counts() { kubectl -n "$NS" logs looper 2>/dev/null | grep '^exchanges=' | tail -n 1; }
 loop_ok() { loop_counts | sed -n 's/.* ok=\([0-9]*\) .*/\1/p'; }
-# loop_moves_past N: the looper completed more than N exchanges intact, none lost
+# loop_moves_past N: the looper completed more than N exchanges intact, none lost. Its log cannot
+# be read while the node's containerd is down: that is "not yet".
 loop_moves_past() {
-  local c
+  local c ok
   c=$(loop_counts)
-  case $c in *' lost=0 '*) ;; *) echo "looper: $c"; return 1 ;; esac
-  [ "$(echo "$c" | sed -n 's/.* ok=\([0-9]*\) .*/\1/p')" -gt "$1" ]
+  case $c in *' lost=0 '*) ;; *) echo "looper: ${c:-no log line read}"; return 1 ;; esac
+  ok=$(echo "$c" | sed -n 's/.* ok=\([0-9]*\) .*/\1/p')
+  [ -n "$ok" ] && [ "$ok" -gt "$1" ]
 }
 must "the looper's first exchanges arrive intact" wait_for 120 loop_moves_past 2
 looper_ip=$(kubectl -n "$NS" get pod looper -o jsonpath='{.status.podIP}')
@@ -489,19 +491,21 @@ echo "looper: $(loop_counts)"
 
 phase "faults: containerd restarted and the node rebooted under the seed pod, the agent rolled"
 before=$(seed_state)
+# Each fault's baseline is the looper's count read before it: while containerd is down its log
+# cannot be read.
+n=$(loop_ok)
 must "containerd restarted on $server_node" bounded 150 "containerd's restart" "$CLUSTER" exec --node "$server_node" restart_containerd
 check "the seed pod runs on, untouched (uid, restarts, phase: $before)" bash -c "
   $(declare -f kubectl bounded seed_state); NS=$NS server=$server; sleep 5; [ \"\$(seed_state)\" = '$before' ]"
 check "a new client after containerd's restart: intact, SMCR" new_exchange client-after-containerd
-n=$(loop_ok)
-check "the looper goes on after containerd's restart, nothing lost ($(loop_counts))" wait_for 120 loop_moves_past "$n"
+check "the looper goes on after containerd's restart, nothing lost (from ok=$n)" wait_for 120 loop_moves_past "$n"
 # containerd killed outright on the looper's node: the looper's container (its shim) runs on.
 looper_restarts() { kubectl -n "$NS" get pod looper -o jsonpath='{.status.containerStatuses[0].restartCount}'; }
+n=$(loop_ok)
 must "containerd killed (SIGKILL) and started again on $looper_node" \
   bounded 150 "containerd's kill" "$CLUSTER" exec --node "$looper_node" kill_containerd
-n=$(loop_ok)
 looper_on_unrestarted() { loop_moves_past "$1" && [ "$(looper_restarts)" = 0 ]; }
-check "the looper goes on after containerd's SIGKILL, not restarted, nothing lost" wait_for 120 looper_on_unrestarted "$n"
+check "the looper goes on after containerd's SIGKILL, not restarted, nothing lost (from ok=$n)" wait_for 120 looper_on_unrestarted "$n"
 # A pod deleted while the kubelet starts it (its PreStartContainer may be running): the next pod's
 # setup must not be held up by it.
 racer() {
