@@ -24,6 +24,12 @@ struct LatencyByResult {
   common::metrics::Histogram* ok = nullptr;
   common::metrics::Histogram* error = nullptr;
 
+  // Registers NAME{result="ok"} and NAME{result="error"} with the driver's buckets.
+  [[nodiscard]] static LatencyByResult registered(common::metrics::Registry& r, const char* name, const char* help) {
+    const auto buckets = dra_latency_buckets();
+    return {&r.histogram(name, help, buckets, {{"result", "ok"}}), &r.histogram(name, help, buckets, {{"result", "error"}})};
+  }
+
   // Records the time since `start` under result="ok" or "error".
   void observe(bool succeeded, std::chrono::steady_clock::time_point start) const noexcept {
     common::metrics::Histogram* h = succeeded ? ok : error;

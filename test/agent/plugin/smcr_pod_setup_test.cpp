@@ -183,6 +183,20 @@ SmcrPodFacts veth_pod(const char* pod_ip) {
 
 uint64_t predictions(AgentMetrics& m, SmcrReason r) { return m.pod_prediction(r).value(); }
 
+// The Warning Events the pod setup posts, as {pod, reason, message}.
+struct RecordingSink final : PodEventSink {
+  void warning(const std::string& pod, std::string_view reason, const std::string& message) override {
+    std::lock_guard lock(mu);
+    got.push_back({pod, std::string(reason), message});
+  }
+  std::vector<std::vector<std::string>> copy() {
+    std::lock_guard lock(mu);
+    return got;
+  }
+  std::mutex mu;
+  std::vector<std::vector<std::string>> got;
+};
+
 struct PodHarness {
   TempDir dir;
   TempDir proc;  // stands in for the host's /proc: 1/ns/net and sys/net/smc/*
@@ -551,18 +565,6 @@ TEST_CASE("PreStartContainer predicts whether SMC-R can form, and a prediction n
 }
 
 TEST_CASE("Events: a predicted fall-back and a failed setup are reported on the pod, nothing else is") {
-  struct RecordingSink final : PodEventSink {
-    void warning(const std::string& pod, std::string_view reason, const std::string& message) override {
-      std::lock_guard lock(mu);
-      got.push_back({pod, std::string(reason), message});
-    }
-    std::vector<std::vector<std::string>> copy() {
-      std::lock_guard lock(mu);
-      return got;
-    }
-    std::mutex mu;
-    std::vector<std::vector<std::string>> got;
-  };
   PodHarness h;
   RecordingSink sink;
   h.hook->set_event_sink(&sink);
@@ -589,18 +591,6 @@ TEST_CASE("Events: a predicted fall-back and a failed setup are reported on the 
 }
 
 TEST_CASE("Events: a layout whose SMC-R connections break is reported as SmcrWillBreak") {
-  struct RecordingSink final : PodEventSink {
-    void warning(const std::string& pod, std::string_view reason, const std::string& message) override {
-      std::lock_guard lock(mu);
-      got.push_back({pod, std::string(reason), message});
-    }
-    std::vector<std::vector<std::string>> copy() {
-      std::lock_guard lock(mu);
-      return got;
-    }
-    std::mutex mu;
-    std::vector<std::vector<std::string>> got;
-  };
   PodHarness h;
   RecordingSink sink;
   h.hook->set_event_sink(&sink);
