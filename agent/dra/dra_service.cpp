@@ -74,9 +74,15 @@ DraService::DraService(DraServiceConfig config, kube::Api& api, DeviceScanFn sca
       cdi_dir_(std::move(cdi_dir)),
       checkpoint_(std::move(checkpoint)) {
   if (metrics == nullptr) return;
-  prepare_latency_ = LatencyByResult::registered(*metrics, "erdma_agent_dra_prepare_duration_seconds", kPrepareHelp);
-  unprepare_latency_ =
-      LatencyByResult::registered(*metrics, "erdma_agent_dra_unprepare_duration_seconds", kUnprepareHelp);
+  auto& r = *metrics;
+  const auto buckets = dra_latency_buckets();
+  prepare_latency_.ok = &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "ok"}});
+  prepare_latency_.error =
+      &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "error"}});
+  unprepare_latency_.ok =
+      &r.histogram("erdma_agent_dra_unprepare_duration_seconds", kUnprepareHelp, buckets, {{"result", "ok"}});
+  unprepare_latency_.error =
+      &r.histogram("erdma_agent_dra_unprepare_duration_seconds", kUnprepareHelp, buckets, {{"result", "error"}});
 }
 
 Result<std::unique_ptr<DraService>> DraService::open(DraServiceConfig config, kube::Api& api, DeviceScanFn scan,

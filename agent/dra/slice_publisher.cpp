@@ -59,7 +59,11 @@ SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOp
     : api_(api), wanted_fn_(std::move(wanted)), options_(std::move(options)),
       list_path_(node_slices_path(options_.node_name, options_.driver)) {
   if (metrics == nullptr) return;
-  publish_latency_ = LatencyByResult::registered(*metrics, "erdma_agent_dra_publish_duration_seconds", kPublishHelp);
+  auto& r = *metrics;
+  const auto buckets = dra_latency_buckets();
+  publish_latency_.ok = &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "ok"}});
+  publish_latency_.error =
+      &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "error"}});
 }
 
 SlicePublisher::~SlicePublisher() { stop(); }
