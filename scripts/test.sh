@@ -102,6 +102,10 @@ stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failu
 # `down`, then the user's journey with the product installed as README.md says.
 stage "real cluster: smoke test, then the user's journey" 900 \
   bash -c 'test/cluster/smoke.sh && test/cluster/journey.sh build'
+# Admission without a webhook (docs/admission.md): the MutatingAdmissionPolicy of
+# manifests/admission-policy and erdma-webhook, the webhook's golden pods through both on the real
+# kube-apiserver, compared field by field (about 45 s).
+stage "real cluster: the SMC-R admission policy against the webhook" 300 test/cluster/admission-policy.sh build
 # The runtime DRA needs (docs/dra-runtime.md): containerd 2.x with CDI, built once per machine
 # (about 3 minutes cold, then nothing), and the cluster again with it: a pod gets a CDI spec's env,
 # device nodes and mount (about 30 s).

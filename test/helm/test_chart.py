@@ -2,8 +2,9 @@
 """charts/erdma-controller, checked by a real helm (test/helm/build-helm.sh builds it once per machine).
 
 1. Same objects as kustomize. `helm template` with values equivalent to an overlay must render the
-   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the eight
-   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring,network-policy,erdma-env,dra}, the four
+   objects `kubectl kustomize` renders for it, object by object (kind, namespace, name): the nine
+   overlays manifests/{default,fail-open,nfd,cert-manager,monitoring,network-policy,erdma-env,dra,
+   admission-policy}, the four
    other combinations of certificate source, failure policy and NFD (as kustomize overlays
    composed here the way manifests/nfd's comment tells), and test/cluster/lib.sh's site overlay
    with a static device.
@@ -486,6 +487,8 @@ def main():
         bad = []
         for name, values in modes + [("monitoring", MONITORING_VALUES),
                                      ("dra", DRA_VALUES),
+                                     ("admission policy with monitoring",
+                                      dict(MONITORING_VALUES, admission={"mode": "policy"})),
                                      ("fail-open and nfd", {"webhook": {"failurePolicy": "Ignore"},
                                                               "agent": {"nfd": {"enabled": True}}}),
                                      ("one replica in another namespace", {"webhook": {"replicas": 1},
@@ -497,6 +500,9 @@ def main():
         rc, out = helm.lint({"webhook": {"failurePolicy": "Maybe"}})
         if rc == 0:
             bad.append("helm lint --strict accepted failurePolicy: Maybe")
+        rc, out = helm.lint({"admission": {"mode": "cel"}})
+        if rc == 0 or "/admission/mode" not in out:
+            bad.append("helm lint --strict accepted admission.mode: cel: %s" % out)
         expect(not bad, "\n".join(bad))
     suite.check("helm lint --strict: default values and each mode", lint_each_mode)
 
@@ -513,7 +519,8 @@ def main():
                 ("monitoring", MONITORING_VALUES),
                 ("network-policy", {"networkPolicy": {"enabled": True, "apiserverCIDRs": [tm.APISERVER_PLACEHOLDER]}}),
                 ("erdma-env", {"webhook": {"config": {"erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]}}}),
-                ("dra", DRA_VALUES)]
+                ("dra", DRA_VALUES),
+                ("admission-policy", {"admission": {"mode": "policy"}})]
     for kubectl in kubectls:
         label = " (%s)" % kubectl if len(kubectls) > 1 else ""
         for overlay, values in overlays:
@@ -743,12 +750,57 @@ def main():
         t = text({"certificates": {"mode": "generate"}})
         expect("delete secret erdma-webhook-tls" in t and "erdma-certs" not in t, t)
         expect("DRA" not in t and "resourceslices" not in t, "NOTES mention DRA with the driver off:\n" + t)
+        t = text({"admission": {"mode": "policy"}})
+        for want in ("kubectl get mutatingadmissionpolicy,mutatingadmissionpolicybinding erdma-smcr",
+                     "rollout status daemonset/erdma-agent", "kubectl label namespace team-a erdma-injection=enabled"):
+            expect(want in t, "NOTES (policy) lack %r:\n%s" % (want, t))
+        expect("erdma-certs" not in t and "deployment/erdma-webhook" not in t, "NOTES (policy) name the webhook:\n" + t)
         t = text(DRA_VALUES)
         for want in ("DeviceClasses erdma.aliyun.com (RDMA) and", "smcr.erdma.aliyun.com (SMC-R)", "examples/dra/",
                      "kubectl get resourceslices"):
             expect(want in t, "NOTES (dra) lack %r:\n%s" % (want, t))
         shutil.rmtree(copy_dir, ignore_errors=True)
     suite.check("NOTES.txt: the next steps of each mode", notes)
+
+    def admission_policy_mode():
+        """admission.mode policy: the overlay's policy (files/ holds an identical copy) with the
+        resource names, library path and namespaces of the values; settings a policy cannot follow
+        are refused by name; no webhook object, ServiceMonitor or alert is left."""
+        with open(os.path.join(SOURCE_DIR, "manifests/admission-policy/smcr-policy.yaml")) as a, \
+                open(os.path.join(CHART, "files/smcr-policy.yaml")) as b:
+            expect(a.read() == b.read(), "charts/erdma-controller/files/smcr-policy.yaml differs from "
+                   "manifests/admission-policy/smcr-policy.yaml: copy it")
+        objs = helm.template({"admission": {"mode": "policy"}, "namespace": {"name": "team-erdma"},
+                              "webhook": {"excludedNamespaces": ["kube-system", "infra"],
+                                          "config": {"resourceName": "example.com/rdma",
+                                                     "smcr": {"resourceName": "", "mountPath": "/opt/smc/",
+                                                              "allowedNamespaces": ["team-a", "team-b"]}}},
+                              "monitoring": MONITORING_VALUES["monitoring"], "agent": MONITORING_VALUES["agent"]})
+        variables = {v["name"]: v["expression"]
+                     for v in objs[("MutatingAdmissionPolicy", "", "erdma-smcr")]["spec"]["variables"]}
+        expect([variables["erdma"], variables["smcr"], variables["library"]] ==
+               ["'example.com/rdma'", "'example.com/rdma'", "'/opt/smc/libsmc-preload.so'"],
+               "the policy's variables: %s" % [variables["erdma"], variables["smcr"], variables["library"]])
+        sel = objs[("MutatingAdmissionPolicyBinding", "", "erdma-smcr")]["spec"]["matchResources"]["namespaceSelector"]
+        expect(sel["matchExpressions"][1:] == [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", "infra", "team-erdma"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}],
+            "the binding's namespaces: %s" % sel)
+        webhook_left = sorted(k for k in objs if "erdma-webhook" in k[2])
+        expect(not webhook_left, "admission.mode policy renders webhook objects: %s" % webhook_left)
+        rules = objs[("PrometheusRule", "team-erdma", "erdma-controller")]["spec"]["groups"]
+        expect([g["name"] for g in rules] == ["erdma-agent"], "alert groups: %s" % [g["name"] for g in rules])
+        for values, want in (
+                ({"webhook": {"config": {"smcr": {"libraryFrom": "hostPath"}}}}, "smcr.libraryFrom hostPath needs the webhook"),
+                ({"webhook": {"config": {"smcr": {"addResource": False}}}}, "smcr.addResource false needs the webhook"),
+                ({"webhook": {"config": {"erdmaEnv": [{"name": "A", "value": "1"}]}}}, "erdmaEnv, deviceMounts and smcr.env"),
+                ({"webhook": {"config": {"smcr": {"library": "other.so"}}}}, "installs libsmc-preload.so only"),
+                ({"networkPolicy": {"enabled": True, "apiserverCIDRs": ["10.0.0.0/28"]}}, "set networkPolicy.enabled=false")):
+            values = dict(values, admission={"mode": "policy"})
+            rc, message = helm.refuses(values)
+            expect(rc != 0 and want in message, "%s: exit %d, %s" % (json.dumps(values), rc, message[-300:]))
+    suite.check("admission.mode policy: the overlay's policy with the values' names and namespaces; what it cannot "
+                "follow is refused", admission_policy_mode)
 
     have_webhook, have_agent = os.access(tm.WEBHOOK, os.X_OK), os.access(tm.AGENT, os.X_OK)
 

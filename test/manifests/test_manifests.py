@@ -54,7 +54,7 @@ from harness import Suite, expect  # noqa: E402  (the shared runner of the Pytho
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env", "dra"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env", "dra", "admission-policy"]
 NS = "erdma-system"
 # configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
 AGENT_CONFIG = "erdma-agent-config"
@@ -1790,7 +1790,7 @@ def main():
 
     certs_dir, certs_patch, certs_secret = certs_defaults(w)
     for overlay in OVERLAYS:
-        if overlay == "base":
+        if overlay in ("base", "admission-policy"):  # admission-policy has no webhook: its own check below
             continue
         suite.check("manifests/%s: names, selectors, ports, probes, volumes, images, webhook, agent" % overlay,
                     lambda o=overlay: expect(not all_problems(o, renders[o], version, certs_patch, certs_secret),
@@ -1801,6 +1801,29 @@ def main():
         diff = [k for k in renders["default"] if renders["default"][k] != renders["fail-open"].get(k)]
         expect(diff == [("MutatingWebhookConfiguration", "", "erdma-webhook")], diff)
     suite.check("default = base; fail-open differs only in the webhook configuration", base_is_default_minus_nothing)
+
+    def admission_policy_is_default_without_webhook():
+        d, a = renders["default"], renders["admission-policy"]
+        webhook_objects = {k for k in d if k[2] in ("erdma-webhook", "erdma-webhook-config")}
+        expect(len(webhook_objects) == 6, "the webhook's objects in manifests/default: %s" % sorted(webhook_objects))
+        expect(set(a) == (set(d) - webhook_objects) | {("MutatingAdmissionPolicy", "", "erdma-smcr"),
+                                                       ("MutatingAdmissionPolicyBinding", "", "erdma-smcr")},
+               "manifests/admission-policy renders %s" % sorted(set(a) ^ set(d)))
+        diff = [k for k in set(a) & set(d) if a[k] != d[k]]
+        expect(not diff, "manifests/admission-policy changes %s" % diff)
+        selector = d[("MutatingWebhookConfiguration", "", "erdma-webhook")]["webhooks"][0]["namespaceSelector"]
+        binding = a[("MutatingAdmissionPolicyBinding", "", "erdma-smcr")]["spec"]
+        expect(binding["policyName"] == "erdma-smcr" and binding["matchResources"]["namespaceSelector"] == selector,
+               "the binding acts in other namespaces than the webhook: %s" % binding)
+        policy = a[("MutatingAdmissionPolicy", "", "erdma-smcr")]["spec"]
+        expect(policy["failurePolicy"] == "Fail" and policy["reinvocationPolicy"] == "IfNeeded",
+               "the policy's failurePolicy/reinvocationPolicy: %s/%s" % (policy["failurePolicy"],
+                                                                     policy["reinvocationPolicy"]))
+        expect(policy["matchConstraints"]["resourceRules"] == [
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
+            "the policy matches %s, not Pod CREATE alone" % policy["matchConstraints"]["resourceRules"])
+    suite.check("admission-policy = default without the webhook's six objects, plus the SMC-R policy and its "
+                "binding for the webhook's namespaces", admission_policy_is_default_without_webhook)
 
     def nfd_is_default_plus_features_dir():
         d, n = renders["default"], renders["nfd"]
