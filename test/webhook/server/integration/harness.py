@@ -382,3 +382,19 @@ class Suite:
 def expect(cond, message):
     if not cond:
         raise AssertionError(message)
+
+
+WAIT_S = 60  # far above what any event here takes on a loaded 2-core machine; only a hang reaches it
+
+
+def wait_until(cond, what, seconds=WAIT_S):
+    """Waits for an event instead of sleeping a fixed time and hoping: polls cond() every 10 ms
+    and returns its first true value; fails, naming `what`, when `seconds` pass first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("waited for %s: not within %g s" % (what, seconds))
+        time.sleep(0.01)

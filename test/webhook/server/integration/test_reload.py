@@ -13,7 +13,8 @@ import ssl
 import threading
 import time
 
-from harness import (Server, Suite, Volume, cert_sha256, expect, generate_certs, pod, post_review, read, review)
+from harness import (Server, Suite, Volume, cert_sha256, expect, generate_certs, pod, post_review, read, review,
+                     wait_until)
 
 
 class Load:
@@ -50,7 +51,7 @@ class Load:
                 self.requests += 2
             except Exception as e:  # every failure is a test failure, reported at the end
                 self.failures.append(repr(e))
-            time.sleep(0.005)
+            time.sleep(0.005)  # paces the load between rounds; waits for nothing
         kept.close()
 
     def first_seen_after(self, sha, since):
@@ -62,7 +63,7 @@ class Load:
     def __enter__(self):
         self.thread.start()
         # The load is on once its first pair of requests came back (or failed).
-        wait_until(lambda: self.seen or self.failures, "the load's first requests")
+        wait_until(lambda: self.seen or self.failures, "the load's first requests", EVENT_WAIT_S)
         return self
 
     def __exit__(self, *exc):
@@ -74,14 +75,6 @@ class Load:
 # (inotify) is what must pick changes up, because the periodic re-check (--reload-interval) is set
 # to an hour, so a change seen at all was seen by the watch. The times are printed, never asserted.
 EVENT_WAIT_S = 120
-
-
-def wait_until(cond, what):
-    deadline = time.monotonic() + EVENT_WAIT_S
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("%s: not within %d s" % (what, EVENT_WAIT_S))
-        time.sleep(0.01)
 
 
 def main():
@@ -110,9 +103,10 @@ def main():
             t_swap = time.monotonic()
             tls.update({"tls.crt": read(os.path.join(ca_dir, "tls.crt")),
                         "tls.key": read(os.path.join(ca_dir, "tls.key"))})
-            wait_until(lambda: load.first_seen_after(new_sha, t_swap) is not None, "the new certificate served")
+            wait_until(lambda: load.first_seen_after(new_sha, t_swap) is not None, "the new certificate served",
+                       EVENT_WAIT_S)
             served = load.requests
-            wait_until(lambda: load.requests >= served + 20, "20 more requests on the new certificate")
+            wait_until(lambda: load.requests >= served + 20, "20 more requests on the new certificate", EVENT_WAIT_S)
         delay = load.first_seen_after(new_sha, t_swap)
         results["swap_s"] = delay
         print("  %d requests, %d failures; new certificate on new connections after %s s"
@@ -147,7 +141,8 @@ def main():
         with Load(server) as load:
             for i, (name, files) in enumerate(cases):
                 tls.update(files)
-                wait_until(lambda: metric("cert", "error") >= errors_before + i + 1, "%s refused" % name)
+                wait_until(lambda: metric("cert", "error") >= errors_before + i + 1, "%s refused" % name,
+                           EVENT_WAIT_S)
                 expect(metric("cert", "error") == errors_before + i + 1, "%s not refused (counted)" % name)
         print("  %d requests during 4 bad swaps, %d failures" % (load.requests, len(load.failures)))
         expect(not load.failures, load.failures[:5])
@@ -159,7 +154,7 @@ def main():
         # Putting a good pair back is picked up again.
         generate_certs(ca_dir)
         tls.update({"tls.crt": read(os.path.join(ca_dir, "tls.crt")), "tls.key": read(os.path.join(ca_dir, "tls.key"))})
-        wait_until(lambda: metric("cert", "success") >= 2, "the good pair after the bad ones")
+        wait_until(lambda: metric("cert", "success") >= 2, "the good pair after the bad ones", EVENT_WAIT_S)
         expect(metric("cert", "success") == 2, "good pair after bad ones")
 
     def gid_index_in_patch():
@@ -179,11 +174,11 @@ def main():
         expect(gid_index_in_patch() == "1", "initial config")
         cfg.update({"config.yaml": b"erdmaEnv:\n- {name: NCCL_IB_HCA, value: erdma}\n- {name: NCCL_IB_GID_INDEX, value: '3'}\n"})
         t0 = time.monotonic()
-        wait_until(lambda: gid_index_in_patch() == "3", "the new config in effect")
+        wait_until(lambda: gid_index_in_patch() == "3", "the new config in effect", EVENT_WAIT_S)
         print("  new config in effect after %.3f s" % (time.monotonic() - t0))
         expect(metric("config", "success") == 1, "reloads_total config success")
         cfg.update({"config.yaml": b"smcr: {mountPath: relative/path}\n"})
-        wait_until(lambda: metric("config", "error") >= 1, "the bad config refused")
+        wait_until(lambda: metric("config", "error") >= 1, "the bad config refused", EVENT_WAIT_S)
         expect(metric("config", "error") == 1, "bad config not counted")
         expect(gid_index_in_patch() == "3", "bad config replaced the good one")
         refused = [l for l in server.log_lines() if l["msg"].startswith("config reload refused")]
