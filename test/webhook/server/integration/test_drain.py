@@ -12,7 +12,7 @@ import time
 import urllib.error
 import urllib.request
 
-from harness import SERVICE_NAME, Server, Suite, expect, pod, review
+from harness import SERVICE_NAME, Server, Suite, expect, pod, review, wait_until
 
 
 def raw_tls(port, ca):
@@ -26,6 +26,23 @@ def readyz(server):
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
+
+
+def refuses_connections(port):
+    """Whether a new TCP connection to the admission port is refused (the listener is closed)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), 2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def logged(server, msg):
+    return any(l["msg"] == msg for l in server.log_lines())
+
+
+def gauge(server, name):
+    return server.metrics()[(name, ())]
 
 
 def read_response(sock):
@@ -63,19 +80,25 @@ def main():
             idle = raw_tls(server.port, server.ca)
             idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             expect(read_response(idle)[0] == 200, "idle connection's first request")
-            time.sleep(0.2)
+            # The signal must find the eight mid-body (their headers read: each body's length is
+            # reserved in the body budget) and the ninth connection waiting for its next request.
+            in_flight_bytes = sum(len(b) for b in bodies)
+            wait_until(lambda: gauge(server, "erdma_webhook_connections_open") == 9
+                       and gauge(server, "erdma_webhook_connections_idle") == 1
+                       and gauge(server, "erdma_webhook_body_budget_used_bytes") == in_flight_bytes,
+                       "9 open connections: 8 with their headers read (%d body bytes reserved), 1 idle"
+                       % in_flight_bytes)
             t_signal = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
+            wait_until(lambda: logged(server, "draining"), "the 'draining' log line after SIGTERM")
             expect(server.alive(), "exited with requests in flight")
             expect(readyz(server) == 503, "readyz while draining")
-            try:
-                socket.create_connection(("127.0.0.1", server.port), 2).close()
-                raise AssertionError("the listener still accepts connections while draining")
-            except ConnectionRefusedError:
-                pass
+            # The listener is closed by the event loop just after the line is logged.
+            wait_until(lambda: refuses_connections(server.port),
+                       "the listener to close while draining (it still accepted connections)")
             idle.settimeout(5)
             expect(idle.recv(100) == b"", "the idle connection was not closed")
+            expect(server.alive(), "exited with requests in flight")
             for i, (s, b) in enumerate(zip(socks, bodies)):
                 s.sendall(b[len(b) // 2:])
                 status, headers, data = read_response(s)
@@ -100,7 +123,9 @@ def main():
             stuck = raw_tls(server.port, server.ca)
             stuck.sendall(b"POST /mutate-pods HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                           b"Content-Length: 1000\r\n\r\n{")
-            time.sleep(0.2)
+            # In flight once its header is read: its 1000 bytes are reserved in the body budget.
+            wait_until(lambda: gauge(server, "erdma_webhook_body_budget_used_bytes") == 1000,
+                       "the stuck request's header read (1000 body bytes reserved)")
             t0 = time.monotonic()
             server.proc.send_signal(signal.SIGTERM)
             code = server.proc.wait(timeout=10)
