@@ -10,11 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 #include <vector>
 
 #include <boost/asio/ssl/context.hpp>
 
+#include "test/eventually.hpp"
 #include "test/support.hpp"
 #include "test_certs.hpp"
 #include "webhook/config_io/config_file.hpp"
@@ -191,11 +191,11 @@ TEST_CASE("the watching thread sees a ..data swap through inotify (periodic chec
   REQUIRE(s.reloader->start(std::chrono::hours(1), std::chrono::milliseconds(20)).ok());
   const auto next = testing::make_cert({});
   s.tls_volume.update({{"tls.crt", next.cert}, {"tls.key", next.key}});
-  // Bounded wait; the change normally lands within a few tens of milliseconds.
-  for (int i = 0; i < 500 && s.seen.certs == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The change normally lands within a few tens of milliseconds.
+  CHECK(erdma::testing::eventually([&] { return s.seen.certs > 0; }));
   CHECK(s.seen.certs == 1);
   s.config_volume.update({{"config.yaml", "excludedNamespaces: []\n"}});
-  for (int i = 0; i < 500 && s.seen.configs == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(erdma::testing::eventually([&] { return s.seen.configs > 0; }));
   CHECK(s.seen.configs == 1);
   s.reloader->stop();
   s.reloader->stop();  // idempotent
@@ -206,7 +206,7 @@ TEST_CASE("the periodic check alone also picks changes up") {
   REQUIRE(s.reloader->start(std::chrono::milliseconds(100)).ok());
   const auto next = testing::make_cert({});
   s.tls_volume.update({{"tls.crt", next.cert}, {"tls.key", next.key}});
-  for (int i = 0; i < 500 && s.seen.certs == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(erdma::testing::eventually([&] { return s.seen.certs > 0; }));
   CHECK(s.seen.certs == 1);
 }
 
@@ -298,11 +298,9 @@ TEST_CASE("the watching thread sees a swap of the client CA's own volume") {
                     file_loader(), seen.events(), settings);
   REQUIRE(reloader.start(std::chrono::hours(1), std::chrono::milliseconds(20)).ok());
   ca_volume.update({{"ca.crt", ca2.cert}});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (seen.certs == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool reloaded = erdma::testing::eventually([&] { return seen.certs > 0; });
   reloader.stop();
+  CHECK(reloaded);
   CHECK(seen.certs == 1);
 }
 
