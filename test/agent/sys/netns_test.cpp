@@ -18,6 +18,7 @@
 
 #include <net/if.h>
 
+#include "test/eventually.hpp"
 #include "test/skip.hpp"
 #include "test/support.hpp"
 
@@ -132,15 +133,12 @@ TEST_CASE("a namespace given by pid is joined") {
     ::execlp("ip", "ip", "netns", "exec", ns.name.c_str(), "sleep", "30", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  // Wait (bounded) until the child has entered the namespace.
+  // Wait until the child has entered the namespace.
   auto target = NetnsRef::of_pid(child);
-  bool entered = false;
-  for (int i = 0; i < 200 && !entered; ++i) {
+  REQUIRE(erdma::testing::eventually([&] {
     auto same = same_netns(target, ns.ref());
-    entered = same.ok() && *same;
-    if (!entered) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  REQUIRE(entered);
+    return same.ok() && *same;
+  }));
   SetnsNetns runner;
   std::set<std::string> inside;
   auto st = runner.run(target, [&] {
@@ -195,6 +193,7 @@ TEST_CASE("work that overruns its deadline is abandoned, not waited for") {
   auto release = std::make_shared<std::atomic<bool>>(false);
   auto finished = std::make_shared<std::atomic<bool>>(false);
   auto st = runner.run(ns.ref(), [release, finished] {
+    // The work under test: it runs past its deadline until released (at most 5 s).
     for (int i = 0; i < 500 && !release->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     finished->store(true);
     return Status{};
@@ -202,8 +201,7 @@ TEST_CASE("work that overruns its deadline is abandoned, not waited for") {
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().code == ErrorCode::DeadlineExceeded);
   release->store(true);
-  for (int i = 0; i < 500 && !finished->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  CHECK(finished->load());
+  CHECK(erdma::testing::eventually([&] { return finished->load(); }));
 }
 
 TEST_CASE("same_netns tells namespaces apart") {
