@@ -6,7 +6,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <thread>
 
 #include <doctest/doctest.h>
 #include <sys/stat.h>
@@ -21,6 +20,7 @@
 #include "agent/sys/netlink_smc.hpp"
 #include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/eventually.hpp"
 #include "test/skip.hpp"
 #include "test/support.hpp"
 
@@ -30,6 +30,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::count_health;
 using testing::FakeKubelet;
+using erdma::testing::eventually;
 using erdma::testing::TempDir;
 using testing::WatchStream;
 
@@ -60,16 +61,10 @@ class Child {
   }
   // Waits (bounded) for the exit; returns the wait status or -1 on timeout.
   int wait_exit(std::chrono::milliseconds timeout) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < end) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        exited_ = true;
-        return st;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    return -1;
+    int st = 0;
+    if (!eventually([&] { return ::waitpid(pid_, &st, WNOHANG) == pid_; }, timeout)) return -1;
+    exited_ = true;
+    return st;
   }
   [[nodiscard]] pid_t pid() const noexcept { return pid_; }
 
@@ -280,15 +275,11 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   // resync at start, once for PreStartContainer. The host setup fails (no SMC) and is counted;
   // the library was installed.
   std::string metrics;
-  const auto end = std::chrono::steady_clock::now() + kWait;
-  while (std::chrono::steady_clock::now() < end) {
+  CHECK(eventually([&] {
     metrics = http_get(port, "/metrics");
-    if (series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1 &&
-        series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") >= 2) {
-      break;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+    return series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1 &&
+           series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") >= 2;
+  }, kWait));
   CHECK(series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") == 2);
   CHECK(series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"configured\"}") == 0);
   CHECK(series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1);
@@ -333,15 +324,13 @@ TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks
   Child agent(ERDMA_AGENT_BIN, {"run", "--config", config, "--load-modules"});
   REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
   std::string got;
-  const auto end = std::chrono::steady_clock::now() + kWait;
-  while (std::chrono::steady_clock::now() < end) {
+  CHECK(eventually([&] {
     std::ifstream in(calls);
     std::string line;
     got.clear();
     while (std::getline(in, line)) got += line + "\n";
-    if (!got.empty()) break;
-    std::this_thread::sleep_for(50ms);
-  }
+    return !got.empty();
+  }, kWait));
   std::string expected;
   for (const auto& m : want) expected += "-- " + m + "\n";
   CAPTURE(got);
@@ -351,9 +340,7 @@ TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks
   // none of them asks modprobe again.
   auto scans = [&] { return series(http_get(port, "/metrics"), "erdma_agent_scans_total{result=\"ok\"}"); };
   const double first = scans();
-  const auto until = std::chrono::steady_clock::now() + kWait;
-  while (scans() < first + 3 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
-  REQUIRE(scans() >= first + 3);
+  REQUIRE(eventually([&] { return scans() >= first + 3; }, kWait));
   std::ifstream again(calls);
   std::string all((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
   CHECK(all == expected);
