@@ -259,8 +259,7 @@ TEST_CASE("ListAndWatch sends an update when a device turns unhealthy and again 
   // A scan that changes nothing sends nothing.
   const int before = h.devices.scans();
   h.runtime->request_rescan();
-  for (int i = 0; i < 200 && h.devices.scans() == before; ++i) std::this_thread::sleep_for(10ms);
-  CHECK(h.devices.scans() > before);
+  CHECK(eventually([&] { return h.devices.scans() > before; }));
   CHECK_FALSE(watch.next(300ms).has_value());
 }
 
@@ -319,9 +318,8 @@ TEST_CASE("Allocate leaves rdma_cm out when the host has none") {
   h.runtime->request_rescan();
   auto stub = h.client();
   v1beta1::AllocateResponse resp;
-  // The snapshot changes without a health change; poll until the scan has been applied.
-  for (int i = 0; i < 500 && h.runtime->state().snapshot()->rdma_cm_present; ++i) std::this_thread::sleep_for(10ms);
-  REQUIRE_FALSE(h.runtime->state().snapshot()->rdma_cm_present);
+  // The snapshot changes without a health change; wait until the scan has been applied.
+  REQUIRE(eventually([&] { return !h.runtime->state().snapshot()->rdma_cm_present; }));
   REQUIRE(allocate(*stub, {{"erdma_1-0"}}, resp).ok());
   REQUIRE(resp.container_responses(0).devices_size() == 1);
   CHECK(resp.container_responses(0).devices(0).host_path() == "/dev/infiniband/uverbs1");
@@ -438,7 +436,7 @@ TEST_CASE("GetPreferredAllocation spreads over devices, NUMA-aware, then packs")
   h.devices.set_devices({make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0),
                          make_device("erdma_2", "uverbs2", 1)});
   h.runtime->request_rescan();
-  for (int i = 0; i < 500 && h.runtime->state().snapshot()->devices.size() != 3; ++i) std::this_thread::sleep_for(10ms);
+  REQUIRE(eventually([&] { return h.runtime->state().snapshot()->devices.size() == 3; }));
   auto stub = h.client();
   std::vector<std::string> all;
   for (const char* d : {"erdma_0", "erdma_1", "erdma_2"}) {
@@ -689,10 +687,10 @@ TEST_CASE("a device-plugin directory that cannot be watched is logged once per d
 TEST_CASE("a failing discovery keeps the previous view") {
   Harness h;
   h.devices.fail_next(3);
-  for (int i = 0; i < 3; ++i) {
-    const int before = h.devices.scans();
+  for (uint64_t i = 1; i <= 3; ++i) {
     h.runtime->request_rescan();
-    for (int j = 0; j < 500 && h.devices.scans() == before; ++j) std::this_thread::sleep_for(10ms);
+    // The failure counted, not just the fake called: the count is what is checked below.
+    REQUIRE(eventually([&] { return h.metrics.scans_error.value() >= i; }));
   }
   CHECK(h.metrics.scans_error.value() == 3);
   const auto snap = h.runtime->state().snapshot();
@@ -707,8 +705,7 @@ TEST_CASE("stop ends open streams and removes the socket") {
   REQUIRE(watch.next(kWait).has_value());
   h.runtime->stop();
   CHECK_FALSE(std::filesystem::exists(h.cfg.plugin_socket_path()));
-  for (int i = 0; i < 500 && !watch.ended(); ++i) std::this_thread::sleep_for(10ms);
-  CHECK(watch.ended());
+  CHECK(eventually([&] { return watch.ended(); }));
 }
 
 // Holds each call until `want` calls have been inside at once (or `hold` passes), recording the most
