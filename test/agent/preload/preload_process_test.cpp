@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "test/eventually.hpp"
 #include "test/skip.hpp"
 #include "test/support.hpp"
 #include "process.hpp"
@@ -208,17 +209,14 @@ TEST_CASE("curl downloads from python's http.server, both preloaded") {
   auto env = preload_env({{"SMC_DEBUG", "1"}, {"PYTHONUNBUFFERED", "1"}});
   Process server({kPython, "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", dir}, env, dir, "httpd");
   std::string port;
-  for (int i = 0; i < 1000 && port.empty(); ++i) {  // bounded: 10 s
-    auto out = server.out();
-    auto pos = out.find(" port ");
-    if (pos != std::string::npos) {
-      auto end = out.find(' ', pos + 6);
-      port = out.substr(pos + 6, end - pos - 6);
-    } else {
-      usleep(10000);
-    }
-  }
-  REQUIRE_FALSE(port.empty());
+  // The server prints "... port N (http://...) ..." once it listens; the space after N ends it.
+  REQUIRE(erdma::testing::eventually([&] {
+    const auto out = server.out();
+    const auto pos = out.find(" port ");
+    const auto end = pos == std::string::npos ? pos : out.find(' ', pos + 6);
+    if (end != std::string::npos) port = out.substr(pos + 6, end - pos - 6);
+    return !port.empty();
+  }));
   auto r = run({"/usr/bin/curl", "-sS", "--max-time", "30", "-o", dir + "/got.bin", "http://127.0.0.1:" + port + "/blob.bin"},
                env, dir, "curl");
   CHECK(r.exit_code == 0);

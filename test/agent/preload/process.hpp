@@ -13,9 +13,10 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
-#include <thread>
 #include <unistd.h>
 #include <vector>
+
+#include "test/eventually.hpp"
 
 namespace erdma::agent::testing {
 
@@ -70,18 +71,11 @@ class Process {
   Finished wait(std::chrono::milliseconds limit = std::chrono::seconds(60)) {
     Finished f;
     if (pid_ <= 0) return f;
-    const auto deadline = std::chrono::steady_clock::now() + limit;
     int status = 0;
-    for (;;) {
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) break;
-      if (std::chrono::steady_clock::now() >= deadline) {
-        ::kill(pid_, SIGKILL);
-        ::waitpid(pid_, &status, 0);
-        status = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!erdma::testing::eventually([&] { return ::waitpid(pid_, &status, WNOHANG) == pid_; }, limit)) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+      status = -1;
     }
     reaped_ = true;
     if (status != -1 && WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
