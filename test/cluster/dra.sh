@@ -300,8 +300,15 @@ check "a new agent pod is Ready" wait_for 120 sh -c \
 check "the checkpoint still records both claims" both prepared "$nccl_uid" "${legacy_uid:-none}"
 check "the workload pods kept running" sh -c \
   "kubectl -n $NS get pod nccl legacy -o jsonpath='{.items[*].status.phase}' | grep -qx 'Running Running'"
-check "the agent logged the claims it found" wait_for 30 sh -c \
-  "kubectl -n erdma-system logs ds/erdma-agent | grep -i 'checkpoint' | head -n 3"
+# checkpoint_read_logged: the new agent's start-up line counts the claims its checkpoint file holds.
+checkpoint_read_logged() {
+  local want line
+  want=$(on_node "cat $CHECKPOINT" | jq_py "len(d['claims'])") || return 1
+  line=$(kubectl -n erdma-system logs ds/erdma-agent | grep -F "checkpoint read\"" | tail -n 1)
+  echo "the file holds $want claims; the agent logged: $line"
+  [ "$want" -ge 2 ] && grep -q "\"claims\":${want}[,}]" <<<"$line"
+}
+check "the agent logged the claims it found in its checkpoint" wait_for 30 checkpoint_read_logged
 
 # ---------------------------------------------------------------------------------------------
 phase "the slices repaired, cards gone and down"

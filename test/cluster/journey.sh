@@ -101,7 +101,6 @@ spec:
         image: $WORKLOAD
         imagePullPolicy: Never
         command: ["sleep", "100000"]
-        securityContext: {privileged: true}
         resources:
           limits: {aliyun/erdma: 1, nvidia.com/gpu: 8}
 EOF
@@ -124,18 +123,24 @@ spec:
         imagePullPolicy: Never
         command: ["sleep", "100000"]
 EOF
+"$CLUSTER" exec sh -c '[ -e /dev/infiniband/uverbs1 ] || mknod -m 666 /dev/infiniband/uverbs1 c 231 193'
 check "the NCCL StatefulSet and the SMC-R Deployment are created" kubectl apply -f "$work/nccl.yaml" -f "$work/smcr.yaml"
 check "the NCCL pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/nccltest-0 --timeout=180s
 check "the SMC-R pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod -l app=smcr-app --timeout=180s
 smcr_pod=$(kubectl -n "$NS" get pod -l app=smcr-app -o jsonpath='{.items[0].metadata.name}')
-check "kubectl exec lists rdma_cm and uverbs0 in /dev/infiniband (NCCL pod)" bash -c "
-  out=\$(kubectl -n $NS exec nccltest-0 -- ls /dev/infiniband/) && echo \"\$out\" &&
-  grep -qx rdma_cm <<<\"\$out\" && grep -qx uverbs0 <<<\"\$out\""
+# The node also has uverbs1, a card the agent does not offer (its config names erdma_0 on uverbs0
+# only): an unprivileged container sees exactly the device nodes Allocate gave it.
+check "the unprivileged NCCL pod sees exactly rdma_cm and uverbs0 of the node's rdma_cm, uverbs0, uverbs1" bash -c "
+  '$CLUSTER' exec ls /dev/infiniband | tr '\n' ' ' | grep -qx 'rdma_cm uverbs0 uverbs1 ' || exit 1
+  out=\$(kubectl -n $NS exec nccltest-0 -- ls /dev/infiniband/ | tr '\n' ' ') && echo \"\$out\" && [ \"\$out\" = 'rdma_cm uverbs0 ' ]"
 check "the NCCL pod has the NCCL environment of the agent's Allocate answer" bash -c "
   out=\$(kubectl -n $NS exec nccltest-0 -- env | grep '^NCCL_') && echo \"\$out\" && grep -qx NCCL_IB_HCA==erdma_0 <<<\"\$out\""
-check "the SMC-R pod has LD_PRELOAD and reads the library through the Allocate mount" bash -c "
-  kubectl -n $NS exec $smcr_pod -- sh -c 'echo LD_PRELOAD=\$LD_PRELOAD; test -r /usr/lib/smc/libsmc-preload.so &&
-    wc -c < /usr/lib/smc/libsmc-preload.so' | tee /dev/stderr | grep -q '^LD_PRELOAD=.*/usr/lib/smc/libsmc-preload.so'"
+check "the SMC-R pod has LD_PRELOAD and reads the library (an ELF file) through the Allocate mount" bash -c "
+  out=\$(kubectl -n $NS exec $smcr_pod -- sh -c 'echo LD_PRELOAD=\$LD_PRELOAD; head -c 4 /usr/lib/smc/libsmc-preload.so |
+    od -An -c | tr -d \" \"; wc -c < /usr/lib/smc/libsmc-preload.so') || exit 1
+  echo \"\$out\"
+  grep -q '^LD_PRELOAD=.*/usr/lib/smc/libsmc-preload.so' <<<\"\$out\" && grep -qx '177ELF' <<<\"\$out\" &&
+    [ \"\$(tail -n 1 <<<\"\$out\")\" -gt 10000 ]"
 check "the SMC-R pod holds aliyun/erdma-smcr and has no RDMA device (SMC-R is the kernel's)" bash -c "
   kubectl -n $NS get pod $smcr_pod -o jsonpath='{.spec.containers[0].resources.limits}' | tee /dev/stderr |
     grep -q 'aliyun/erdma-smcr' &&
@@ -215,19 +220,24 @@ check "the agent runs at its own namespace's Pod Security level" bash -c "
 
 # ---------------------------------------------------------------------------------------------
 phase "the agent's own commands on the real cluster"
-# This kernel has neither the erdma driver nor SMC (the node is this machine): status says so and
-# exits 1, smc-status names the missing module; on a prepared node both exit 0.
+# The node is this machine: each check asserts the one outcome its kernel must give. Without the
+# erdma driver, status says so and exits 1; without SMC, smc-status and pnet list name the missing
+# module and fail, and the pod setup ends "failed" with that reason. With them, all succeed.
 check "erdma-agent status in the agent's pod reads the DaemonSet's config and judges the node" bash -c "
   out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent status 2>&1); rc=\$?; echo \"\$out\"
   grep -q 'erdma_0 .*Healthy' <<<\"\$out\" || exit 1
-  [ \$rc -eq 0 ] || { [ ! -d /sys/module/erdma ] && grep -q 'the erdma kernel module is not loaded' <<<\"\$out\"; }"
+  if [ -d /sys/module/erdma ]; then [ \$rc -eq 0 ]
+  else [ \$rc -eq 1 ] && grep -q 'the erdma kernel module is not loaded' <<<\"\$out\"; fi"
 check "erdma-agent smc-status --pod for the SMC-R pod" bash -c "
   out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent smc-status --pod $NS/$smcr_pod 2>&1); rc=\$?
   echo \"\$out\"
-  [ \$rc -eq 0 ] || { [ ! -d /sys/module/smc_diag ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; }"
-check "the agent logged the SMC-R pod's setup, with this kernel's reason" bash -c "
-  kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F '$smcr_pod' | tail -n 1 | tee /dev/stderr |
-    grep -Eq '\"result\":\"(configured|failed)\"'"
+  if [ -d /sys/module/smc_diag ]; then [ \$rc -eq 0 ]
+  else [ \$rc -ne 0 ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; fi"
+check "the agent logged the SMC-R pod's setup: configured, or failed for this kernel's missing SMC" bash -c "
+  line=\$(kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F '$smcr_pod' | tail -n 1)
+  echo \"\$line\"
+  if [ -d /sys/module/smc ]; then grep -q '\"result\":\"configured\"' <<<\"\$line\"
+  else grep -q '\"result\":\"failed\"' <<<\"\$line\" && grep -q 'has no SMC' <<<\"\$line\"; fi"
 
 # ---------------------------------------------------------------------------------------------
 phase "faults, while matched pods are being created"
@@ -268,10 +278,22 @@ serving_everywhere() {
   done
 }
 certs() { "$SRC/certs/erdma-certs" "$@" --dir "$work/pki" >/dev/null; }
+# certs_then_apply ARGS...: `erdma-certs ARGS`, then `erdma-certs apply`; both must exit 0.
+certs_then_apply() { certs "$@" && certs apply; }
+pem_body() { grep -v '^-----' | tr -d '\n'; }
+# ca_bundle_is FILE...: the webhook configuration's caBundle holds exactly the certificates of FILEs.
+ca_bundle_is() {
+  local got want f
+  got=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}' |
+    base64 -d | pem_body) || return 1
+  want=$(for f in "$@"; do pem_body <"$f"; done)
+  echo "caBundle: $(($(printf '%s' "$got" | wc -c) * 3 / 4)) bytes of DER, want $(($(printf '%s' "$want" | wc -c) * 3 / 4))"
+  [ "$got" = "$want" ]
+}
 
 load_start
 check "load running" wait_for 60 test -e "$work/started"
-certs rotate && certs apply
+check "erdma-certs rotate, then apply" certs_then_apply rotate
 check "serving certificate rotated (same CA): every replica serves the new one" \
   wait_for 300 serving_everywhere "$work/pki/tls.crt"
 load_stop
@@ -279,13 +301,16 @@ check "... with zero failed pod creations" load_verdict
 
 load_start
 check "load running" wait_for 60 test -e "$work/started"
-certs rotate --new-ca && certs apply  # clients trust the old and the new CA
-certs rotate && certs apply           # a serving certificate from the new CA
+cp "$work/pki/ca.crt" "$work/old-ca.crt"
+check "erdma-certs rotate --new-ca, then apply" certs_then_apply rotate --new-ca
+check "... the caBundle holds the old CA, then the new one" ca_bundle_is "$work/old-ca.crt" "$work/pki/ca.crt"
+check "erdma-certs rotate (from the new CA), then apply" certs_then_apply rotate
 check "CA changed: every replica serves a certificate of the new CA" \
   wait_for 300 serving_everywhere "$work/pki/tls.crt"
-certs finish && certs apply           # clients trust only the new CA
+check "erdma-certs finish, then apply" certs_then_apply finish
+check "... the caBundle holds the new CA alone: the old one is gone" ca_bundle_is "$work/pki/ca.crt"
 load_stop
-check "... and the old CA dropped, with zero failed pod creations" load_verdict
+check "... with zero failed pod creations throughout the CA change" load_verdict
 
 load_start
 check "load running" wait_for 60 test -e "$work/started"
@@ -347,10 +372,10 @@ check "agent pod deleted: the DaemonSet's new one runs" \
 check "... and resyncs the SMC-R pods already running" wait_for 120 bash -c "
   kubectl -n erdma-system logs ds/erdma-agent | grep '\"msg\":\"SMC-R resync done\"' | tail -n 1 | grep ."
 check "... running pods untouched (uid, restarts, phase: $smcr_before)" test "$(smcr_state)" = "$smcr_before"
-check "... the node's pnet table has no duplicate entries (or the kernel has no SMC)" bash -c "
+check "... the node's pnet table has no duplicate entries (without SMC: pnet list says the kernel has none)" bash -c "
   out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent pnet list 2>&1); rc=\$?; echo \"\$out\"
-  if [ \$rc -ne 0 ]; then [ ! -d /sys/module/smc ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; exit; fi
-  [ -z \"\$(sort <<<\"\$out\" | uniq -d)\" ]"
+  if [ ! -d /sys/module/smc ]; then [ \$rc -ne 0 ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; exit; fi
+  [ \$rc -eq 0 ] && [ -z \"\$(sort <<<\"\$out\" | uniq -d)\" ]"
 kubectl -n "$NS" delete deployment after-outage --wait=false >/dev/null
 kubectl -n "$NS" delete pod after-kubelet --wait=false >/dev/null
 
@@ -398,9 +423,9 @@ printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization
 check "manifests/cleanup runs erdma-agent cleanup on the node (the agent image has no shell)" bash -c "
   kubectl apply -k '$work/site-cleanup' >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s"
-check "... and its log says what it removed" bash -c "
-  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --prefix --tail=-1 |
-    tee /dev/stderr | grep -E ' removed\$|nothing to remove'"
+check "... and its log says what it removed (the agent ran there: there is something)" bash -c "
+  out=\$(kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --prefix --tail=-1) || exit 1
+  echo \"\$out\"; grep -q ' removed\$' <<<\"\$out\" && ! grep -q 'nothing to remove' <<<\"\$out\""
 check "... run again: nothing to remove" bash -c "
   kubectl -n erdma-system delete pod -l app.kubernetes.io/name=erdma-cleanup --wait=true >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
