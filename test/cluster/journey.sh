@@ -425,7 +425,7 @@ check "manifests/cleanup runs erdma-agent cleanup on the node (the agent image h
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s"
 check "... and its log says what it removed (the agent ran there: there is something)" bash -c "
   out=\$(kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --prefix --tail=-1) || exit 1
-  echo \"\$out\"; grep -q ' removed\$' <<<\"\$out\" && ! grep -q 'nothing to remove' <<<\"\$out\""
+  echo \"\$out\"; grep -q ' removed\$' <<<\"\$out\" && ! grep -q '\] nothing to remove\$' <<<\"\$out\""
 check "... run again: nothing to remove" bash -c "
   kubectl -n erdma-system delete pod -l app.kubernetes.io/name=erdma-cleanup --wait=true >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
