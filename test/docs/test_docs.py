@@ -221,6 +221,7 @@ def main():
         less[METRICS_PAGE] = less[METRICS_PAGE].replace("erdma_webhook_build_info", "")
         expect(any("erdma_webhook_build_info" in x for x in check_metric_names(less, registered)),
                "a metric missing from %s is not caught" % METRICS_PAGE)
+        expect("(docs/metrics.md)" in texts["README.md"], "README.md does not link %s" % METRICS_PAGE)
     suite.check("metric names in the docs are the ones the programs register; %s lists them all" % METRICS_PAGE,
                 metrics)
 
