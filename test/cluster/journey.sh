@@ -380,7 +380,7 @@ kubectl -n "$NS" delete deployment after-outage --wait=false >/dev/null
 kubectl -n "$NS" delete pod after-kubelet --wait=false >/dev/null
 
 # ---------------------------------------------------------------------------------------------
-phase "uninstall as README.md says"
+phase "uninstall as docs/uninstall.md says"
 kubectl -n "$NS" delete statefulset nccltest --wait=true >/dev/null
 kubectl -n "$NS" delete deployment smcr-app --wait=true >/dev/null
 check "the webhook configuration goes first" kubectl delete mutatingwebhookconfiguration erdma-webhook
@@ -482,7 +482,7 @@ check "... the caBundle and the Secret that erdma-certs wrote are untouched" bas
 check "... and the agent runs the new configuration (capacity 32)" wait_for 120 bash -c "
   c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 32 ]"
 kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
-check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (README)" bash -c "
+check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (docs/uninstall.md)" bash -c "
   kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
   kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s >/dev/null &&
   kubectl apply -k '$work/site-cleanup' >/dev/null &&

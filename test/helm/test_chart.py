@@ -231,7 +231,7 @@ def expect_same(kustomize, helm, what):
 # --- kustomize overlays composed from manifests/ ------------------------------------------------------
 
 def compose_overlay(root, name, cert_manager, fail_open, nfd, agent_config=None):
-    """An overlay of manifests/ (copied under root) with the chosen pieces, as README and
+    """An overlay of manifests/ (copied under root) with the chosen pieces, as docs/install.md and
     manifests/nfd tell a site to compose them: cert-manager or default as the base, fail-open's
     patch, nfd's generator and patch; agent_config replaces the agent's config.yaml."""
     d = os.path.join(root, name)
