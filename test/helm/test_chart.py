@@ -74,6 +74,9 @@ MONITORING_VALUES = {"agent": {"metricsOnNodeIP": True},
                      "monitoring": {"prometheusRule": {"enabled": True}, "serviceMonitor": {"enabled": True}}}
 # manifests/dra: the agent's DRA driver, its RBAC and DeviceClasses.
 DRA_VALUES = {"agent": {"config": {"dra": {"enabled": True}}}}
+# manifests/nccl-only: the chart's values-nccl-only.yaml, as a user passes it with -f.
+with open(os.path.join(CHART, "values-nccl-only.yaml")) as _f:
+    NCCL_ONLY_VALUES = yaml.safe_load(_f)
 # ... with another driver name and other directories (a trailing slash, as the agent allows).
 DRA_ELSEWHERE = {"enabled": True, "driverName": "rdma.example.com", "registryDir": "/var/lib/k0s/kubelet/plugins_registry",
                  "pluginDir": "/var/lib/k0s/kubelet/plugins", "cdiDir": "/etc/cdi/"}
@@ -520,7 +523,9 @@ def main():
                 ("network-policy", {"networkPolicy": {"enabled": True, "apiserverCIDRs": [tm.APISERVER_PLACEHOLDER]}}),
                 ("erdma-env", {"webhook": {"config": {"erdmaEnv": [{"name": "NCCL_DEBUG", "value": "INFO"}]}}}),
                 ("dra", DRA_VALUES),
-                ("admission-policy", {"admission": {"mode": "policy"}})]
+                ("admission-policy", {"admission": {"mode": "policy"}}),
+                ("agent-only", {"admission": {"mode": "none"}}),
+                ("nccl-only", NCCL_ONLY_VALUES)]
     for kubectl in kubectls:
         label = " (%s)" % kubectl if len(kubectls) > 1 else ""
         for overlay, values in overlays:
@@ -755,6 +760,9 @@ def main():
                      "rollout status daemonset/erdma-agent", "kubectl label namespace team-a erdma-injection=enabled"):
             expect(want in t, "NOTES (policy) lack %r:\n%s" % (want, t))
         expect("erdma-certs" not in t and "deployment/erdma-webhook" not in t, "NOTES (policy) name the webhook:\n" + t)
+        t = text(NCCL_ONLY_VALUES)
+        expect("erdma-agent alone" in t and "rollout status daemonset/erdma-agent" in t and "erdma-certs" not in t and
+               "erdma-injection" not in t and "deployment/erdma-webhook" not in t, "NOTES (nccl-only):\n" + t)
         t = text(DRA_VALUES)
         for want in ("DeviceClasses erdma.aliyun.com (RDMA) and", "smcr.erdma.aliyun.com (SMC-R)", "examples/dra/",
                      "kubectl get resourceslices"):
@@ -795,7 +803,8 @@ def main():
                 ({"webhook": {"config": {"smcr": {"addResource": False}}}}, "smcr.addResource false needs the webhook"),
                 ({"webhook": {"config": {"erdmaEnv": [{"name": "A", "value": "1"}]}}}, "erdmaEnv, deviceMounts and smcr.env"),
                 ({"webhook": {"config": {"smcr": {"library": "other.so"}}}}, "installs libsmc-preload.so only"),
-                ({"networkPolicy": {"enabled": True, "apiserverCIDRs": ["10.0.0.0/28"]}}, "set networkPolicy.enabled=false")):
+                ({"networkPolicy": {"enabled": True, "apiserverCIDRs": ["10.0.0.0/28"]}},
+                 "admission.mode policy runs none; set networkPolicy.enabled=false")):
             values = dict(values, admission={"mode": "policy"})
             rc, message = helm.refuses(values)
             expect(rc != 0 and want in message, "%s: exit %d, %s" % (json.dumps(values), rc, message[-300:]))

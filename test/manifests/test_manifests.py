@@ -54,7 +54,8 @@ from harness import Suite, expect  # noqa: E402  (the shared runner of the Pytho
 WEBHOOK = os.environ.get("ERDMA_WEBHOOK", os.path.join(SOURCE_DIR, "build/webhook/erdma-webhook"))
 AGENT = os.environ.get("ERDMA_AGENT", os.path.join(SOURCE_DIR, "build/agent/erdma-agent"))
 CERTS_TOOL = os.path.join(SOURCE_DIR, "certs/erdma-certs")
-OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env", "dra", "admission-policy"]
+OVERLAYS = ["base", "default", "cert-manager", "fail-open", "nfd", "network-policy", "erdma-env", "dra", "admission-policy", "agent-only",
+            "nccl-only"]
 NS = "erdma-system"
 # configMapGenerator's name for the agent config: this prefix and a 10-character content hash.
 AGENT_CONFIG = "erdma-agent-config"
@@ -1790,7 +1791,7 @@ def main():
 
     certs_dir, certs_patch, certs_secret = certs_defaults(w)
     for overlay in OVERLAYS:
-        if overlay in ("base", "admission-policy"):  # admission-policy has no webhook: its own check below
+        if overlay in ("base", "admission-policy", "agent-only", "nccl-only"):  # no webhook: own checks below
             continue
         suite.check("manifests/%s: names, selectors, ports, probes, volumes, images, webhook, agent" % overlay,
                     lambda o=overlay: expect(not all_problems(o, renders[o], version, certs_patch, certs_secret),
@@ -1802,16 +1803,51 @@ def main():
         expect(diff == [("MutatingWebhookConfiguration", "", "erdma-webhook")], diff)
     suite.check("default = base; fail-open differs only in the webhook configuration", base_is_default_minus_nothing)
 
-    def admission_policy_is_default_without_webhook():
-        d, a = renders["default"], renders["admission-policy"]
+    def agent_only_is_default_without_webhook():
+        d, a = renders["default"], renders["agent-only"]
         webhook_objects = {k for k in d if k[2] in ("erdma-webhook", "erdma-webhook-config")}
         expect(len(webhook_objects) == 6, "the webhook's objects in manifests/default: %s" % sorted(webhook_objects))
-        expect(set(a) == (set(d) - webhook_objects) | {("MutatingAdmissionPolicy", "", "erdma-smcr"),
-                                                       ("MutatingAdmissionPolicyBinding", "", "erdma-smcr")},
+        expect(set(a) == set(d) - webhook_objects, "manifests/agent-only renders %s" % sorted(set(a) ^ set(d)))
+        diff = [k for k in a if a[k] != d[k]]
+        expect(not diff, "manifests/agent-only changes %s" % diff)
+    suite.check("agent-only = default without the webhook's six objects, the rest unchanged",
+                agent_only_is_default_without_webhook)
+
+    def nccl_only_is_agent_only_with_gpu_config():
+        a, n = renders["agent-only"], renders["nccl-only"]
+        a_cm, n_cm = agent_config_map(a), agent_config_map(n)
+        skip = {("ConfigMap", NS, a_cm["metadata"]["name"]), ("ConfigMap", NS, n_cm["metadata"]["name"]),
+                ("DaemonSet", NS, "erdma-agent")}
+        diff = sorted(set(k for k in set(a) | set(n) if k not in skip and a.get(k) != n.get(k)))
+        expect(not diff, "manifests/nccl-only changes more than the agent's ConfigMap and DaemonSet: %s" % diff)
+        ds = copy.deepcopy(n[("DaemonSet", NS, "erdma-agent")])
+        volume(ds["spec"]["template"]["spec"], "config")["configMap"]["name"] = a_cm["metadata"]["name"]
+        expect(ds == a[("DaemonSet", NS, "erdma-agent")], "manifests/nccl-only changes the DaemonSet beyond its config")
+        cfg, base_cfg = agent_config_of(n), agent_config_of(a)
+        expect((cfg["driver"]["prefer"], cfg["smcr"]["enabled"]) == ("ofed", False),
+               "nccl-only: driver.prefer %s, smcr.enabled %s; want ofed, False" % (cfg["driver"]["prefer"],
+                                                                                 cfg["smcr"]["enabled"]))
+        rest, want_rest = copy.deepcopy(cfg), copy.deepcopy(base_cfg)
+        for c in (rest, want_rest):
+            c["driver"].pop("prefer")
+            c["smcr"].pop("enabled")
+        expect(rest == want_rest, "manifests/nccl-only/agent-config.yaml differs from the base's in more than "
+               "driver.prefer and smcr.enabled: keep it in step (%s)" %
+               sorted(k for k in set(rest) | set(want_rest) if rest.get(k) != want_rest.get(k)))
+        with open(os.path.join(SOURCE_DIR, "manifests/mixed-pools/gpu-pool/agent-config.yaml")) as f:
+            expect(yaml.safe_load(f) == cfg, "manifests/nccl-only and the GPU pool of mixed-pools have other configs")
+    suite.check("nccl-only = agent-only with the GPU pool's config (driver.prefer ofed, SMC-R off)",
+                nccl_only_is_agent_only_with_gpu_config)
+
+    def admission_policy_is_default_without_webhook():
+        d, a = renders["agent-only"], renders["admission-policy"]
+        expect(set(a) == set(d) | {("MutatingAdmissionPolicy", "", "erdma-smcr"),
+                                   ("MutatingAdmissionPolicyBinding", "", "erdma-smcr")},
                "manifests/admission-policy renders %s" % sorted(set(a) ^ set(d)))
         diff = [k for k in set(a) & set(d) if a[k] != d[k]]
         expect(not diff, "manifests/admission-policy changes %s" % diff)
-        selector = d[("MutatingWebhookConfiguration", "", "erdma-webhook")]["webhooks"][0]["namespaceSelector"]
+        selector = renders["default"][("MutatingWebhookConfiguration", "", "erdma-webhook")]["webhooks"][0][
+            "namespaceSelector"]
         binding = a[("MutatingAdmissionPolicyBinding", "", "erdma-smcr")]["spec"]
         expect(binding["policyName"] == "erdma-smcr" and binding["matchResources"]["namespaceSelector"] == selector,
                "the binding acts in other namespaces than the webhook: %s" % binding)
@@ -1822,8 +1858,8 @@ def main():
         expect(policy["matchConstraints"]["resourceRules"] == [
             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}],
             "the policy matches %s, not Pod CREATE alone" % policy["matchConstraints"]["resourceRules"])
-    suite.check("admission-policy = default without the webhook's six objects, plus the SMC-R policy and its "
-                "binding for the webhook's namespaces", admission_policy_is_default_without_webhook)
+    suite.check("admission-policy = agent-only plus the SMC-R policy and its binding for the webhook's namespaces",
+                admission_policy_is_default_without_webhook)
 
     def nfd_is_default_plus_features_dir():
         d, n = renders["default"], renders["nfd"]
