@@ -83,6 +83,9 @@ Status check_facts(const SliceFacts& f) {
                " must be DNS subdomains separated by '/', at most 253 characters; leave it empty for the node name");
   }
   if (f.generation < 0) return bad("pool generation " + std::to_string(f.generation) + " is negative");
+  if (!f.rdma_netns_mode.empty() && f.rdma_netns_mode != "shared" && f.rdma_netns_mode != "exclusive") {
+    return bad("RDMA netns mode " + json_quote(f.rdma_netns_mode) + " is not shared or exclusive (or empty: unknown)");
+  }
   if (!f.driver_mode.empty() && f.driver_mode != "default" && f.driver_mode != "compat" && f.driver_mode != "ofed") {
     return bad("driver mode " + json_quote(f.driver_mode) + " is not one of default, compat, ofed (or empty: unknown)");
   }
@@ -112,6 +115,7 @@ json device_of(const RdmaDevice& card, const std::string& name, const SliceFacts
   attrs["ibDevice"] = string_attr(card.name);
   if (!f.driver_mode.empty()) attrs["driverMode"] = string_attr(f.driver_mode);
   attrs["smcrCapable"] = json{{"bool", f.smcr_capable}};
+  if (!f.rdma_netns_mode.empty()) attrs["rdmaNetnsMode"] = string_attr(f.rdma_netns_mode);
   if (!card.netdev.empty() && card.netdev.size() <= kMaxAttributeValueLen) attrs["netdev"] = string_attr(card.netdev);
   const auto gid_index = ipv4_roce_v2_gid_index(card);
   if (gid_index) attrs["gidIndex"] = json{{"int", static_cast<int64_t>(*gid_index)}};

@@ -62,6 +62,9 @@ struct SliceFacts {
   std::string driver_mode;      // "default", "compat" or "ofed" (driver_mode.hpp found_mode); "" = unknown
   bool smcr_capable = false;    // judge_driver's verdict: default mode and the smc module loaded
   std::string driver_version;   // /sys/module/erdma/version; published when it is a semantic version
+  // The RDMA subsystem's netns mode (`rdma system show`): "shared" or "exclusive"; "" = unknown.
+  // In exclusive mode a pod on the pod network cannot open a card of the node's namespace.
+  std::string rdma_netns_mode;
   HealthPolicy health = HealthPolicy::Taint;
   // > 0: each card may be allocated to several claims (consumable capacity, DRAConsumableCapacity:
   // beta and on by default from Kubernetes 1.36): it offers this many `slots`, a request takes one
@@ -94,7 +97,7 @@ struct SliceSet {
 // split does not move when a card's health changes). Attributes, in the driver's domain:
 //   ibDevice (string, the card name), driverMode (string), netdev (string), ipv4 (string),
 //   gidIndex (int: the IPv4 RoCE v2 GID index plugin_model picks for NCCL), smcrCapable (bool),
-//   driverVersion (version);
+//   driverVersion (version), rdmaNetnsMode (string: shared or exclusive);
 // and the standard numaNode (int), pciBusID (string) and pcieRoot (string). An attribute whose value is unknown is
 // left out rather than published with a made-up value. Cards left out, with a note each: names
 // that give no device name, a device name another card already has, unhealthy cards under

@@ -29,6 +29,7 @@ Result<std::vector<nlattr*>> parse(const nlmsghdr* msg) {
   policy[RDMA_NLDEV_ATTR_CHARDEV_NAME].type = NLA_NUL_STRING;
   policy[RDMA_NLDEV_ATTR_PORT_INDEX].type = NLA_U32;
   policy[RDMA_NLDEV_ATTR_NDEV_NAME].type = NLA_NUL_STRING;
+  policy[RDMA_NLDEV_SYS_ATTR_NETNS_MODE].type = NLA_U8;
   // nlmsg_parse takes a non-const header; it does not modify it.
   const int err = nlmsg_parse(const_cast<nlmsghdr*>(msg), 0, tb.data(), kMaxAttr, policy);
   if (err < 0) return make_error(ErrorCode::InvalidArgument, std::string("malformed RDMA netlink message: ") + nl_geterror(err));
@@ -53,13 +54,14 @@ struct MsgDeleter {
   void operator()(nl_msg* m) const noexcept { nlmsg_free(m); }
 };
 
-enum class Want { Devices, Chardev, Ports };
+enum class Want { Devices, Chardev, Ports, Sys };
 
 struct Collect {
   Want want = Want::Devices;
   std::vector<NldevDevice> devices;
   std::vector<NldevChardev> chardevs;
   std::vector<NldevPort> ports;
+  std::vector<Result<RdmaNetnsMode>> sys;
 };
 
 // Replies that do not decode are skipped: one odd record must not hide the others.
@@ -75,6 +77,9 @@ int on_valid(nl_msg* msg, void* arg) {
       break;
     case Want::Ports:
       if (auto r = decode_nldev_port(hdr)) c->ports.push_back(std::move(*r));
+      break;
+    case Want::Sys:
+      c->sys.push_back(decode_nldev_sys(hdr));
       break;
   }
   return NL_OK;
@@ -140,6 +145,26 @@ Result<NldevPort> decode_nldev_port(const nlmsghdr* msg) {
     out.netdev = std::move(name);
   }
   return out;
+}
+
+std::string_view to_string(RdmaNetnsMode mode) noexcept {
+  return mode == RdmaNetnsMode::Shared ? "shared" : "exclusive";
+}
+
+Result<RdmaNetnsMode> decode_nldev_sys(const nlmsghdr* msg) {
+  ERDMA_TRY_ASSIGN(auto tb, parse(msg));
+  const nlattr* mode = tb[RDMA_NLDEV_SYS_ATTR_NETNS_MODE];
+  if (mode == nullptr || nla_len(mode) != 1) {
+    return make_error(ErrorCode::InvalidArgument, "RDMA netlink system reply without a one-byte netns mode");
+  }
+  switch (nla_get_u8(const_cast<nlattr*>(mode))) {
+    case 1: return RdmaNetnsMode::Shared;
+    case 0: return RdmaNetnsMode::Exclusive;
+    default:
+      return make_error(ErrorCode::InvalidArgument, "RDMA netlink netns mode " +
+                                                        std::to_string(nla_get_u8(const_cast<nlattr*>(mode))) +
+                                                        " is neither 1 (shared) nor 0 (exclusive)");
+  }
 }
 
 Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg) {
@@ -209,6 +234,30 @@ Result<std::vector<KernelDevice>> NetlinkDeviceInfo::devices() {
     out.push_back(std::move(k));
   }
   return out;
+}
+
+Result<RdmaNetnsMode> read_rdma_netns_mode() {
+  std::unique_ptr<nl_sock, SocketDeleter> sk(nl_socket_alloc());
+  if (!sk) return make_error(ErrorCode::Internal, "cannot allocate a netlink socket");
+  if (const int err = nl_connect(sk.get(), NETLINK_RDMA); err < 0) {
+    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink unavailable: ") + nl_geterror(err));
+  }
+  nl_socket_disable_auto_ack(sk.get());
+  timeval tv{2, 0};
+  ::setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  Collect collect;
+  collect.want = Want::Sys;
+  nl_socket_modify_cb(sk.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &collect);
+  Msg get(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_SYS_GET), 0));
+  if (!get) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
+  if (const int err = exchange(sk.get(), get.get()); err < 0) {
+    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink netns mode (rdma system show): ") +
+                                                  nl_geterror(err));
+  }
+  if (collect.sys.empty()) {
+    return make_error(ErrorCode::Unavailable, "RDMA netlink sent no netns mode (a kernel before 5.2 has none)");
+  }
+  return std::move(collect.sys.front());
 }
 
 }  // namespace erdma::agent

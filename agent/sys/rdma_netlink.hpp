@@ -46,6 +46,21 @@ struct NldevPort {
 // (4- or 8-byte attribute). InvalidArgument when the name is missing or malformed.
 [[nodiscard]] Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg);
 
+// The RDMA subsystem's network namespace mode (`rdma system show`): Shared, the kernel's default,
+// shows every RDMA device in every network namespace; Exclusive shows a device only in the one
+// namespace it belongs to (the initial one until it is moved), so a pod on the pod network cannot
+// open a card of the node's namespace.
+enum class RdmaNetnsMode { Shared, Exclusive };
+[[nodiscard]] std::string_view to_string(RdmaNetnsMode mode) noexcept;
+
+// An RDMA_NLDEV_CMD_SYS_GET reply: the u8 RDMA_NLDEV_SYS_ATTR_NETNS_MODE, 1 shared, 0 exclusive.
+// InvalidArgument when it is missing, not one byte, or another value.
+[[nodiscard]] Result<RdmaNetnsMode> decode_nldev_sys(const nlmsghdr* msg);
+
+// Asks the kernel for the mode (one SYS_GET, bounded by 2 s). Unavailable when RDMA netlink is
+// missing (no RDMA core module) or the kernel does not answer (before Linux 5.2, which has no mode).
+[[nodiscard]] Result<RdmaNetnsMode> read_rdma_netns_mode();
+
 // Asks the kernel over RDMA netlink. Every receive is bounded (2 s). Errors: Unavailable when
 // RDMA netlink is missing (no RDMA core module).
 class NetlinkDeviceInfo final : public KernelDeviceInfo {

@@ -32,6 +32,7 @@ SliceFacts facts() {
   f.driver_mode = "compat";
   f.smcr_capable = false;
   f.driver_version = "1.4.3";
+  f.rdma_netns_mode = "shared";
   f.generation = 0;
   return f;
 }
@@ -204,6 +205,7 @@ TEST_CASE("build_slices: one device per card with typed attributes, owned by the
       "gidIndex": {"int": 3},
       "ipv4": {"string": "10.0.1.5"},
       "driverVersion": {"version": "1.4.3"},
+      "rdmaNetnsMode": {"string": "shared"},
       "resource.kubernetes.io/numaNode": {"int": 0},
       "resource.kubernetes.io/pciBusID": {"string": "0000:00:05.0"},
       "resource.kubernetes.io/pcieRoot": {"string": "pci0000:00"}
@@ -236,6 +238,7 @@ TEST_CASE("build_slices: shared cards offer slots as consumable capacity; exclus
 TEST_CASE("build_slices: unknown facts are left out, never made up") {
   auto f = facts();
   f.driver_mode = "";
+  f.rdma_netns_mode = "";         // RDMA netlink did not say
   f.driver_version = "0.2.38.1";  // not a semantic version: no driverVersion
   f.node_uid = "";
   RdmaDevice iwarp = make_device("erdma_0", "uverbs0", -1, PortState::Active, "");  // no GIDs, NUMA, netdev
@@ -355,6 +358,7 @@ TEST_CASE("build_slices: facts that break the API's rules are refused with the r
       {"pool with empty part", [](SliceFacts& f) { f.pool_name = "a//b"; }, "pool name"},
       {"negative generation", [](SliceFacts& f) { f.generation = -1; }, "generation"},
       {"driver mode auto", [](SliceFacts& f) { f.driver_mode = "auto"; }, "driver mode"},
+      {"netns mode Shared", [](SliceFacts& f) { f.rdma_netns_mode = "Shared"; }, "RDMA netns mode"},
       {"short PCI address", [](SliceFacts& f) { f.pci_addresses = {{"erdma_0", "00:05.0"}}; }, "PCI address"},
       {"PCIe root as a path", [](SliceFacts& f) { f.pcie_roots = {{"erdma_0", "devices/pci0000:00"}}; }, "PCIe root"},
       {"bad IPv4", [](SliceFacts& f) { f.ipv4_addresses = {{"eth0", "10.0.0.256"}}; }, "IPv4"},

@@ -1,7 +1,7 @@
 // Discovery on real RDMA hardware (or Soft-RoCE): lists devices through libibverbs, sysfs and
 // RDMA netlink and checks what it finds. Skipped with the reason (test/skip.hpp: exit 77, under
 // CI=true too, since no install step provides hardware) when the machine has no RDMA device;
-// the qemu VM test runs it with a real rxe device.
+// test/cluster/vm-nodes.sh runs it on a VM worker node's Soft-RoCE rxe0 and checks its output.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

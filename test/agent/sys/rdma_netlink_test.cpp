@@ -177,4 +177,35 @@ TEST_CASE("the netlink query answers or says why not, without hanging") {
   }
 }
 
+TEST_CASE("system replies: the netns mode, 1 shared and 0 exclusive, nothing else") {
+  for (const auto& [byte, want] : {std::pair<uint8_t, RdmaNetnsMode>{1, RdmaNetnsMode::Shared},
+                                   std::pair<uint8_t, RdmaNetnsMode>{0, RdmaNetnsMode::Exclusive}}) {
+    CAPTURE(int{byte});
+    Msg m = message(RDMA_NLDEV_CMD_SYS_GET);
+    REQUIRE(nla_put_u8(m.get(), RDMA_NLDEV_SYS_ATTR_NETNS_MODE, byte) == 0);
+    REQUIRE(nla_put_string(m.get(), RDMA_NLDEV_ATTR_DEV_NAME, "erdma_0") == 0);  // other attributes are ignored
+    auto r = decode_nldev_sys(nlmsg_hdr(m.get()));
+    REQUIRE_OK(r);
+    CHECK(*r == want);
+  }
+  CHECK(to_string(RdmaNetnsMode::Shared) == "shared");
+  CHECK(to_string(RdmaNetnsMode::Exclusive) == "exclusive");
+  SUBCASE("a value other than 0 or 1") {
+    Msg m = message(RDMA_NLDEV_CMD_SYS_GET);
+    REQUIRE(nla_put_u8(m.get(), RDMA_NLDEV_SYS_ATTR_NETNS_MODE, 2) == 0);
+    auto r = decode_nldev_sys(nlmsg_hdr(m.get()));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("neither 1 (shared) nor 0 (exclusive)") != std::string::npos);
+  }
+  SUBCASE("missing, or not one byte") {
+    Msg none = message(RDMA_NLDEV_CMD_SYS_GET);
+    CHECK_FALSE(decode_nldev_sys(nlmsg_hdr(none.get())).ok());
+    Msg wide = message(RDMA_NLDEV_CMD_SYS_GET);
+    REQUIRE(nla_put_u32(wide.get(), RDMA_NLDEV_SYS_ATTR_NETNS_MODE, 1) == 0);
+    auto r = decode_nldev_sys(nlmsg_hdr(wide.get()));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error().message.find("one-byte netns mode") != std::string::npos);
+  }
+}
+
 }  // namespace erdma::agent
