@@ -104,6 +104,17 @@ for n in "$VM1" "$VM2"; do
     out=\$($(declare -f node_kernel); node_kernel $n); echo \"\$out\"; case \$out in 7.3.*' '*' 'v1.37.2) ;; *) exit 1 ;; esac"
 done
 
+# The agent's discovery on real Soft-RoCE (test/agent/hw/verbs_hw_test.cpp, ctest's
+# agent.rdma_hardware, which skips on machines without RDMA), run on a VM node before any pod brings
+# a device of its own: libibverbs, sysfs and RDMA netlink agree on rxe0, its port and uverbs node,
+# and the GID index Allocate would give NCCL is an IPv4 RoCE v2 entry.
+phase "the agent's RDMA discovery on a VM node's Soft-RoCE"
+check "agent.rdma_hardware on $VM1: rxe0 on eth0, healthy, with an IPv4 RoCE v2 GID for NCCL" bash -c "
+  out=\$('$CLUSTER' exec --node $VM1 '$BUILD/test/agent/agent_rdma_hw_test; echo exit=\$?'); echo \"\$out\"
+  grep -qx 'exit=0' <<<\"\$out\" &&
+    grep -q '^device rxe0 driver=rxe uverbs=uverbs[0-9]* netdev=eth0 .* healthy=1\$' <<<\"\$out\" &&
+    grep -q '^device rxe0 NCCL_IB_GID_INDEX=[0-9]* (gid .*, RoCE v2)\$' <<<\"\$out\""
+
 # A pod on a VM node: Running, exec and logs through the API server to that node's kubelet.
 phase "a pod on a VM node: exec and logs"
 kubectl apply -f - >/dev/null <<EOT
@@ -711,12 +722,13 @@ must "a site overlay over manifests/dra (the rxe driver's cards)" site_dra
 must "kubectl apply -k (manifests/dra through the site overlay); the agent rolls" bash -c "
   $(declare -f kubectl bounded); kubectl apply -k '$work/site-dra' >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s"
-slice_card() {  # NODE: the device names of the node's ResourceSlices of the driver
-  kubectl get resourceslices -o jsonpath="{range .items[?(@.spec.nodeName=='$1')]}{range .spec.devices[*]}{.name} {.attributes.ibDevice.string}{'\n'}{end}{end}"
+slice_card() {  # NODE: device name, card and RDMA netns mode of the node's ResourceSlices of the driver
+  kubectl get resourceslices -o jsonpath="{range .items[?(@.spec.nodeName=='$1')]}{range .spec.devices[*]}{.name} {.attributes.ibDevice.string} {.attributes.rdmaNetnsMode.string}{'\n'}{end}{end}"
 }
 for n in "$VM1" "$VM2"; do
-  has_rxe0() { slice_card "$1" | grep -q ' rxe0$'; }
-  check "$n publishes its card rxe0 in a ResourceSlice" wait_for 120 has_rxe0 "$n"
+  has_rxe0() { slice_card "$1" | grep -q ' rxe0 shared$'; }
+  check "$n publishes its card rxe0 in a ResourceSlice, rdmaNetnsMode shared (the kernel's default)" \
+    wait_for 120 has_rxe0 "$n"
 done
 for i in 1 2; do
   node=erdma-vm$i
