@@ -18,6 +18,7 @@ namespace. Removes what it created and stops the webhook. Standard library only:
 import argparse
 import base64
 import collections
+import contextlib
 import copy
 import glob
 import json
@@ -223,20 +224,11 @@ def stop_webhook(args, pid):
                   "sleep 0.1; done" % (pid, pid), timeout=60)
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--src", required=True)
-    p.add_argument("--webhook", required=True)
-    p.add_argument("--work", required=True)
-    args = p.parse_args()
-    cases = golden_cases(args.src)
-    if len(cases) < 40:
-        raise SystemExit("only %d golden cases of the default configuration under %s/test/webhook/testdata" %
-                         (len(cases), args.src))
-    unknown = sorted((set(DIFFERENCES) | set(NOT_SENT)) - set(cases))
-    if unknown:
-        raise SystemExit("DIFFERENCES or NOT_SENT name cases that do not exist: %s" % unknown)
-
+@contextlib.contextmanager
+def both_paths(args, probe):
+    """The two admission paths, each for its namespace: erdma-webhook (in the node sandbox, through
+    the MutatingWebhookConfiguration of manifests/base) for WEBHOOK_NS, the overlay's policy and
+    binding as shipped for POLICY_NS; ready once each mutates `probe`. Removes all of it after."""
     pid, log_path, port, base = start_webhook(args, os.path.join(args.work, "pki"))
     created = []
     try:
@@ -260,14 +252,33 @@ def main():
         for o in shipped:
             kubectl("create", "-f", "-", stdin=json.dumps(o))
             created.append((o["kind"].lower(), o["metadata"]["name"]))
-
-        # Both take effect asynchronously: wait until each mutates the simplest SMC-R pod.
-        probe = cases["smcr-basic"]
+        # Both take effect asynchronously: wait until each mutates the probe.
         for ns in (POLICY_NS, WEBHOOK_NS):
             wait_for("a pod in %s to come back mutated" % ns,
                      lambda ns=ns: (lambda r: r[0] == "ok" and INJECTED in r[1]["metadata"].get("annotations", {}))(
                          dry_run(probe, ns)))
+        yield
+    finally:
+        for kind, name in reversed(created):
+            kubectl("delete", kind, name, "--wait=true", "--timeout=120s", ok=False)
+        stop_webhook(args, pid)
 
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--src", required=True)
+    p.add_argument("--webhook", required=True)
+    p.add_argument("--work", required=True)
+    args = p.parse_args()
+    cases = golden_cases(args.src)
+    if len(cases) < 40:
+        raise SystemExit("only %d golden cases of the default configuration under %s/test/webhook/testdata" %
+                         (len(cases), args.src))
+    unknown = sorted((set(DIFFERENCES) | set(NOT_SENT)) - set(cases))
+    if unknown:
+        raise SystemExit("DIFFERENCES or NOT_SENT name cases that do not exist: %s" % unknown)
+
+    with both_paths(args, cases["smcr-basic"]):
         outcomes, refused = collections.Counter(), []
         for name in sorted(cases):
             if name in NOT_SENT:
@@ -329,10 +340,6 @@ def main():
             assert done == 256, "%d of 256 containers preload the library" % done
         check("a pod of 256 containers with 32 env entries each: within the CEL cost limits, same as the webhook",
               large_pod)
-    finally:
-        for kind, name in reversed(created):
-            kubectl("delete", kind, name, "--wait=true", "--timeout=120s", ok=False)
-        stop_webhook(args, pid)
     log("admission-policy: %d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

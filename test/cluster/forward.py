@@ -66,6 +66,10 @@ def handle(client, target):
         print("forward.py: cannot connect to %s:%d: %s" % (target[0], target[1], e), file=sys.stderr, flush=True)
         client.close()
         return
+    # Each chunk is relayed as it comes; with Nagle's algorithm a request whose TLS records arrive
+    # in two chunks would wait for the server's delayed ACK (about 40 ms) before its second half.
+    for s in (client, upstream):
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
     back.start()
     pump(client, upstream)
