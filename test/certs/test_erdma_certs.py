@@ -256,8 +256,16 @@ def main():
                secret)
         expect(secret["metadata"]["name"] == "erdma-webhook-tls" and secret["metadata"]["namespace"] == "erdma-system",
                secret["metadata"])
-        for key, path in (("tls.crt", "tls.crt"), ("tls.key", "tls.key"), ("ca.crt", "ca-bundle.crt")):
+        for key, path in (("tls.crt", "tls.crt"), ("ca.crt", "ca-bundle.crt")):
             expect(base64.b64decode(secret["data"][key]) == read(os.path.join(main_dir, path)), key)
+        # The private key is not printed unless asked for, in no form.
+        out = ok("apply", "--dir", main_dir, "--dry-run", env=env)
+        key = read(os.path.join(main_dir, "tls.key"))
+        expect("tls.key" not in secret["data"] and base64.b64encode(key).decode() not in out and
+               key.decode() not in out and "--with-key prints it" in out, "the dry run printed the private key")
+        _, secret = dry_run_docs(main_dir, "--with-key", env=env)
+        expect(base64.b64decode(secret["data"]["tls.key"]) == key, "--with-key: tls.key")
+        fails(2, "--with-key only goes with --dry-run", "apply", "--dir", main_dir, "--with-key")
         patch, secret = dry_run_docs(main_dir, "--namespace", "other", "--secret", "s", "--webhook-config", "c",
                                      "--webhook-name", "a.b.c", env=env)
         expect(patch["metadata"]["name"] == "c" and patch["webhooks"][0]["name"] == "a.b.c", patch)
@@ -410,7 +418,8 @@ def main():
     suite.check("generate --key-type rsa, and rotate keeps the key type", generate_rsa)
     suite.check("rotate: new serving certificate and key, same CA, names carried over", rotate_serving)
     suite.check("CA change: rotate --new-ca, rotate, finish, each step checked and out-of-order refused", ca_change)
-    suite.check("apply --dry-run with no kubectl: caBundle patch and kubernetes.io/tls Secret", dry_run_without_cluster)
+    suite.check("apply --dry-run with no kubectl: caBundle patch and kubernetes.io/tls Secret, its key only with "
+                "--with-key", dry_run_without_cluster)
     suite.check("check: days left, thresholds, expired, every CA, verification", check_reports)
     suite.check("apply: caBundle patched on every webhook before the Secret (kubectl stand-in)", apply_with_kubectl)
     suite.check("apply refuses a bundle that does not trust the cluster's certificate; overlap passes",

@@ -808,6 +808,10 @@ def main():
             values = dict(values, admission={"mode": "policy"})
             rc, message = helm.refuses(values)
             expect(rc != 0 and want in message, "%s: exit %d, %s" % (json.dumps(values), rc, message[-300:]))
+        rc, message = helm.refuses({"admission": {"mode": "policy"}}, ("--kube-version", "1.35.4"))
+        expect(rc != 0 and "needs Kubernetes 1.36 or newer" in message and "v1.35.4" in message, message[-300:])
+        rc, message = helm.refuses({}, ("--kube-version", "1.27.9"))
+        expect(rc != 0 and "kubeVersion" in message, "Chart.yaml's kubeVersion let 1.27 through: %s" % message[-300:])
     suite.check("admission.mode policy: the overlay's policy with the values' names and namespaces; what it cannot "
                 "follow is refused", admission_policy_mode)
 

@@ -294,11 +294,12 @@ def agent_config_of(objs):
 
 
 def certs_defaults(workdir):
-    """The Secret and webhook names erdma-certs uses by default (apply --dry-run)."""
+    """The Secret and webhook names erdma-certs uses by default (apply --dry-run, with the key: the
+    Deployment's command line is started with the Secret's files)."""
     d = os.path.join(workdir, "certs-defaults")
     if not os.path.exists(os.path.join(d, "tls.crt")):
         subprocess.run([CERTS_TOOL, "generate", "--dir", d], check=True, capture_output=True, timeout=60)
-    out = subprocess.run([CERTS_TOOL, "apply", "--dir", d, "--dry-run"], check=True, capture_output=True,
+    out = subprocess.run([CERTS_TOOL, "apply", "--dir", d, "--dry-run", "--with-key"], check=True, capture_output=True,
                          text=True, timeout=60).stdout
     patch, secret = [x for x in yaml.safe_load_all(out) if x]
     return d, patch, secret
