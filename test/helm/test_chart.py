@@ -770,6 +770,29 @@ def main():
         shutil.rmtree(copy_dir, ignore_errors=True)
     suite.check("NOTES.txt: the next steps of each mode", notes)
 
+    def values_table_is_generated():
+        """The chart README's values table is the one scripts/chart-values-table.py makes from
+        values.schema.json and values.yaml; a chart copy with a changed default fails the check."""
+        tool = os.path.join(SOURCE_DIR, "scripts/chart-values-table.py")
+        r = subprocess.run(["/usr/bin/python3", tool, "--check"], capture_output=True, text=True, timeout=60)
+        expect(r.returncode == 0, "charts/erdma-controller/README.md: %s" % r.stderr.strip())
+        copy_dir = os.path.join(w, "table-chart")
+        shutil.rmtree(copy_dir, ignore_errors=True)
+        shutil.copytree(CHART, copy_dir)
+        path = os.path.join(copy_dir, "values.yaml")
+        with open(path) as f:
+            text = f.read()
+        edited = text.replace("  replicas: 2\n", "  replicas: 3\n", 1)
+        expect(edited != text, "values.yaml has no 'replicas: 2' to change")
+        with open(path, "w") as f:
+            f.write(edited)
+        r = subprocess.run(["/usr/bin/python3", tool, "--chart", copy_dir, "--check"], capture_output=True, text=True,
+                           timeout=60)
+        expect(r.returncode == 1 and "--write" in r.stderr, "a changed default passed the check: %s" % r.stderr)
+        shutil.rmtree(copy_dir, ignore_errors=True)
+    suite.check("the chart README's values table is generated from values.schema.json and values.yaml",
+                values_table_is_generated)
+
     def admission_policy_mode():
         """admission.mode policy: the overlay's policy (files/ holds an identical copy) with the
         resource names, library path and namespaces of the values; settings a policy cannot follow
