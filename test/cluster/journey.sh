@@ -66,14 +66,40 @@ phase "images"
 must "images built from the build tree and imported into the node's containerd" product_images
 
 # ---------------------------------------------------------------------------------------------
-phase "install as README.md says"
-kubectl label node "$NODE" aliyun.accelerator/erdma=true >/dev/null
-must "a site overlay beside a copy of manifests/ (the agent's config with a static device)" product_site
-must "kubectl apply -k (manifests/default through the site overlay)" kubectl apply -k "$work/site"
-must "erdma-certs generate" "$SRC/certs/erdma-certs" generate --dir "$work/pki"
-must "erdma-certs apply" "$SRC/certs/erdma-certs" apply --dir "$work/pki"
-must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
-must "the agent DaemonSet rolls out" kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
+# The README's own quick start, read from README.md, so the two cannot drift apart: its
+# site/kustomization.yaml and each of its commands, run in $work (the "repository" there has the
+# copy of manifests/ and certs/). Two things are this machine's: the node has no eRDMA card (the
+# site also gets the agent's config with a static device), and the images the README's overlay
+# names are the ones built here, tagged with those names in the node's containerd.
+phase "install with README.md's quick start, its commands read from README.md"
+# quick_start LANG: the first ```LANG block of README.md's "## Quick start" section.
+quick_start() {
+  awk -v fence='```'"$1" '/^## /{q = ($0 == "## Quick start")} q && !b && $0 == fence {b = 1; next} b && /^```/ {exit} b' \
+    "$SRC/README.md"
+}
+readme_site() {
+  cp -r "$SRC/manifests" "$work/manifests" && ln -s "$SRC/certs" "$work/certs" && mkdir -p "$work/site" &&
+    quick_start yaml >"$work/site/kustomization.yaml" && cat "$work/site/kustomization.yaml" &&
+    grep -q '^- \.\./manifests/default' "$work/site/kustomization.yaml" && site_static_device "$work/site"
+}
+must "README's site/kustomization.yaml beside a copy of manifests/ (and a static device)" readme_site
+version=$(sed -n 's|^ *image: .*/erdma-webhook:||p' "$SRC/manifests/base/webhook-deployment.yaml")
+readme_images() {  # each `name` -> `newName` of the README's overlay, as a tag of the image built here
+  local from to n=0
+  while read -r from to; do
+    "$CLUSTER" exec ctr -n k8s.io images tag --force "$from:$version" "$to:$version" || return 1
+    n=$((n + 1))
+  done < <(awk '/^- name: /{name = $3} /^  newName: /{print name, $2}' "$work/site/kustomization.yaml")
+  [ "$n" -eq 2 ]
+}
+must "the README's two image names tag the images built here ($version)" readme_images
+n_commands=0
+while IFS= read -r cmd; do
+  n_commands=$((n_commands + 1))
+  must "README: $cmd" bounded 240 "README's '$cmd'" bash -c "cd '$work' && $cmd"
+done < <(quick_start sh | grep -v '^#' | sed -e 's/[[:space:]]\{2,\}#.*$//' -e "s/\bNODE\b/$NODE/g")
+must "the quick start ran its six commands" test "$n_commands" -eq 6
+ln -s erdma-pki "$work/pki"
 must "the real kubelet shows aliyun/erdma capacity registered by the agent" wait_for 60 capacity
 
 # ---------------------------------------------------------------------------------------------

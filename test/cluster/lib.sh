@@ -34,17 +34,25 @@ product_images() {
     { [ -e /dev/infiniband/rdma_cm ] || mknod -m 666 /dev/infiniband/rdma_cm c 10 58; }'
 }
 
-# product_site: README's way to change a setting, a site overlay beside a copy of manifests/
-# ($work/site), replacing the agent's configuration with the same file but a static device.
+# site_static_device DIR: the site overlay in DIR (its kustomization.yaml has no
+# configMapGenerator yet) replaces the agent's configuration with the base's file but a static
+# device, the README's way to change a setting.
+site_static_device() {
+  sed -e 's/^  source: verbs$/  source: static\n  static: [{name: erdma_0, uverbs: uverbs0, netdev: eth0}]/' \
+    "$SRC/manifests/base/agent-config.yaml" >"$1/agent-config.yaml"
+  grep -q 'source: static' "$1/agent-config.yaml" || { echo "agent-config.yaml: no 'source: verbs' to replace" >&2; return 1; }
+  printf '%s\n' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
+    '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >>"$1/kustomization.yaml"
+}
+
+# product_site: a site overlay of manifests/default beside a copy of manifests/ ($work/site), with
+# a static device.
 product_site() {
   cp -r "$SRC/manifests" "$work/manifests"
   mkdir -p "$work/site"
-  sed -e 's/^  source: verbs$/  source: static\n  static: [{name: erdma_0, uverbs: uverbs0, netdev: eth0}]/' \
-    "$SRC/manifests/base/agent-config.yaml" >"$work/site/agent-config.yaml"
-  grep -q 'source: static' "$work/site/agent-config.yaml" || { echo "agent-config.yaml: no 'source: verbs' to replace" >&2; return 1; }
   printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization' 'resources:' \
-    '- ../manifests/default' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
-    '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >"$work/site/kustomization.yaml"
+    '- ../manifests/default' >"$work/site/kustomization.yaml"
+  site_static_device "$work/site"
 }
 
 # capacity: the node's aliyun/erdma capacity, when the agent registered some.
