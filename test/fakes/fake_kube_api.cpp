@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <utility>
 
 namespace erdma::agent::testing {
 namespace {
@@ -110,8 +111,8 @@ std::string status(unsigned code, const std::string& reason, const std::string& 
 std::optional<Error> FakeKubeApi::begin_call(const std::string& verb, std::string_view path) {
   calls_.push_back(Call{verb, std::string(path), false});
   for (auto& f : failures_) {
-    if (f.count > 0 && (f.verb.empty() || f.verb == verb)) {
-      --f.count;
+    if (f.count > 0 && (f.verb.empty() || f.verb == verb) && (f.path.empty() || f.path == path)) {
+      if (f.count != kAlways) --f.count;
       return f.error;
     }
   }
@@ -160,8 +161,17 @@ Result<json> FakeKubeApi::get(std::string_view path) {
               {"items", std::move(items)}};
 }
 
+void FakeKubeApi::race(std::unique_lock<std::mutex>& lock) {
+  auto write = std::exchange(before_write_, nullptr);
+  if (!write) return;
+  lock.unlock();
+  write();
+  lock.lock();
+}
+
 Result<json> FakeKubeApi::create(std::string_view path, const json& object) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  race(lock);
   if (auto injected = begin_call("POST", path)) return *injected;
   const std::string name = object.value("/metadata/name"_json_pointer, std::string());
   if (name.empty()) {
@@ -182,9 +192,12 @@ Result<json> FakeKubeApi::create(std::string_view path, const json& object) {
 }
 
 Result<json> FakeKubeApi::replace(std::string_view path, const json& object) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  race(lock);
   if (auto injected = begin_call("PUT", path)) return *injected;
-  const std::string at(path);
+  // The status subresource: the object's precondition, and only its status changes.
+  const bool status_only = path.ends_with("/status") && store_.count(parent_of(std::string(path))) != 0;
+  const std::string at = status_only ? parent_of(std::string(path)) : std::string(path);
   auto it = store_.find(at);
   if (it == store_.end()) return kube::error_from_answer("PUT", path, 404, status(404, "NotFound", at + " not found"));
   const std::string rv = object.value("/metadata/resourceVersion"_json_pointer, std::string());
@@ -196,6 +209,10 @@ Result<json> FakeKubeApi::replace(std::string_view path, const json& object) {
                                     "and try again"));
   }
   json stored = object;
+  if (status_only) {
+    stored = it->second;
+    stored["status"] = object.is_object() && object.contains("status") ? object["status"] : json::object();
+  }
   stored["metadata"]["resourceVersion"] = next_version();
   stored["metadata"]["uid"] = it->second["metadata"].value("uid", "");
   it->second = stored;
@@ -266,18 +283,28 @@ Status FakeKubeApi::watch(std::string_view path, const kube::WatchHandler& on_ev
   return result;
 }
 
-void FakeKubeApi::fail_next(int count, Error error, std::string verb) {
+void FakeKubeApi::fail_next(int count, Error error, std::string verb, std::string path) {
   std::lock_guard<std::mutex> lock(mu_);
-  failures_.push_back(Failure{count, std::move(error), std::move(verb)});
+  failures_.push_back(Failure{count, std::move(error), std::move(verb), std::move(path)});
 }
 
-void FakeKubeApi::put_for_test(const std::string& path, json object) {
+void FakeKubeApi::put(const std::string& path, json object, bool keep_uid) {
   std::lock_guard<std::mutex> lock(mu_);
   const bool existed = store_.count(path) != 0;
   object["metadata"]["resourceVersion"] = next_version();
-  if (!existed) object["metadata"]["uid"] = "uid-" + std::to_string(++uid_);
+  const bool has_uid = object["metadata"].contains("uid") && object["metadata"]["uid"].is_string();
+  if (!existed && !(keep_uid && has_uid)) object["metadata"]["uid"] = "uid-" + std::to_string(++uid_);
   store_[path] = object;
   notify(existed ? "MODIFIED" : "ADDED", path, object);
+}
+
+void FakeKubeApi::put_for_test(const std::string& path, json object) { put(path, std::move(object), false); }
+
+void FakeKubeApi::put_keeping_uid_for_test(const std::string& path, json object) { put(path, std::move(object), true); }
+
+void FakeKubeApi::before_next_write(std::function<void()> write) {
+  std::lock_guard<std::mutex> lock(mu_);
+  before_write_ = std::move(write);
 }
 
 void FakeKubeApi::delete_for_test(const std::string& path) {
@@ -331,6 +358,11 @@ std::map<std::string, json> FakeKubeApi::objects(const std::string& collection) 
 std::vector<FakeKubeApi::Call> FakeKubeApi::calls() const {
   std::lock_guard<std::mutex> lock(mu_);
   return calls_;
+}
+
+size_t FakeKubeApi::calls_of(std::string_view verb) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<size_t>(std::count_if(calls_.begin(), calls_.end(), [&](const Call& c) { return c.verb == verb; }));
 }
 
 size_t FakeKubeApi::writes() const {

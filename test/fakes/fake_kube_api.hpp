@@ -1,14 +1,17 @@
 // An in-memory Kubernetes API server behind the kube::Api seam, for the DRA suites: objects by
 // path, one resourceVersion counter, the server's optimistic concurrency (409 on a stale PUT or
-// DELETE precondition, AlreadyExists on a second create), collection lists with the field
-// selectors ResourceSlices and Events need, watches that see every change, injected failures
-// and a call log. Thread-safe. Errors are worded by kube::error_from_answer, as the real client's.
+// DELETE precondition, AlreadyExists on a second create), the status subresource (PUT
+// <object>/status), collection lists with the field selectors ResourceSlices and Events need,
+// watches that see every change, injected failures, someone else's write just before ours, and
+// a call log. Thread-safe. Errors are worded by kube::error_from_answer, as the real client's.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <limits>
 #include <list>
 #include <map>
 #include <mutex>
@@ -46,11 +49,21 @@ class FakeKubeApi final : public kube::Api {
   // Behave as a client without watch (can_watch false; watch() refused).
   void set_watchable_for_test(bool on) { watchable_ = on; }
 
-  // The next `count` calls (of `verb` only, when given) fail with `error`, touching nothing.
-  void fail_next(int count, Error error, std::string verb = "");
+  // The next `count` calls (of `verb` only, when given; to `path` only, when given, query
+  // included) fail with `error`, touching nothing. kAlways: every such call, e.g. a path whose
+  // server is down.
+  static constexpr int kAlways = std::numeric_limits<int>::max();
+  void fail_next(int count, Error error, std::string verb = "", std::string path = "");
   // Someone else's writes: stored at `path` (created or replaced, with a new resourceVersion) or
-  // deleted; watchers see them.
+  // deleted; watchers see them. A created object gets a uid of the store's own, so a test can
+  // tell the store's uid from one it made up.
   void put_for_test(const std::string& path, nlohmann::json object);
+  // The same, keeping the object's metadata.uid when it has one: objects whose uid the caller
+  // names (a ResourceClaim the kubelet refers to by uid).
+  void put_keeping_uid_for_test(const std::string& path, nlohmann::json object);
+  // Runs `write` once, just before the next POST or PUT is looked at (outside the lock, so it may
+  // call this fake): someone else's write that lands between a caller's read and its write.
+  void before_next_write(std::function<void()> write);
   void delete_for_test(const std::string& path);
   // Every open watch gets an ERROR event with this HTTP code and ends.
   void push_watch_error(unsigned http_status, const std::string& reason, const std::string& message);
@@ -63,6 +76,8 @@ class FakeKubeApi final : public kube::Api {
   // Objects directly under a collection path, by name.
   [[nodiscard]] std::map<std::string, nlohmann::json> objects(const std::string& collection) const;
   [[nodiscard]] std::vector<Call> calls() const;
+  // Calls of one verb so far, failed ones included.
+  [[nodiscard]] size_t calls_of(std::string_view verb) const;
   // Successful POST, PUT and DELETE calls so far.
   [[nodiscard]] size_t writes() const;
   void clear_calls();
@@ -80,6 +95,9 @@ class FakeKubeApi final : public kube::Api {
   std::optional<Error> begin_call(const std::string& verb, std::string_view path);
   void finish_call(bool ok);
   void notify(const std::string& type, const std::string& path, const nlohmann::json& object);
+  void put(const std::string& path, nlohmann::json object, bool keep_uid);
+  // Runs and forgets the before_next_write hook, if any; takes and gives back the lock.
+  void race(std::unique_lock<std::mutex>& lock);
   std::string next_version() { return std::to_string(++version_); }
 
   mutable std::mutex mu_;
@@ -93,8 +111,10 @@ class FakeKubeApi final : public kube::Api {
     int count = 0;
     Error error;
     std::string verb;
+    std::string path;
   };
   std::vector<Failure> failures_;
+  std::function<void()> before_write_;
   std::list<Watcher> watchers_;
   int open_watches_ = 0;
   std::atomic<bool> watchable_{true};

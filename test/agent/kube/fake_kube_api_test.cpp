@@ -75,6 +75,60 @@ TEST_CASE("fake API: injected failures, the call log") {
   CHECK(calls[4].verb == "DELETE");
 }
 
+TEST_CASE("fake API: failures for one path, for good, and calls counted by verb") {
+  FakeKubeApi api;
+  const std::string a = std::string(kSlices) + "/a", b = std::string(kSlices) + "/b";
+  REQUIRE(api.create(kSlices, slice("a", "n1")).ok());
+  REQUIRE(api.create(kSlices, slice("b", "n1")).ok());
+  api.fail_next(FakeKubeApi::kAlways, make_error(ErrorCode::Unavailable, "down"), "GET", a);
+  for (int i = 0; i < 3; ++i) CHECK(api.get(a).error().code == ErrorCode::Unavailable);
+  CHECK(api.get(b).ok());
+  CHECK(api.get(kSlices).ok());  // the collection is another path
+  CHECK(api.calls_of("GET") == 5);
+  CHECK(api.calls_of("POST") == 2);
+}
+
+TEST_CASE("fake API: PUT <object>/status changes only the status, under the object's resourceVersion") {
+  FakeKubeApi api;
+  const std::string claims = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims";
+  api.put_keeping_uid_for_test(claims + "/c", json{{"metadata", {{"name", "c"}, {"uid", "u-c"}}}, {"spec", {{"x", 1}}}});
+  const json stored = *api.object(claims + "/c");
+  CHECK(stored["metadata"]["uid"] == "u-c");  // kept as given
+  json edited = stored;
+  edited["spec"]["x"] = 2;
+  edited["status"] = {{"devices", json::array({1})}};
+  auto put = api.replace(claims + "/c/status", edited);
+  REQUIRE(put.ok());
+  const json after = *api.object(claims + "/c");
+  CHECK(after["spec"]["x"] == 1);
+  CHECK(after["status"]["devices"] == json::array({1}));
+  CHECK(after["metadata"]["resourceVersion"] != stored["metadata"]["resourceVersion"]);
+  CHECK(api.replace(claims + "/c/status", edited).error().code == ErrorCode::FailedPrecondition);  // stale now
+  CHECK(api.replace(claims + "/gone/status", edited).error().code == ErrorCode::NotFound);
+  // put_for_test gives a new object a uid of the store's own.
+  api.put_for_test(claims + "/d", json{{"metadata", {{"name", "d"}, {"uid", "u-d"}}}});
+  CHECK((*api.object(claims + "/d"))["metadata"]["uid"] != "u-d");
+}
+
+TEST_CASE("fake API: before_next_write runs once, before the next POST or PUT, and may call the fake") {
+  FakeKubeApi api;
+  REQUIRE(api.create(kSlices, slice("a", "n1")).ok());
+  const json read = *api.object(std::string(kSlices) + "/a");
+  int runs = 0;
+  api.before_next_write([&] {
+    ++runs;
+    json other = *api.object(std::string(kSlices) + "/a");
+    other["metadata"]["labels"] = {{"someone", "else"}};
+    api.put_for_test(std::string(kSlices) + "/a", other);
+  });
+  CHECK(api.get(kSlices).ok());  // a read does not trigger it
+  CHECK(runs == 0);
+  CHECK(api.replace(std::string(kSlices) + "/a", read).error().code == ErrorCode::FailedPrecondition);
+  CHECK(runs == 1);
+  CHECK(api.replace(std::string(kSlices) + "/a", *api.object(std::string(kSlices) + "/a")).ok());
+  CHECK(runs == 1);
+}
+
 TEST_CASE("fake API: a watch sees what is there, then every change of its selection, ERROR and stop end it") {
   FakeKubeApi api;
   REQUIRE(api.create(kSlices, slice("a", "n1")).ok());
