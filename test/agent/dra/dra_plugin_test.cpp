@@ -1,7 +1,7 @@
 // The DRA driver's kubelet plugin, driven as the kubelet drives it: GetInfo and
 // NotifyRegistrationStatus on the registration socket, NodePrepareResources and
 // NodeUnprepareResources on the service socket, all in a temporary directory; claims come from a
-// map standing in for the API server.
+// in-memory API server (test/fakes/fake_kube_api.hpp).
 #include "agent/dra/dra_plugin.hpp"
 
 #include <doctest/doctest.h>
@@ -22,6 +22,7 @@
 
 #include "test/eventually.hpp"
 #include "test/exposition.hpp"
+#include "test/fakes/fake_kube_api.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/log_capture.hpp"
 #include "test/support.hpp"
@@ -36,69 +37,13 @@ namespace regpb = ::pluginregistration;
 constexpr const char* kDriver = "erdma.aliyun.com";
 constexpr const char* kNode = "node-1";
 
-// Serves ResourceClaims from a map by path; a path in `down` answers Unavailable.
-class MapApi final : public kube::Api {
- public:
-  void put(const json& claim) {
-    std::lock_guard lock(mu_);
-    claims_[claim_path(claim["metadata"]["namespace"].get<std::string>(), claim["metadata"]["name"].get<std::string>())] =
-        claim;
-  }
-  void set_down(const std::string& path) {
-    std::lock_guard lock(mu_);
-    down_ = path;
-  }
-  void clear() {
-    std::lock_guard lock(mu_);
-    claims_.clear();
-  }
-  int gets() const {
-    std::lock_guard lock(mu_);
-    return gets_;
-  }
-  Result<json> get(std::string_view path) override {
-    std::lock_guard lock(mu_);
-    ++gets_;
-    if (path == down_) return make_error(ErrorCode::Unavailable, "GET " + std::string(path) + ": connection refused");
-    const auto it = claims_.find(std::string(path));
-    if (it == claims_.end()) return make_error(ErrorCode::NotFound, "GET " + std::string(path) + ": 404");
-    return it->second;
-  }
-  Result<json> create(std::string_view, const json&) override { return make_error(ErrorCode::Internal, "unused"); }
-  // PUT .../status: stored as the claim; `conflicts` answers that many with 409 first.
-  Result<json> replace(std::string_view path, const json& object) override {
-    std::lock_guard lock(mu_);
-    ++puts_;
-    if (!path.ends_with("/status")) return make_error(ErrorCode::Internal, "unused");
-    if (conflicts_ > 0) {
-      --conflicts_;
-      return make_error(ErrorCode::FailedPrecondition, "PUT " + std::string(path) + ": 409 Conflict");
-    }
-    claims_[std::string(path.substr(0, path.size() - 7))] = object;
-    return object;
-  }
-  void conflict_next(int n) {
-    std::lock_guard lock(mu_);
-    conflicts_ = n;
-  }
-  int puts() const {
-    std::lock_guard lock(mu_);
-    return puts_;
-  }
-  json at(const std::string& path) const {
-    std::lock_guard lock(mu_);
-    return claims_.at(path);
-  }
-  Status remove(std::string_view, std::string_view) override { return make_error(ErrorCode::Internal, "unused"); }
+using testing::FakeKubeApi;
 
- private:
-  mutable std::mutex mu_;
-  std::map<std::string, json> claims_;
-  std::string down_;
-  int gets_ = 0;
-  int puts_ = 0;
-  int conflicts_ = 0;
-};
+// The claim, stored at its path with the uid it names (the kubelet refers to claims by uid).
+void put(FakeKubeApi& api, const json& claim) {
+  const json& meta = claim["metadata"];
+  api.put_keeping_uid_for_test(claim_path(meta["namespace"].get<std::string>(), meta["name"].get<std::string>()), claim);
+}
 
 std::string uid(int n) {
   char buf[40];
@@ -193,10 +138,10 @@ std::vector<RdmaDevice> cards() {
           make_device("erdma_1", "uverbs1", 0, PortState::Active, "eth1")};
 }
 
-// The plugin, started, with a map API, the two fake cards and a metrics registry.
+// The plugin, started, with the in-memory API, the two fake cards and a metrics registry.
 struct Fixture {
   Dirs dirs;
-  MapApi api;
+  FakeKubeApi api;
   common::metrics::Registry registry;
   std::unique_ptr<DraKubeletPlugin> plugin;
   std::unique_ptr<Kubelet> kubelet;
@@ -253,7 +198,7 @@ TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin and the
 
 TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids answered, recorded, and again the same") {
   Fixture f;
-  f.api.put(claim(1, json::array({result("nics", "erdma-1")})));
+  put(f.api, claim(1, json::array({result("nics", "erdma-1")})));
   const auto resp = f.kubelet->prepare({ref(1)});
   const auto& one = resp.claims().at(uid(1));
   REQUIRE_MESSAGE(one.error().empty(), one.error());
@@ -282,7 +227,7 @@ TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids an
 
   struct stat before {};
   REQUIRE(::stat(f.dirs.spec(1).c_str(), &before) == 0);
-  const int gets = f.api.gets();
+  const size_t gets = f.api.calls_of("GET");
   const auto writes = f.plugin->service()->counters().spec_writes;
   const auto again = f.kubelet->prepare({ref(1)});
   CHECK(again.claims().at(uid(1)).SerializeAsString() == one.SerializeAsString());
@@ -290,12 +235,12 @@ TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids an
   REQUIRE(::stat(f.dirs.spec(1).c_str(), &after) == 0);
   CHECK(after.st_ino == before.st_ino);  // not rewritten
   CHECK(f.plugin->service()->counters().spec_writes == writes);
-  CHECK(f.api.gets() == gets);           // answered from the record
+  CHECK(f.api.calls_of("GET") == gets);           // answered from the record
 }
 
 TEST_CASE("an SMC-R claim gets the library mount and no uverbs") {
   Fixture f;
-  f.api.put(claim(2, json::array({result("nics", "erdma-0")}), smcr_config()));
+  put(f.api, claim(2, json::array({result("nics", "erdma-0")}), smcr_config()));
   const auto resp = f.kubelet->prepare({ref(2)});
   REQUIRE_MESSAGE(resp.claims().at(uid(2)).error().empty(), resp.claims().at(uid(2)).error());
   const json spec = json::parse(read(f.dirs.spec(2)));
@@ -309,7 +254,7 @@ TEST_CASE("an SMC-R claim gets the library mount and no uverbs") {
 
 TEST_CASE("a claim of two drivers: only this driver's device is prepared and answered") {
   Fixture f;
-  f.api.put(claim(3, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-0")})));
+  put(f.api, claim(3, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-0")})));
   const auto resp = f.kubelet->prepare({ref(3)});
   const auto& one = resp.claims().at(uid(3));
   REQUIRE_MESSAGE(one.error().empty(), one.error());
@@ -321,14 +266,16 @@ TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, A
   Fixture f;
   json recreated = claim(4, json::array({result("r", "erdma-0")}));
   recreated["metadata"]["uid"] = uid(44);
-  f.api.put(recreated);
+  put(f.api, recreated);
   json unallocated = claim(5, json::array());
   unallocated["status"] = json::object();
-  f.api.put(unallocated);
-  f.api.put(claim(6, json::array({result("r", "erdma-9")})));
-  f.api.put(claim(7, json::array({result("r", "erdma-0")})));
-  f.api.put(claim(8, json::array({result("r", "erdma-1")})));
-  f.api.set_down(claim_path("team-a", "claim-7"));
+  put(f.api, unallocated);
+  put(f.api, claim(6, json::array({result("r", "erdma-9")})));
+  put(f.api, claim(7, json::array({result("r", "erdma-0")})));
+  put(f.api, claim(8, json::array({result("r", "erdma-1")})));
+  const std::string down = claim_path("team-a", "claim-7");
+  f.api.fail_next(FakeKubeApi::kAlways, Error{ErrorCode::Unavailable, "GET " + down + ": connection refused"}, "GET",
+                  down);
   // A namespace is a DNS-1123 label: until the validator was shared, a dotted one passed the
   // reference check (it was read as a subdomain) and went into the claim's API path.
   drapb::Claim dotted = ref(10);
@@ -358,11 +305,11 @@ TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, A
 
 TEST_CASE("restart keeps prepared claims, unprepare then removes spec and record, unknown claims are fine") {
   Fixture f;
-  f.api.put(claim(10, json::array({result("r", "erdma-0")})));
+  put(f.api, claim(10, json::array({result("r", "erdma-0")})));
   const auto first = f.kubelet->prepare({ref(10)});
   REQUIRE(first.claims().at(uid(10)).error().empty());
   f.restart();
-  f.api.clear();  // the API server is not asked again for a prepared claim
+  f.api.delete_for_test(claim_path("team-a", "claim-10"));  // the API server is not asked again for a prepared claim
   const auto again = f.kubelet->prepare({ref(10)});
   CHECK(again.claims().at(uid(10)).SerializeAsString() == first.claims().at(uid(10)).SerializeAsString());
   CHECK(fs::exists(f.dirs.spec(10)));
@@ -378,7 +325,7 @@ TEST_CASE("restart keeps prepared claims, unprepare then removes spec and record
 
 TEST_CASE("a spec file gone while the claim is recorded (reboot empties /var/run/cdi) is written again") {
   Fixture f;
-  f.api.put(claim(12, json::array({result("r", "erdma-0")})));
+  put(f.api, claim(12, json::array({result("r", "erdma-0")})));
   REQUIRE(f.kubelet->prepare({ref(12)}).claims().at(uid(12)).error().empty());
   fs::remove(f.dirs.spec(12));
   const auto again = f.kubelet->prepare({ref(12)});
@@ -400,8 +347,8 @@ TEST_CASE("latency histograms: one observation per kubelet call, result=\"error\
   CHECK(unprepares("ok") == 0);
   CHECK(unprepares("error") == 0);
 
-  f.api.put(claim(30, json::array({result("r", "erdma-0")})));
-  f.api.put(claim(31, json::array({result("r", "erdma-1")})));
+  put(f.api, claim(30, json::array({result("r", "erdma-0")})));
+  put(f.api, claim(31, json::array({result("r", "erdma-1")})));
   const auto two = f.kubelet->prepare({ref(30), ref(31)});
   REQUIRE(two.claims().at(uid(30)).error().empty());
   REQUIRE(two.claims().at(uid(31)).error().empty());
@@ -411,7 +358,7 @@ TEST_CASE("latency histograms: one observation per kubelet call, result=\"error\
 
   // A claim the API server does not have, beside one it has: the pod does not start, so the
   // call counts as an error.
-  f.api.put(claim(32, json::array({result("r", "erdma-0")})));
+  put(f.api, claim(32, json::array({result("r", "erdma-0")})));
   const auto mixed = f.kubelet->prepare({ref(32), ref(33)});
   CHECK(mixed.claims().at(uid(32)).error().empty());
   CHECK_FALSE(mixed.claims().at(uid(33)).error().empty());
@@ -435,7 +382,7 @@ TEST_CASE("latency histograms: one observation per kubelet call, result=\"error\
 
 TEST_CASE("start: a corrupt checkpoint refuses to start and deletes nothing, stale specs are removed") {
   Dirs dirs;
-  MapApi api;
+  FakeKubeApi api;
   const auto cfg = dirs.config();
   fs::create_directories(cfg.plugin_dir);
   fs::create_directories(cfg.cdi_dir);
@@ -486,7 +433,9 @@ TEST_CASE("concurrent prepare calls are serialized and all recorded") {
   REQUIRE(f.plugin->start().ok());
   f.kubelet = std::make_unique<Kubelet>(f.dirs.config());
   constexpr int kThreads = 8;
-  for (int n = 100; n < 100 + kThreads; ++n) f.api.put(claim(n, json::array({result("r", n % 2 ? "erdma-0" : "erdma-1")})));
+  for (int n = 100; n < 100 + kThreads; ++n) {
+    put(f.api, claim(n, json::array({result("r", n % 2 ? "erdma-0" : "erdma-1")})));
+  }
   std::vector<std::thread> threads;
   std::atomic<int> ok{0};
   for (int n = 100; n < 100 + kThreads; ++n) {
@@ -593,7 +542,7 @@ TEST_CASE("a socket that cannot be served again is logged once per distinct erro
 
 TEST_CASE("with report_status the claim's status.devices get this driver's entries with networkData") {
   Dirs dirs;
-  MapApi api;
+  FakeKubeApi api;
   auto cfg = dirs.config();
   cfg.report_status = true;
   cfg.networks = [] {
@@ -604,22 +553,27 @@ TEST_CASE("with report_status the claim's status.devices get this driver's entri
   Kubelet k(cfg);
   json c = claim(30, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-1")}));
   c["status"]["devices"] = json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "gpu-0"}}});
-  api.put(c);
-  api.conflict_next(1);  // someone wrote the claim meanwhile: read again, write again
+  put(api, c);
+  const std::string path = claim_path("team-a", "claim-30");
+  api.before_next_write([&] {  // someone wrote the claim meanwhile: a 409, read again, write again
+    json other = *api.object(path);
+    other["metadata"]["labels"] = {{"someone", "else"}};
+    api.put_for_test(path, other);
+  });
   REQUIRE(k.prepare({ref(30)}).claims().at(uid(30)).error().empty());
-  const json stored = api.at(claim_path("team-a", "claim-30"));
+  const json stored = *api.object(path);
   REQUIRE(stored["status"]["devices"].size() == 2);
   CHECK(stored["status"]["devices"][0]["driver"] == "gpu.example.com");
   CHECK(stored["status"]["devices"][1] ==
         json::parse(R"({"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-1",
                         "networkData":{"interfaceName":"eth1","ips":["10.0.1.5/24"],"hardwareAddress":"00:16:3e:00:00:02"}})"));
   CHECK(plugin.service()->counters().status_reports == 1);
-  CHECK(api.puts() == 2);
+  CHECK(api.calls_of("PUT") == 2);
 }
 
 TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepared, naming mode and cards") {
   Dirs dirs;
-  MapApi api;
+  FakeKubeApi api;
   auto cfg = dirs.config();
   std::mutex mu;
   std::vector<std::pair<std::string, std::string>> told;
@@ -633,7 +587,7 @@ TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepa
   json c = claim(31, json::array({result("nics", "erdma-0"), result("nics", "erdma-1")}));
   c["status"]["reservedFor"] = json::array({json{{"resource", "pods"}, {"name", "train-0"}, {"uid", uid(90)}},
                                             json{{"resource", "widgets"}, {"name", "w"}, {"uid", uid(91)}}});
-  api.put(c);
+  put(api, c);
   REQUIRE(k.prepare({ref(31)}).claims().at(uid(31)).error().empty());
   REQUIRE(k.prepare({ref(31)}).claims().at(uid(31)).error().empty());  // already prepared: nothing new to tell
   std::lock_guard lock(mu);
@@ -644,7 +598,7 @@ TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepa
 
 TEST_CASE("the health stream: every card by its device name, again when one goes down, stop ends it") {
   Dirs dirs;
-  MapApi api;
+  FakeKubeApi api;
   std::mutex mu;
   std::vector<RdmaDevice> now = cards();
   auto cfg = dirs.config();

@@ -125,29 +125,6 @@ TEST_CASE("publish_once: a device change updates the slice with a higher pool ge
   CHECK(changed->generation == generation_of(*after));
 }
 
-// Forwards to the fake, letting someone else write just before the publisher's first PUT or POST.
-class RacingApi final : public kube::Api {
- public:
-  RacingApi(FakeKubeApi& fake, std::function<void()> before_write) : fake_(fake), before_(std::move(before_write)) {}
-  Result<json> get(std::string_view path) override { return fake_.get(path); }
-  Result<json> create(std::string_view path, const json& object) override {
-    race();
-    return fake_.create(path, object);
-  }
-  Result<json> replace(std::string_view path, const json& object) override {
-    race();
-    return fake_.replace(path, object);
-  }
-  Status remove(std::string_view path, std::string_view rv) override { return fake_.remove(path, rv); }
-
- private:
-  void race() {
-    if (before_) std::exchange(before_, nullptr)();
-  }
-  FakeKubeApi& fake_;
-  std::function<void()> before_;
-};
-
 TEST_CASE("publish_once: a 409 race (stale resourceVersion, or a name taken meanwhile) lists again and converges") {
   FakeKubeApi fake;
   Node node;
@@ -158,12 +135,12 @@ TEST_CASE("publish_once: a 409 race (stale resourceVersion, or a name taken mean
       REQUIRE(setup.publish_once().ok());
     }
     node.set_cards(2);
-    RacingApi api(fake, [&] {
+    fake.before_next_write([&] {
       json edited = *fake.object(slice_path(0));
       edited["metadata"]["labels"] = {{"someone", "else"}};
       fake.put_for_test(slice_path(0), edited);
     });
-    SlicePublisher publisher(api, node.wanted(), options());
+    SlicePublisher publisher(fake, node.wanted(), options());
     auto r = publisher.publish_once();
     REQUIRE_OK(r);
     CHECK(r->attempts == 2);
@@ -173,11 +150,11 @@ TEST_CASE("publish_once: a 409 race (stale resourceVersion, or a name taken mean
     CHECK((*stored)["metadata"]["labels"]["someone"] == "else");  // the other writer's field survives
   }
   SUBCASE("AlreadyExists on create") {
-    RacingApi api(fake, [&] {
+    fake.before_next_write([&] {
       SlicePublisher other(fake, node.wanted(), options());
       REQUIRE(other.publish_once().ok());
     });
-    SlicePublisher publisher(api, node.wanted(), options());
+    SlicePublisher publisher(fake, node.wanted(), options());
     auto r = publisher.publish_once();
     REQUIRE_OK(r);
     CHECK(r->attempts == 2);
@@ -230,8 +207,8 @@ TEST_CASE("publish_once: a shrinking node updates first and deletes the extra sl
   node.set_cards(kMaxDevicesPerSliceWithTaints + 1);
   REQUIRE(publisher.publish_once().ok());
   node.set_cards(1);
-  RacingApi racing(api, [&] { api.delete_for_test(slice_path(1)); });  // just before the PUT
-  SlicePublisher raced(racing, node.wanted(), options());
+  api.before_next_write([&] { api.delete_for_test(slice_path(1)); });  // just before the PUT
+  SlicePublisher raced(api, node.wanted(), options());
   auto gone = raced.publish_once();
   REQUIRE_OK(gone);
   CHECK(api.objects(kCollection).size() == 1);
