@@ -2,13 +2,10 @@
 #include "agent/dra/dra_plugin.hpp"
 
 #include <algorithm>
-#include <cerrno>
 
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/guarded.hpp"
 #include "common/log.hpp"
 #include "common/repeat_filter.hpp"
 
@@ -137,7 +134,6 @@ Status DraKubeletPlugin::start() {
   // The kubelet creates its registry directory at start; an agent that comes first makes it too
   // (mode 0755, as the kubelet's plugin watcher would).
   ::mkdir(config_.registry_dir.c_str(), 0755);
-  ERDMA_TRY_ASSIGN(files_, common::FileWatch::open());
   // The service first: the kubelet may call it as soon as it has read GetInfo.
   if (auto s = serve_dra(); !s) {
     dra_server_.reset();
@@ -153,17 +149,34 @@ Status DraKubeletPlugin::start() {
     service_.reset();
     return s;
   }
-  stopping_ = false;
-  thread_ = std::thread(
-      [this] { common::run_restarting("DRA socket keeper", [this] { loop(); }, [this] { return stopping_.load(); }); });
+  // Both directories: a removed socket (IN_DELETE, IN_MOVED_FROM) or a directory gone is served
+  // again at once; the periodic check catches what inotify cannot see.
+  reg_errors_ = {};
+  dra_errors_ = {};
+  const uint32_t mask = IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+  keeper_ = std::make_unique<kubelet::SocketKeeper>(
+      "DRA socket keeper",
+      std::vector<kubelet::SocketKeeper::Dir>{{config_.registry_dir, mask, "the kubelet's plugin registry directory"},
+                                              {dir_name(config_.dra_socket()), mask, "the DRA plugin directory"}},
+      config_.socket_check,
+      kubelet::SocketKeeper::Owner{nullptr, [this](const kubelet::SocketKeeper::Pass& pass) { keep_sockets(pass); }});
+  if (auto s = keeper_->start(); !s) {
+    keeper_.reset();
+    reg_server_.stop(config_.shutdown_grace);
+    if (health_) health_->stop();
+    dra_server_->stop(config_.shutdown_grace);
+    dra_server_.reset();
+    health_.reset();
+    service_.reset();
+    return s;
+  }
   return {};
 }
 
 void DraKubeletPlugin::stop() {
   if (!service_) return;
-  stopping_ = true;
-  if (files_) files_->wake();
-  if (thread_.joinable()) thread_.join();
+  if (keeper_) keeper_->stop();
+  keeper_.reset();
   // Registration first: the kubelet stops sending new work before the service goes.
   reg_server_.stop(config_.shutdown_grace);
   if (health_) health_->stop();  // open health streams end now, not at the grace deadline
@@ -178,61 +191,38 @@ void DraKubeletPlugin::devices_changed() {
   if (health_) health_->notify();
 }
 
-void DraKubeletPlugin::loop() {
-  const uint32_t mask = IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+void DraKubeletPlugin::keep_sockets(const kubelet::SocketKeeper::Pass& pass) {
   const std::string reg_name = base_name(config_.registration_socket());
   const std::string dra_name = base_name(config_.dra_socket());
-  int reg_watch = -1, dra_watch = -1;
-  // A socket that cannot be served again is tried at every check: one line per distinct error.
-  common::RepeatFilter reg_errors, dra_errors;
-  auto next_check = std::chrono::steady_clock::now();
-  while (!stopping_) {
-    if (files_->has_inotify()) {
-      if (reg_watch < 0) {
-        if (auto wd = files_->watch_dir(config_.registry_dir, mask)) reg_watch = *wd;
-      }
-      if (dra_watch < 0) {
-        if (auto wd = files_->watch_dir(dir_name(config_.dra_socket()), mask)) dra_watch = *wd;
-      }
-    }
-    bool check = std::chrono::steady_clock::now() >= next_check;
-    const auto woke = files_->wait(config_.socket_check);
-    if (stopping_) break;
-    if (!woke.error) ::usleep(100'000);  // bounded back-off; never spin
-    for (const auto& ev : woke.events) {
-      if ((ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
-        if (ev.watch == reg_watch) reg_watch = -1;
-        if (ev.watch == dra_watch) dra_watch = -1;
-      }
-      if (ev.name == reg_name || ev.name == dra_name || (ev.mask & IN_Q_OVERFLOW) != 0 || ev.name.empty()) check = true;
-    }
-    if (!check && std::chrono::steady_clock::now() < next_check) continue;
-    next_check = std::chrono::steady_clock::now() + config_.socket_check;
-    if (!dra_server_->socket_is_ours()) {
-      if (auto s = serve_dra(); !s) {
-        if (dra_errors.failed(s.error().message)) {
-          log::error("cannot serve the DRA socket; retrying").kv("error", s.error().message);
-        }
-      } else {
-        dra_errors.succeeded();
-        log::warn("the DRA socket was removed; serving it again").kv("socket", config_.dra_socket());
-      }
-    }
-    if (!reg_server_.socket_is_ours()) {
-      ::mkdir(config_.registry_dir.c_str(), 0755);
-      if (auto s = serve_registration(); !s) {
-        if (reg_errors.failed(s.error().message)) {
-          log::error("cannot serve the DRA registration socket; retrying").kv("error", s.error().message);
-        }
-      } else {
-        reg_errors.succeeded();
-        ++reregistrations_;
-        log::warn("the DRA registration socket was removed; serving it again so the kubelet registers the driver")
-            .kv("socket", config_.registration_socket());
-      }
-    }
-    ++socket_checks_;
+  bool check = pass.check_due;
+  for (const auto& ev : pass.events) {
+    if (ev.name == reg_name || ev.name == dra_name || (ev.mask & IN_Q_OVERFLOW) != 0 || ev.name.empty()) check = true;
   }
+  if (!check) return;
+  if (!dra_server_->socket_is_ours()) {
+    if (auto s = serve_dra(); !s) {
+      if (dra_errors_.failed(s.error().message)) {
+        log::error("cannot serve the DRA socket; retrying").kv("error", s.error().message);
+      }
+    } else {
+      dra_errors_.succeeded();
+      log::warn("the DRA socket was removed; serving it again").kv("socket", config_.dra_socket());
+    }
+  }
+  if (!reg_server_.socket_is_ours()) {
+    ::mkdir(config_.registry_dir.c_str(), 0755);
+    if (auto s = serve_registration(); !s) {
+      if (reg_errors_.failed(s.error().message)) {
+        log::error("cannot serve the DRA registration socket; retrying").kv("error", s.error().message);
+      }
+    } else {
+      reg_errors_.succeeded();
+      ++reregistrations_;
+      log::warn("the DRA registration socket was removed; serving it again so the kubelet registers the driver")
+          .kv("socket", config_.registration_socket());
+    }
+  }
+  ++socket_checks_;
 }
 
 }  // namespace erdma::agent::dra

@@ -20,15 +20,15 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agent/dra/dra_health.hpp"
 #include "agent/dra/dra_service.hpp"
+#include "agent/kubelet/socket_keeper.hpp"
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/proto/pluginregistration_v1.grpc.pb.h"
-#include "common/file_watch.hpp"
 #include "common/metrics.hpp"
+#include "common/repeat_filter.hpp"
 
 namespace erdma::agent::dra {
 
@@ -126,7 +126,9 @@ class DraKubeletPlugin {
   [[nodiscard]] uint64_t socket_checks_for_test() const noexcept { return socket_checks_.load(); }
 
  private:
-  void loop();
+  // On the keeper's thread: serves again each socket that is no longer ours, when an event says
+  // one may be gone or the periodic check is due.
+  void keep_sockets(const kubelet::SocketKeeper::Pass& pass);
   Status serve_dra();
   Status serve_registration();
 
@@ -139,9 +141,9 @@ class DraKubeletPlugin {
   std::unique_ptr<DraHealthService> health_;
   std::unique_ptr<PluginServer> dra_server_;
   PluginServer reg_server_;
-  std::optional<common::FileWatch> files_;
-  std::thread thread_;
-  std::atomic<bool> stopping_{false};
+  std::unique_ptr<kubelet::SocketKeeper> keeper_;  // made by start(), ended by stop()
+  // A socket that cannot be served again is tried at every check: one line per distinct error.
+  common::RepeatFilter reg_errors_, dra_errors_;
   std::atomic<uint64_t> reregistrations_{0};
   std::atomic<uint64_t> socket_checks_{0};
 };
