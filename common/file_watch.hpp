@@ -1,8 +1,9 @@
 // One thread's wait for "something to do": a wake-up from another thread (an eventfd) or a change
 // in watched directories (inotify), bounded by a timeout. It owns both descriptors.
 //
-// The device plugin's loop (kubelet restarts) and the webhook's reloader (certificate and config
-// rotation) are both this loop with their own reaction to the events.
+// The kubelet socket keeper (agent/kubelet: the device plugin's and the DRA driver's sockets) and
+// the webhook's reloader (certificate and config rotation) are both this loop with their own
+// reaction to the events.
 #pragma once
 
 #include <chrono>

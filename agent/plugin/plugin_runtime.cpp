@@ -8,9 +8,7 @@
 
 #include <sys/inotify.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/guarded.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -42,7 +40,15 @@ PluginRuntime::PluginRuntime(const AgentConfig& cfg, PluginEndpoint endpoint, Rd
       state_(endpoint_.slots_per_device),
       hooks_(hook),
       service_(state_, hooks_, metrics, [this] { request_rescan(); }, endpoint_.allocate),
-      server_(service_) {}
+      server_(service_),
+      keeper_("device plugin loop",
+              {{cfg_.device_plugin_dir,
+                IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF,
+                "the device plugin directory"}},
+              timing_.socket_check, kubelet::SocketKeeper::Owner{[this] { return act(); },
+                                                                 [this](const kubelet::SocketKeeper::Pass& pass) {
+                                                                   handle(pass);
+                                                                 }}) {}
 
 PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
                              RuntimeTiming timing)
@@ -55,38 +61,28 @@ std::string PluginRuntime::socket_path() const {
 PluginRuntime::~PluginRuntime() { stop(); }
 
 Status PluginRuntime::start() {
-  ERDMA_TRY_ASSIGN(files_, common::FileWatch::open());
-  if (!files_->has_inotify()) {
-    // Without inotify the inode check still notices a kubelet restart, only later.
-    log::warn("inotify unavailable; kubelet restarts are noticed by polling").kv("error", files_->inotify_error());
-  }
   if (!endpoint_.advertise) {
     log::info("device scan only: the resource is served by the DRA driver (dra.extendedResource)")
         .kv("resource", endpoint_.resource_name)
         .kv("source", devices_.describe());
-    scan();
-    thread_ = std::thread(
-      [this] { common::run_restarting("device plugin loop", [this] { loop(); }, [this] { return stopping_.load(); }); });
-    return {};
+  } else {
+    log::info("device plugin starting")
+        .kv("resource", endpoint_.resource_name)
+        .kv("socket", socket_path())
+        .kv("source", devices_.describe())
+        .kv("slots_per_device", endpoint_.slots_per_device);
   }
-  log::info("device plugin starting")
-      .kv("resource", endpoint_.resource_name)
-      .kv("socket", socket_path())
-      .kv("source", devices_.describe())
-      .kv("slots_per_device", endpoint_.slots_per_device);
   scan();
-  thread_ = std::thread(
-      [this] { common::run_restarting("device plugin loop", [this] { loop(); }, [this] { return stopping_.load(); }); });
-  return {};
+  next_scan_ = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
+  return keeper_.start();
 }
 
 void PluginRuntime::stop() {
   if (stopping_.exchange(true)) {
-    if (thread_.joinable()) thread_.join();
+    keeper_.stop();
     return;
   }
-  if (files_) files_->wake();
-  if (thread_.joinable()) thread_.join();
+  keeper_.stop();
   // Hooks first: queued PreStartContainer calls are answered, so the server's Wait() is bounded.
   hooks_.stop();
   server_.stop(timing_.shutdown_grace);
@@ -97,7 +93,7 @@ void PluginRuntime::stop() {
 
 void PluginRuntime::request_rescan() {
   rescan_requested_ = true;
-  if (files_) files_->wake();
+  keeper_.wake();
 }
 
 std::optional<milliseconds> PluginRuntime::last_reregistration_time() const {
@@ -212,23 +208,7 @@ void PluginRuntime::kubelet_restart_seen(const char* why) {
   }
 }
 
-void PluginRuntime::ensure_watch() {
-  if (!files_->has_inotify() || watch_ >= 0) return;
-  auto wd = files_->watch_dir(cfg_.device_plugin_dir,
-                              IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF);
-  if (!wd) {
-    if (watch_errors_.failed(wd.error().message)) {
-      log::warn("cannot watch the device plugin directory; retrying")
-          .kv("dir", cfg_.device_plugin_dir)
-          .kv("error", wd.error().message);
-    }
-    return;
-  }
-  watch_ = *wd;
-  watch_errors_.succeeded();
-}
-
-void PluginRuntime::handle_events(const std::vector<common::FileWatch::Event>& events) {
+void PluginRuntime::handle_events(const std::vector<kubelet::SocketKeeper::Event>& events) {
   for (const auto& ev : events) {
     const std::string& name = ev.name;
     if ((ev.mask & IN_Q_OVERFLOW) != 0) {
@@ -238,7 +218,7 @@ void PluginRuntime::handle_events(const std::vector<common::FileWatch::Event>& e
       next_register_ = Clock::now();
     }
     if ((ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) != 0) {
-      watch_ = -1;  // the directory itself went away; re-added when it is back
+      // The directory itself went away (the keeper watches it again when it is back).
       if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF)) {
         kubelet_restart_seen("device plugin directory removed");
         need_serve_ = true;
@@ -263,41 +243,25 @@ void PluginRuntime::handle_events(const std::vector<common::FileWatch::Event>& e
   }
 }
 
-void PluginRuntime::loop() {
-  auto next_scan = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
-  auto next_check = Clock::now() + timing_.socket_check;
-  while (!stopping_) {
-    if (!endpoint_.advertise) need_serve_ = need_register_ = false;  // scans only (plugin_model.hpp)
-    ensure_watch();
-    if (need_serve_) serve();
-    if (!need_serve_ && need_register_ && Clock::now() >= next_register_) try_register();
+Clock::time_point PluginRuntime::act() {
+  if (!endpoint_.advertise) need_serve_ = need_register_ = false;  // scans only (plugin_model.hpp)
+  if (need_serve_) serve();
+  if (!need_serve_ && need_register_ && Clock::now() >= next_register_) try_register();
+  if (!need_serve_ && need_register_) return std::min(next_scan_, next_register_);
+  return next_scan_;
+}
 
-    auto wake_at = std::min(next_scan, next_check);
-    if (!need_serve_ && need_register_) wake_at = std::min(wake_at, next_register_);
-    const auto wait = std::clamp<int64_t>(ms_between(Clock::now(), wake_at), 0, 1000);
-    const auto woke = files_->wait(milliseconds(wait));
-    if (!woke.error) {
-      log::error("poll failed").kv("error", woke.error.error().message);
-      ::usleep(100'000);  // bounded back-off; never spin
-    }
-    if (stopping_) break;
-    handle_events(woke.events);
-
-    const auto now = Clock::now();
-    if (rescan_requested_.exchange(false) || now >= next_scan) {
-      scan();
-      next_scan = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
-    }
-    if (now >= next_check) {
-      if (endpoint_.advertise && !need_serve_ && !server_.socket_is_ours()) {
-        kubelet_restart_seen("plugin socket missing");
-        need_serve_ = true;
-      }
-      next_check = now + timing_.socket_check;
-    }
-    work_pending_ = need_serve_ || need_register_;
-    ++loop_passes_;
+void PluginRuntime::handle(const kubelet::SocketKeeper::Pass& pass) {
+  handle_events(pass.events);
+  if (rescan_requested_.exchange(false) || Clock::now() >= next_scan_) {
+    scan();
+    next_scan_ = Clock::now() + std::chrono::seconds(cfg_.rescan_seconds);
   }
+  if (pass.check_due && endpoint_.advertise && !need_serve_ && !server_.socket_is_ours()) {
+    kubelet_restart_seen("plugin socket missing");
+    need_serve_ = true;
+  }
+  work_pending_ = need_serve_ || need_register_;
 }
 
 }  // namespace erdma::agent

@@ -4,7 +4,8 @@
 // Kubelet deletes every socket in the device-plugin directory when it starts, then creates
 // kubelet.sock. The loop watches the directory with inotify (and checks its own socket's inode
 // every second as a backstop): when its socket is gone it serves a new one at once, and it
-// registers as soon as kubelet.sock is back. Device state is kept across all of this.
+// registers as soon as kubelet.sock is back. Device state is kept across all of this. The loop
+// itself is the kubelet socket keeper (agent/kubelet/socket_keeper.hpp), shared with the DRA driver.
 #pragma once
 
 #include <atomic>
@@ -14,17 +15,16 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "agent/core/config.hpp"
+#include "agent/kubelet/socket_keeper.hpp"
 #include "agent/plugin/agent_metrics.hpp"
 #include "agent/plugin/device_plugin_service.hpp"
 #include "agent/plugin/device_state.hpp"
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/rdma_devices.hpp"
-#include "common/file_watch.hpp"
 #include "common/repeat_filter.hpp"
 
 namespace erdma::agent {
@@ -66,18 +66,20 @@ class PluginRuntime {
   // Observability of the loop, for tests that check that something does NOT happen: passes of
   // the loop completed (each handles the wake-ups and inotify events that were queued before it
   // polled), and whether a serve or registration is still pending after the last pass.
-  [[nodiscard]] uint64_t loop_passes() const noexcept { return loop_passes_.load(); }
+  [[nodiscard]] uint64_t loop_passes() const noexcept { return keeper_.passes(); }
   [[nodiscard]] bool work_pending() const noexcept { return work_pending_.load(); }
   // Time from noticing a kubelet restart to the next successful registration, last restart.
   [[nodiscard]] std::optional<std::chrono::milliseconds> last_reregistration_time() const;
 
  private:
-  void loop();
+  // The keeper's two halves: serve and register what is pending (returns when to come back for
+  // the next registration or scan), then react to what the directory watch and the clock say.
+  kubelet::SocketKeeper::Clock::time_point act();
+  void handle(const kubelet::SocketKeeper::Pass& pass);
   void scan();
   void serve();
   void try_register();
-  void handle_events(const std::vector<common::FileWatch::Event>& events);
-  void ensure_watch();
+  void handle_events(const std::vector<kubelet::SocketKeeper::Event>& events);
   void kubelet_restart_seen(const char* why);
 
   [[nodiscard]] std::string socket_path() const;
@@ -92,16 +94,14 @@ class PluginRuntime {
   DevicePluginService service_;
   PluginServer server_;
 
-  std::optional<common::FileWatch> files_;  // made by start(); the loop waits on it
-  int watch_ = -1;                          // the device plugin directory's inotify watch
-  std::thread thread_;
+  kubelet::SocketKeeper keeper_;  // the loop thread: watches the device plugin directory
   std::atomic<bool> stopping_{false};
   std::atomic<bool> rescan_requested_{false};
   std::atomic<bool> registered_{false};
-  std::atomic<uint64_t> loop_passes_{0};
   std::atomic<bool> work_pending_{true};
 
   // Loop-thread state.
+  std::chrono::steady_clock::time_point next_scan_{};
   bool need_serve_ = true;
   bool need_register_ = true;
   std::chrono::steady_clock::time_point next_register_{};
@@ -111,7 +111,7 @@ class PluginRuntime {
   // socket we already registered with is not a new kubelet.
   SocketFileId registered_kubelet_;
   std::vector<std::string> last_notes_;
-  common::RepeatFilter serve_errors_, register_errors_, scan_errors_, watch_errors_;
+  common::RepeatFilter serve_errors_, register_errors_, scan_errors_;
 
   mutable std::mutex timing_mu_;
   std::optional<std::chrono::milliseconds> last_reregistration_;
