@@ -136,17 +136,11 @@ Status DraKubeletPlugin::start() {
   ::mkdir(config_.registry_dir.c_str(), 0755);
   // The service first: the kubelet may call it as soon as it has read GetInfo.
   if (auto s = serve_dra(); !s) {
-    dra_server_.reset();
-    health_.reset();
-    service_.reset();
+    stop_serving();
     return s;
   }
   if (auto s = serve_registration(); !s) {
-    if (health_) health_->stop();
-    dra_server_->stop(config_.shutdown_grace);
-    dra_server_.reset();
-    health_.reset();
-    service_.reset();
+    stop_serving();
     return s;
   }
   // Both directories: a removed socket (IN_DELETE, IN_MOVED_FROM) or a directory gone is served
@@ -161,30 +155,28 @@ Status DraKubeletPlugin::start() {
       config_.socket_check,
       kubelet::SocketKeeper::Owner{nullptr, [this](const kubelet::SocketKeeper::Pass& pass) { keep_sockets(pass); }});
   if (auto s = keeper_->start(); !s) {
-    keeper_.reset();
-    reg_server_.stop(config_.shutdown_grace);
-    if (health_) health_->stop();
-    dra_server_->stop(config_.shutdown_grace);
-    dra_server_.reset();
-    health_.reset();
-    service_.reset();
+    stop_serving();
     return s;
   }
   return {};
 }
 
-void DraKubeletPlugin::stop() {
-  if (!service_) return;
-  if (keeper_) keeper_->stop();
+void DraKubeletPlugin::stop_serving() {
+  if (keeper_) keeper_->stop();  // first: it would serve again what is stopped below
   keeper_.reset();
   // Registration first: the kubelet stops sending new work before the service goes.
   reg_server_.stop(config_.shutdown_grace);
   if (health_) health_->stop();  // open health streams end now, not at the grace deadline
   if (dra_server_) dra_server_->stop(config_.shutdown_grace);
-  log::info("DRA driver stopped").kv("driver", config_.driver);
   dra_server_.reset();
   health_.reset();
   service_.reset();
+}
+
+void DraKubeletPlugin::stop() {
+  if (!service_) return;
+  stop_serving();
+  log::info("DRA driver stopped").kv("driver", config_.driver);
 }
 
 void DraKubeletPlugin::devices_changed() {

@@ -129,6 +129,9 @@ class DraKubeletPlugin {
   // On the keeper's thread: serves again each socket that is no longer ours, when an event says
   // one may be gone or the periodic check is due.
   void keep_sockets(const kubelet::SocketKeeper::Pass& pass);
+  // Stops the keeper and whatever is served, and lets go of the service: stop(), and start()
+  // when it fails part way (nothing stays served then).
+  void stop_serving();
   Status serve_dra();
   Status serve_registration();
 
