@@ -8,7 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh build
+# Only the program the demo runs, configured as the test command configures build/ (-DWERROR=ON):
+# ./scripts/test.sh afterwards reuses these objects instead of compiling them again.
+BUILD_TARGETS=erdma-webhook scripts/build.sh build -DWERROR=ON
 bin=build/webhook/erdma-webhook
 svc=erdma-webhook.erdma-system.svc
 py=/usr/bin/python3  # Debian's interpreter (stdlib only here)
