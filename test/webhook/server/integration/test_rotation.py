@@ -3,7 +3,7 @@
 
 The real server reads its pair from a directory laid out as a Secret volume (`..data` swaps). A
 client stands in for kube-apiserver: it sends admissions continuously, each on a fresh connection
-plus one kept-alive connection, and trusts exactly the caBundle that `erdma-certs apply --dry-run`
+plus one kept-alive connection, and trusts exactly the caBundle that `erdma-certs apply --dry-run --with-key`
 prints. Every step applies what that command prints, in its order (caBundle to the client first,
 then the Secret to the volume):
 
@@ -60,7 +60,7 @@ def sha(der):
 
 def applied(cert_dir):
     """What `apply` would install: (caBundle bytes, Secret data {name: bytes})."""
-    docs = [d for d in yaml.safe_load_all(certs("apply", "--dir", cert_dir, "--dry-run")) if d]
+    docs = [d for d in yaml.safe_load_all(certs("apply", "--dir", cert_dir, "--dry-run", "--with-key")) if d]
     expect(len(docs) == 2, "apply --dry-run printed %d documents" % len(docs))
     patch, secret = docs
     expect(patch["kind"] == "MutatingWebhookConfiguration" and secret["kind"] == "Secret",
