@@ -178,8 +178,10 @@ TEST_CASE("the netlink query answers or says why not, without hanging") {
 }
 
 TEST_CASE("system replies: the netns mode, 1 shared and 0 exclusive, nothing else") {
-  for (const auto& [byte, want] : {std::pair<uint8_t, RdmaNetnsMode>{1, RdmaNetnsMode::Shared},
-                                   std::pair<uint8_t, RdmaNetnsMode>{0, RdmaNetnsMode::Exclusive}}) {
+  for (const auto& c : {std::pair<uint8_t, RdmaNetnsMode>{1, RdmaNetnsMode::Shared},
+                        std::pair<uint8_t, RdmaNetnsMode>{0, RdmaNetnsMode::Exclusive}}) {
+    const uint8_t byte = c.first;  // not a structured binding: CAPTURE's lambda takes it
+    const RdmaNetnsMode want = c.second;
     CAPTURE(int{byte});
     Msg m = message(RDMA_NLDEV_CMD_SYS_GET);
     REQUIRE(nla_put_u8(m.get(), RDMA_NLDEV_SYS_ATTR_NETNS_MODE, byte) == 0);
