@@ -87,6 +87,24 @@ int on_valid(nl_msg* msg, void* arg) {
 
 using Msg = std::unique_ptr<nl_msg, MsgDeleter>;
 
+using Socket = std::unique_ptr<nl_sock, SocketDeleter>;
+
+// A connected NETLINK_RDMA socket whose valid replies go to `collect`, every receive bounded by
+// 2 s. Errors: Unavailable when RDMA netlink is missing (no RDMA core module).
+Result<Socket> open_rdma_socket(Collect& collect) {
+  Socket sk(nl_socket_alloc());
+  if (!sk) return make_error(ErrorCode::Internal, "cannot allocate a netlink socket");
+  if (const int err = nl_connect(sk.get(), NETLINK_RDMA); err < 0) {
+    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink unavailable: ") + nl_geterror(err));
+  }
+  // Replies are read explicitly; an ACK per request would be left over for the next one.
+  nl_socket_disable_auto_ack(sk.get());
+  timeval tv{2, 0};
+  ::setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  nl_socket_modify_cb(sk.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &collect);
+  return sk;
+}
+
 // Sends `msg` and reads the whole answer (a dump ends with NLMSG_DONE). Bounded by SO_RCVTIMEO.
 int exchange(nl_sock* sk, nl_msg* msg) {
   if (const int err = nl_send_auto(sk, msg); err < 0) return err;
@@ -185,17 +203,8 @@ Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg) {
 }
 
 Result<std::vector<KernelDevice>> NetlinkDeviceInfo::devices() {
-  std::unique_ptr<nl_sock, SocketDeleter> sk(nl_socket_alloc());
-  if (!sk) return make_error(ErrorCode::Internal, "cannot allocate a netlink socket");
-  if (const int err = nl_connect(sk.get(), NETLINK_RDMA); err < 0) {
-    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink unavailable: ") + nl_geterror(err));
-  }
-  // Replies are read explicitly; an ACK per request would be left over for the next one.
-  nl_socket_disable_auto_ack(sk.get());
-  timeval tv{2, 0};
-  ::setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   Collect collect;
-  nl_socket_modify_cb(sk.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &collect);
+  ERDMA_TRY_ASSIGN(auto sk, open_rdma_socket(collect));
 
   Msg dump(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET), NLM_F_DUMP));
   if (!dump) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
@@ -237,17 +246,9 @@ Result<std::vector<KernelDevice>> NetlinkDeviceInfo::devices() {
 }
 
 Result<RdmaNetnsMode> read_rdma_netns_mode() {
-  std::unique_ptr<nl_sock, SocketDeleter> sk(nl_socket_alloc());
-  if (!sk) return make_error(ErrorCode::Internal, "cannot allocate a netlink socket");
-  if (const int err = nl_connect(sk.get(), NETLINK_RDMA); err < 0) {
-    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink unavailable: ") + nl_geterror(err));
-  }
-  nl_socket_disable_auto_ack(sk.get());
-  timeval tv{2, 0};
-  ::setsockopt(nl_socket_get_fd(sk.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   Collect collect;
   collect.want = Want::Sys;
-  nl_socket_modify_cb(sk.get(), NL_CB_VALID, NL_CB_CUSTOM, on_valid, &collect);
+  ERDMA_TRY_ASSIGN(auto sk, open_rdma_socket(collect));
   Msg get(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_SYS_GET), 0));
   if (!get) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
   if (const int err = exchange(sk.get(), get.get()); err < 0) {
