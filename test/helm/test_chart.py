@@ -560,19 +560,24 @@ def main():
         suite.check("test/cluster/lib.sh's site overlay (a static device) = helm template %s%s" %
                     (" ".join(SITE_SETS), label), site)
 
-    def a_changed_chart_is_caught():
-        """The comparison itself: a chart copy with one changed default and one extra object must
-        fail it, with a diff that shows the change."""
-        copy_dir = os.path.join(w, "changed-chart")
+    def chart_copy(name, old, new):
+        """A copy of the chart under the work directory with `old` in values.yaml replaced by `new`."""
+        copy_dir = os.path.join(w, name)
         shutil.rmtree(copy_dir, ignore_errors=True)
         shutil.copytree(CHART, copy_dir)
         path = os.path.join(copy_dir, "values.yaml")
         with open(path) as f:
             text = f.read()
-        edited = text.replace("      cpu: 50m\n", "      cpu: 60m\n", 1)
-        expect(edited != text, "values.yaml has no 'cpu: 50m' to change")
+        edited = text.replace(old, new, 1)
+        expect(edited != text, "values.yaml has no %r to change" % old.strip())
         with open(path, "w") as f:
             f.write(edited)
+        return copy_dir
+
+    def a_changed_chart_is_caught():
+        """The comparison itself: a chart copy with one changed default and one extra object must
+        fail it, with a diff that shows the change."""
+        copy_dir = chart_copy("changed-chart", "      cpu: 50m\n", "      cpu: 60m\n")
         with open(os.path.join(copy_dir, "templates", "extra.yaml"), "w") as f:
             f.write("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: extra\n  namespace: erdma-system\n"
                     "  labels:\n    {{- include \"erdma.helmLabels\" . | nindent 4 }}\n")
@@ -776,16 +781,7 @@ def main():
         tool = os.path.join(SOURCE_DIR, "scripts/chart-values-table.py")
         r = subprocess.run(["/usr/bin/python3", tool, "--check"], capture_output=True, text=True, timeout=60)
         expect(r.returncode == 0, "charts/erdma-controller/README.md: %s" % r.stderr.strip())
-        copy_dir = os.path.join(w, "table-chart")
-        shutil.rmtree(copy_dir, ignore_errors=True)
-        shutil.copytree(CHART, copy_dir)
-        path = os.path.join(copy_dir, "values.yaml")
-        with open(path) as f:
-            text = f.read()
-        edited = text.replace("  replicas: 2\n", "  replicas: 3\n", 1)
-        expect(edited != text, "values.yaml has no 'replicas: 2' to change")
-        with open(path, "w") as f:
-            f.write(edited)
+        copy_dir = chart_copy("table-chart", "  replicas: 2\n", "  replicas: 3\n")
         r = subprocess.run(["/usr/bin/python3", tool, "--chart", copy_dir, "--check"], capture_output=True, text=True,
                            timeout=60)
         expect(r.returncode == 1 and "--write" in r.stderr, "a changed default passed the check: %s" % r.stderr)

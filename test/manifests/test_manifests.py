@@ -1804,6 +1804,16 @@ def main():
         expect(diff == [("MutatingWebhookConfiguration", "", "erdma-webhook")], diff)
     suite.check("default = base; fail-open differs only in the webhook configuration", base_is_default_minus_nothing)
 
+    def only_agent_config_differs(a, b, overlay):
+        """Expects renders a and b to differ in the agent's ConfigMap and DaemonSet at most; returns
+        their agent ConfigMaps."""
+        a_cm, b_cm = agent_config_map(a), agent_config_map(b)
+        skip = {("ConfigMap", NS, a_cm["metadata"]["name"]), ("ConfigMap", NS, b_cm["metadata"]["name"]),
+                ("DaemonSet", NS, "erdma-agent")}
+        diff = sorted(set(k for k in set(a) | set(b) if k not in skip and a.get(k) != b.get(k)))
+        expect(not diff, "manifests/%s changes more than the agent's ConfigMap and DaemonSet: %s" % (overlay, diff))
+        return a_cm, b_cm
+
     def agent_only_is_default_without_webhook():
         d, a = renders["default"], renders["agent-only"]
         webhook_objects = {k for k in d if k[2] in ("erdma-webhook", "erdma-webhook-config")}
@@ -1816,11 +1826,7 @@ def main():
 
     def nccl_only_is_agent_only_with_gpu_config():
         a, n = renders["agent-only"], renders["nccl-only"]
-        a_cm, n_cm = agent_config_map(a), agent_config_map(n)
-        skip = {("ConfigMap", NS, a_cm["metadata"]["name"]), ("ConfigMap", NS, n_cm["metadata"]["name"]),
-                ("DaemonSet", NS, "erdma-agent")}
-        diff = sorted(set(k for k in set(a) | set(n) if k not in skip and a.get(k) != n.get(k)))
-        expect(not diff, "manifests/nccl-only changes more than the agent's ConfigMap and DaemonSet: %s" % diff)
+        a_cm, _ = only_agent_config_differs(a, n, "nccl-only")
         ds = copy.deepcopy(n[("DaemonSet", NS, "erdma-agent")])
         volume(ds["spec"]["template"]["spec"], "config")["configMap"]["name"] = a_cm["metadata"]["name"]
         expect(ds == a[("DaemonSet", NS, "erdma-agent")], "manifests/nccl-only changes the DaemonSet beyond its config")
@@ -1864,11 +1870,7 @@ def main():
 
     def nfd_is_default_plus_features_dir():
         d, n = renders["default"], renders["nfd"]
-        d_cm, n_cm = agent_config_map(d), agent_config_map(n)
-        skip = {("ConfigMap", NS, d_cm["metadata"]["name"]), ("ConfigMap", NS, n_cm["metadata"]["name"]),
-                ("DaemonSet", NS, "erdma-agent")}
-        diff = sorted(set(k for k in set(d) | set(n) if k not in skip and d.get(k) != n.get(k)))
-        expect(not diff, "manifests/nfd changes more than the agent's ConfigMap and DaemonSet: %s" % diff)
+        d_cm, n_cm = only_agent_config_differs(d, n, "nfd")
         d_cfg, n_cfg = agent_config_of(d), agent_config_of(n)
         n_file, d_file = n_cfg.pop("nfdFeatureFile", ""), d_cfg.pop("nfdFeatureFile", "")
         expect(n_file and d_file == "", "nfdFeatureFile %r in nfd, %r in default" % (n_file, d_file))
