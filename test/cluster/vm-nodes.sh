@@ -419,8 +419,29 @@ check "smcss inside it lists no SMC socket (plain TCP: nothing injected without 
 # new_exchange NAME: a new annotated client pod, on the VM node that does not run the seed
 # Deployment's pod now, sends 16 MiB to that pod; succeeds when the bytes arrived intact and smcss
 # in the client shows SMCR.
+#
+# The one fallback retried: TIMEOUT_CL, the server's wait for the client's CONFIRM LINK answer over
+# RoCE ran past the kernel's fixed 2 s (SMC_LLC_WAIT_TIME; smcss in the client: TCP
+# 0x05000000/0x02010000). That deadline is the TCG test bed's to miss, not the product's: each node
+# has one emulated vCPU, about half busy with kubelet, containerd and the agent, and the client's
+# node is starting the client when it connects. Measured: with three busy loops on the host, 1 of 8
+# new clients missed it (the next one formed SMC-R); without them, 0 of 6. Each miss is printed,
+# and a new client tries again, 3 in all; any other fallback reason fails at once.
 new_exchange() {
-  local name=$1 ip node other mode
+  local name=$1 try rc
+  for try in 1 2 3; do
+    exchange_once "$name" && return 0
+    rc=$?
+    [ $rc -eq 2 ] || return 1
+    echo "$name: the first-link confirmation missed the kernel's 2 s deadline (TIMEOUT_CL), try $try of 3"
+    name=$1-$((try + 1))
+  done
+  return 1
+}
+# exchange_once NAME: one new client and its exchange; 0 SMCR, 2 a TIMEOUT_CL fallback, 1 anything
+# else. Prints the connection as smcss shows it (mode, and on a fallback the local/peer reason codes).
+exchange_once() {
+  local name=$1 ip node other conn
   local running='{range .items[?(@.status.containerStatuses[0].state.running)]}{.status.podIP} {.spec.nodeName}{"\n"}{end}'
   read -r ip node < <(kubectl -n "$NS" get pod -l app=app-with-erdma -o jsonpath="$running" | sort -r | head -n 1)
   other=$VM1
@@ -430,9 +451,15 @@ new_exchange() {
   # shellcheck disable=SC2317  # called through wait_for
   sent() { kubectl -n "$NS" logs "$1" 2>/dev/null | grep -q '"match":true'; }
   wait_for 240 sent "$name" >/dev/null || { echo "$name: no intact exchange with $ip: $(kubectl -n "$NS" logs "$name" 2>&1 | tail -n 3)"; return 1; }
-  mode=$(smcss_mode "$name" 2>/dev/null)
-  echo "$name on $other -> $ip on $node: $mode"
-  [ "$mode" = SMCR ]
+  # "SMCR ib=..." or "TCP 0xLOCAL/0xPEER": the Mode column and the one after it.
+  conn=$(kubectl -n "$NS" exec "$name" -- smcss -R 2>&1 | awk '$1 != "LISTEN" && ($4 ~ /:8080$/ || $5 ~ /:8080$/) {print $7, $8; exit}')
+  echo "$name on $other -> $ip on $node: ${conn:-no SMC socket}"
+  case $conn in
+    SMCR\ *) return 0 ;;
+    TCP\ *0x02010000*) return 2 ;;
+  esac
+  kubectl -n erdma-system exec "$(agent_on "$other")" -- erdma-agent smc-status --pod "$NS/$name" 2>&1 | tail -n 3
+  return 1
 }
 seed_state() { kubectl -n "$NS" get pod "$server" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount} {.status.phase}'; }
 
