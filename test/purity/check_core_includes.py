@@ -31,7 +31,9 @@ FORBIDDEN = [
     (r"^common/(log|metrics)\.hpp$", "the logger or the metrics registry"),
     (r"^common/structured\.hpp$", "file reading (common/structured)"),
     (r"^common/http/", "the HTTP server"),
-    (r"^(agent|webhook)/(sys|plugin|server|cli)/", "a shell of this project (includes go downhill only)"),
+    # Every folder of agent/ and webhook/ beside core/ is a shell (sys, kube, kubelet, the device
+    # plugin, SMC-R, DRA, daemon, cli, server, ...): named by exclusion, so a new folder is covered.
+    (r"^(agent|webhook)/(?!core/)[^/]+/", "a shell of this project (includes go downhill only)"),
 ]
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 CORE_DIRS = ("agent/core", "webhook/core")
@@ -86,6 +88,9 @@ def self_test():
         ('#include "common/log.hpp"\n', True), ('#include <grpcpp/grpcpp.h>\n', True),
         ('#include <netlink/msg.h>\n', True), ('#include <infiniband/verbs.h>\n', True),
         ('#include "agent/sys/netns.hpp"\n', True), ('#include <fstream>\n', True),
+        ('#include "agent/kube/api.hpp"\n', True), ('#include "agent/deviceplugin/plugin_runtime.hpp"\n', True),
+        ('#include "webhook/server/session.hpp"\n', True), ('#include "agent/core/pnet.hpp"\n', False),
+        ('#include "webhook/core/mutate.hpp"\n', False),
         ('#include <string>\n#include "common/result.hpp"\n', False), ('#include <nlohmann/json.hpp>\n', False),
         ('// #include <chrono> is mentioned in a comment only\n', False),
     ]
