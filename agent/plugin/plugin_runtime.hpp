@@ -22,6 +22,7 @@
 #include "agent/plugin/agent_metrics.hpp"
 #include "agent/plugin/device_plugin_service.hpp"
 #include "agent/plugin/device_state.hpp"
+#include "agent/plugin/kubelet_registration.hpp"
 #include "agent/plugin/plugin_server.hpp"
 #include "agent/plugin/pre_start_hook.hpp"
 #include "agent/sys/rdma_devices.hpp"

@@ -1,4 +1,5 @@
-// The gRPC server behind a plugin socket, and the device plugin's Register call to kubelet.
+// The gRPC server behind a kubelet plugin socket (the device plugin's, the DRA driver's two), and
+// gRPC's log lines routed into the agent's log.
 //
 // A gRPC server cannot re-bind a unix socket whose file was deleted, so "recreating the socket"
 // after a kubelet restart means a new server instance serving the same service objects (whose
@@ -7,16 +8,15 @@
 #pragma once
 
 #include <chrono>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <sys/types.h>
 
+#include <grpcpp/impl/service_type.h>
 #include <grpcpp/server.h>
 
-#include "agent/plugin/device_plugin_service.hpp"
 #include "common/result.hpp"
 
 namespace erdma::agent {
@@ -52,33 +52,8 @@ class PluginServer {
   ino_t ino_ = 0;
 };
 
-struct Registration {
-  std::string kubelet_socket;  // <dir>/kubelet.sock
-  std::string endpoint;        // our socket's file name, e.g. "erdma.sock"
-  std::string resource_name;   // e.g. "aliyun/erdma"
-};
-
 // Sends gRPC's own log lines into the agent's JSON log (gRPC errors as warn, the rest as debug),
 // so stderr stays one JSON object per line. Call once, before any gRPC object exists.
 void route_grpc_logs();
-
-// Which kubelet socket file a registration went to: device, inode and change time. Inode numbers
-// are reused once a file is deleted; the change time tells a socket created later apart.
-struct SocketFileId {
-  uint64_t dev = 0;
-  uint64_t ino = 0;
-  int64_t ctime_ns = 0;
-  friend bool operator==(const SocketFileId&, const SocketFileId&) = default;
-};
-
-// The id of the file at `path` now; all zero when there is none.
-[[nodiscard]] SocketFileId socket_file_id(const std::string& path);
-
-// Calls kubelet's Registration.Register (version "v1beta1", the plugin's options). Bounded by
-// `timeout`. The connection goes through a descriptor of the socket file opened first, so the
-// answer names the very file registered with, even when kubelet replaces it during the call.
-// Errors: Unavailable when kubelet.sock is missing, not a socket or nobody listens on it,
-// otherwise the gRPC status kubelet answered with, e.g. for a resource name it refuses.
-[[nodiscard]] Result<SocketFileId> register_with_kubelet(const Registration& reg, std::chrono::milliseconds timeout);
 
 }  // namespace erdma::agent
