@@ -25,10 +25,10 @@
 #include <grpcpp/grpcpp.h>
 #include <stdlib.h>
 
+#include "agent/deviceplugin/plugin_runtime.hpp"
 #include "agent/dra/dra_plugin.hpp"
-#include "agent/plugin/plugin_runtime.hpp"
-#include "test/fakes/fake_rdma_devices.hpp"
 #include "common/log.hpp"
+#include "test/fakes/fake_rdma_devices.hpp"
 
 namespace {
 using namespace erdma;

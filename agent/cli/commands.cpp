@@ -10,7 +10,7 @@
 
 #include "agent/core/plugin_model.hpp"
 #include "agent/daemon/daemon.hpp"
-#include "agent/plugin/plugin_server.hpp"
+#include "agent/kubelet/plugin_server.hpp"
 #include "agent/sys/kernel_modules.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "common/flags.hpp"

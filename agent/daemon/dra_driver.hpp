@@ -12,12 +12,12 @@
 #include <string>
 
 #include "agent/core/config.hpp"
+#include "agent/devices/device_state.hpp"
 #include "agent/dra/dra_plugin.hpp"
 #include "agent/dra/slice_publisher.hpp"
 #include "agent/kube/api.hpp"
 #include "agent/kube/events.hpp"
-#include "agent/plugin/device_state.hpp"
-#include "agent/plugin/pod_events.hpp"
+#include "agent/kube/pod_events.hpp"
 #include "common/metrics.hpp"
 #include "common/repeat_filter.hpp"
 #include "common/work_queue.hpp"

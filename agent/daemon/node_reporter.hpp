@@ -7,7 +7,7 @@
 
 #include "agent/core/config.hpp"
 #include "agent/core/driver_mode.hpp"
-#include "agent/plugin/plugin_runtime.hpp"
+#include "agent/deviceplugin/plugin_runtime.hpp"
 #include "common/metrics.hpp"
 #include "common/repeat_filter.hpp"
 

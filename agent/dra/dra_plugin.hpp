@@ -24,8 +24,8 @@
 
 #include "agent/dra/dra_health.hpp"
 #include "agent/dra/dra_service.hpp"
+#include "agent/kubelet/plugin_server.hpp"
 #include "agent/kubelet/socket_keeper.hpp"
-#include "agent/plugin/plugin_server.hpp"
 #include "agent/proto/pluginregistration_v1.grpc.pb.h"
 #include "common/metrics.hpp"
 #include "common/repeat_filter.hpp"

@@ -3,7 +3,7 @@
 //
 // The kubelet deletes the sockets in its device-plugin directory when it starts, a cleanup may
 // remove a DRA driver's registration socket, and a directory may be gone for a while. The
-// device plugin (agent/plugin/plugin_runtime) and the DRA driver (agent/dra/dra_plugin) both
+// device plugin (agent/deviceplugin/plugin_runtime) and the DRA driver (agent/dra/dra_plugin) both
 // need the same loop for that: inotify on the directories (a watch is added again once its
 // directory is back), a periodic check as the backstop and the only means without inotify, a
 // wake-up from other threads, a bounded back-off when poll fails, and a prompt stop. What they

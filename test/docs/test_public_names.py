@@ -323,7 +323,7 @@ def fake_tree(root):
                                      'case WarningKind::C: return "windows_pod";\n'
                                      'case WarningKind::D: return "smcr_not_allowed";\n',
         "agent/core/dra_slices.cpp": 'attrs["ibDevice"] = 1; key = f.driver + "/unhealthy";\n',
-        "agent/plugin/m.cpp": 'r.counter("erdma_agent_scans_total", "h"); r.histogram("erdma_agent_allocate_duration_seconds", "h", b);\n'
+        "agent/metrics/m.cpp": 'r.counter("erdma_agent_scans_total", "h"); r.histogram("erdma_agent_allocate_duration_seconds", "h", b);\n'
                               'r.gauge("erdma_webhook_tls_cert_not_after_seconds", "h"); r.counter("erdma_webhook_reloads_total", "h");\n'
                               'r.counter("erdma_webhook_warnings_total", "h");\n',
         "manifests/dra/deviceclass.yaml": "kind: DeviceClass\nmetadata: {name: smcr.erdma.aliyun.com}\n",

@@ -11,7 +11,7 @@
 //   kubelet-gone                 kubelet restarts (every socket in the directory deleted) and
 //                                does not come back: the agent is no longer registered
 //   quit
-// Built from the fakes of test/agent/plugin (fake_kubelet, fake_pod_apis).
+// Built from the fakes of test/fakes (fake_kubelet, fake_pod_apis).
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -20,8 +20,8 @@
 
 #include <sys/stat.h>
 
-#include "test/agent/plugin/fake_kubelet.hpp"
-#include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/fakes/fake_kubelet.hpp"
+#include "test/fakes/fake_pod_apis.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // The agent's series as /metrics exposes them: erdma_agent_build_info names the build's version.
-#include "agent/plugin/agent_metrics.hpp"
+#include "agent/metrics/agent_metrics.hpp"
 
 #include <sstream>
 #include <string>

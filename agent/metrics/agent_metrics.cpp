@@ -1,5 +1,5 @@
 // Registration of the agent's Prometheus series (see agent_metrics.hpp).
-#include "agent/plugin/agent_metrics.hpp"
+#include "agent/metrics/agent_metrics.hpp"
 
 #include "erdma/version.hpp"
 

@@ -2,7 +2,7 @@
 // plugin (gRPC), the real PodResources and CRI clients against fake servers (gRPC on unix
 // sockets), the real pod netns configurator with an in-memory namespace runner and pnet tables,
 // sysctls written to a stand-in procfs directory.
-#include "agent/plugin/smcr_pod_setup.hpp"
+#include "agent/smcr/smcr_pod_setup.hpp"
 
 #include <condition_variable>
 #include <filesystem>
@@ -14,13 +14,13 @@
 
 #include <doctest/doctest.h>
 
-#include "agent/plugin/plugin_runtime.hpp"
+#include "agent/deviceplugin/plugin_runtime.hpp"
 #include "agent/proto/cri_runtime_v1.pb.h"
 #include "agent/sys/pod_sources.hpp"
 #include "common/log.hpp"
-#include "test/agent/plugin/fake_kubelet.hpp"
-#include "test/agent/plugin/fake_pod_apis.hpp"
 #include "test/eventually.hpp"
+#include "test/fakes/fake_kubelet.hpp"
+#include "test/fakes/fake_pod_apis.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/fakes/fake_smc.hpp"
 #include "test/support.hpp"

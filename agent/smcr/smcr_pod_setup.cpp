@@ -1,5 +1,5 @@
 // SMC-R pod setup from PreStartContainer and at resync (see smcr_pod_setup.hpp).
-#include "agent/plugin/smcr_pod_setup.hpp"
+#include "agent/smcr/smcr_pod_setup.hpp"
 
 #include <algorithm>
 

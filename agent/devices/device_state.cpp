@@ -1,5 +1,5 @@
 // Device view shared between the scan loop and the gRPC handlers (see device_state.hpp).
-#include "agent/plugin/device_state.hpp"
+#include "agent/devices/device_state.hpp"
 
 namespace erdma::agent {
 

@@ -1,5 +1,5 @@
 // DevicePlugin service on the gRPC callback API (see device_plugin_service.hpp).
-#include "agent/plugin/device_plugin_service.hpp"
+#include "agent/deviceplugin/device_plugin_service.hpp"
 
 #include <algorithm>
 #include <string>

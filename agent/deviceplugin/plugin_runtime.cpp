@@ -1,5 +1,5 @@
 // The plugin's control loop (see plugin_runtime.hpp).
-#include "agent/plugin/plugin_runtime.hpp"
+#include "agent/deviceplugin/plugin_runtime.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,6 +1,6 @@
 // The device plugin end to end, in process: the real runtime and gRPC server, a fake device
 // source, and a fake kubelet (real Registration server + real DevicePlugin clients).
-#include "agent/plugin/plugin_runtime.hpp"
+#include "agent/deviceplugin/plugin_runtime.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -13,8 +13,8 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
-#include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/eventually.hpp"
+#include "test/fakes/fake_kubelet.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/log_capture.hpp"
 #include "test/support.hpp"

@@ -1,5 +1,5 @@
 // SMC-R host setup (see smcr_host_setup.hpp).
-#include "agent/plugin/smcr_host_setup.hpp"
+#include "agent/smcr/smcr_host_setup.hpp"
 
 #include <algorithm>
 

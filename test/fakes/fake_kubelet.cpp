@@ -1,5 +1,5 @@
 // The fake kubelet (see fake_kubelet.hpp).
-#include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/fakes/fake_kubelet.hpp"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,6 +1,6 @@
 // SMC-R host setup against the in-memory kernel tables, the background service that runs it on
 // device changes, the kernel statistics as metrics, and the preload library install.
-#include "agent/plugin/smcr_host_setup.hpp"
+#include "agent/smcr/smcr_host_setup.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -9,11 +9,11 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
-#include "agent/plugin/smc_stats.hpp"
-#include "agent/plugin/smcr_service.hpp"
+#include "agent/smcr/smc_stats.hpp"
+#include "agent/smcr/smcr_service.hpp"
 #include "agent/sys/file_install.hpp"
-#include "test/agent/plugin/fake_kubelet.hpp"
 #include "test/eventually.hpp"
+#include "test/fakes/fake_kubelet.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/fakes/fake_smc.hpp"
 #include "test/support.hpp"

@@ -14,12 +14,12 @@
 #include <thread>
 
 #include "agent/core/config.hpp"
+#include "agent/devices/device_state.hpp"
+#include "agent/metrics/agent_metrics.hpp"
+#include "agent/smcr/smc_stats.hpp"
+#include "agent/smcr/smcr_host_setup.hpp"
+#include "agent/smcr/smcr_pod_setup.hpp"
 #include "common/contract.hpp"
-#include "agent/plugin/agent_metrics.hpp"
-#include "agent/plugin/device_state.hpp"
-#include "agent/plugin/smc_stats.hpp"
-#include "agent/plugin/smcr_host_setup.hpp"
-#include "agent/plugin/smcr_pod_setup.hpp"
 #include "common/repeat_filter.hpp"
 
 namespace erdma::agent {

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "agent/plugin/agent_metrics.hpp"
-#include "agent/plugin/device_state.hpp"
-#include "agent/plugin/pre_start_hook.hpp"
+#include "agent/deviceplugin/pre_start_hook.hpp"
+#include "agent/devices/device_state.hpp"
+#include "agent/metrics/agent_metrics.hpp"
 #include "agent/proto/deviceplugin_v1beta1.grpc.pb.h"
 #include "common/work_queue.hpp"
 

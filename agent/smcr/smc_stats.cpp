@@ -1,5 +1,5 @@
 // SMC statistics as metrics (see smc_stats.hpp).
-#include "agent/plugin/smc_stats.hpp"
+#include "agent/smcr/smc_stats.hpp"
 
 #include <map>
 #include <memory>

@@ -1,5 +1,5 @@
 // Plugin socket server lifecycle and gRPC log routing (see plugin_server.hpp).
-#include "agent/plugin/plugin_server.hpp"
+#include "agent/kubelet/plugin_server.hpp"
 
 #include <cerrno>
 #include <cstring>

@@ -1,5 +1,5 @@
 // The SMC-R background thread (see smcr_service.hpp).
-#include "agent/plugin/smcr_service.hpp"
+#include "agent/smcr/smcr_service.hpp"
 
 #include "agent/sys/file_install.hpp"
 #include "common/guarded.hpp"

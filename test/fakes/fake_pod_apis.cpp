@@ -1,5 +1,5 @@
 // Fake PodResources and CRI servers (see fake_pod_apis.hpp).
-#include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/fakes/fake_pod_apis.hpp"
 
 #include <stdexcept>
 

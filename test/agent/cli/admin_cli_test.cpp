@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "agent/cli/commands.hpp"
-#include "test/agent/plugin/fake_kubelet.hpp"
-#include "test/agent/plugin/fake_pod_apis.hpp"
+#include "test/fakes/fake_kubelet.hpp"
+#include "test/fakes/fake_pod_apis.hpp"
 #include "test/skip.hpp"
 #include "test/support.hpp"
 

@@ -1,5 +1,5 @@
 // The device plugin's registration with kubelet (see kubelet_registration.hpp).
-#include "agent/plugin/kubelet_registration.hpp"
+#include "agent/deviceplugin/kubelet_registration.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "agent/plugin/device_plugin_service.hpp"
+#include "agent/deviceplugin/device_plugin_service.hpp"
 #include "common/unique_fd.hpp"
 
 namespace erdma::agent {

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "agent/core/config.hpp"
+#include "agent/deviceplugin/device_plugin_service.hpp"
+#include "agent/deviceplugin/kubelet_registration.hpp"
+#include "agent/deviceplugin/pre_start_hook.hpp"
+#include "agent/devices/device_state.hpp"
+#include "agent/kubelet/plugin_server.hpp"
 #include "agent/kubelet/socket_keeper.hpp"
-#include "agent/plugin/agent_metrics.hpp"
-#include "agent/plugin/device_plugin_service.hpp"
-#include "agent/plugin/device_state.hpp"
-#include "agent/plugin/kubelet_registration.hpp"
-#include "agent/plugin/plugin_server.hpp"
-#include "agent/plugin/pre_start_hook.hpp"
+#include "agent/metrics/agent_metrics.hpp"
 #include "agent/sys/rdma_devices.hpp"
 #include "common/repeat_filter.hpp"
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "agent/core/smc_model.hpp"
-#include "agent/plugin/agent_metrics.hpp"
-#include "agent/plugin/smcr_pod_setup.hpp"
+#include "agent/metrics/agent_metrics.hpp"
+#include "agent/smcr/smcr_pod_setup.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
 

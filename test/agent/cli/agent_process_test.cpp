@@ -18,9 +18,9 @@
 #include "agent/core/driver_mode.hpp"
 #include "agent/sys/kernel_modules.hpp"
 #include "agent/sys/netlink_smc.hpp"
-#include "test/agent/plugin/fake_kubelet.hpp"
-#include "test/agent/plugin/fake_pod_apis.hpp"
 #include "test/eventually.hpp"
+#include "test/fakes/fake_kubelet.hpp"
+#include "test/fakes/fake_pod_apis.hpp"
 #include "test/skip.hpp"
 #include "test/support.hpp"
 

@@ -1,5 +1,5 @@
 // DeviceState: generations, change detection, watchers that come and go.
-#include "agent/plugin/device_state.hpp"
+#include "agent/devices/device_state.hpp"
 
 #include <doctest/doctest.h>
 

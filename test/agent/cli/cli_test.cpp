@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "test/agent/plugin/fake_kubelet.hpp"
+#include "test/fakes/fake_kubelet.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/support.hpp"
 
