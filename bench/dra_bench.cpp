@@ -27,6 +27,7 @@
 
 #include "agent/deviceplugin/plugin_runtime.hpp"
 #include "agent/dra/dra_plugin.hpp"
+#include "agent/kube/api_paths.hpp"
 #include "common/log.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 
@@ -115,7 +116,7 @@ int main(int argc, char** argv) {
     MemoryApi api;
     for (int n = 0; n < 2 * claims; ++n) {
       const std::string name = "claim-" + std::to_string(n);
-      api.put(dra::claim_path("bench", name),
+      api.put(kube::resource_claim_path("bench", name),
               json{{"metadata", {{"name", name}, {"namespace", "bench"}, {"uid", uid(n)}}},
                    {"status",
                     {{"allocation",

@@ -3,6 +3,7 @@
 
 #include "agent/core/plugin_model.hpp"
 #include "agent/daemon/dra_facts.hpp"
+#include "agent/kube/api_paths.hpp"
 #include "agent/sys/dra_node_facts.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
@@ -51,7 +52,7 @@ void ApiPodEvents::post(const Job& job) {
   if (slash == std::string::npos) return;
   if (job.claim) {
     const std::string ns = job.pod.substr(0, slash);
-    auto claim = api_.get("/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + job.pod.substr(slash + 1));
+    auto claim = api_.get(kube::resource_claim_path(ns, job.pod.substr(slash + 1)));
     if (!claim) {
       log::warn("cannot post a claim's Event").kv("claim", job.pod).kv("reason", job.reason).kv("error", claim.error().message);
       return;
@@ -61,7 +62,7 @@ void ApiPodEvents::post(const Job& job) {
   }
   kube::PodRef ref{job.pod.substr(0, slash), job.pod.substr(slash + 1), ""};
   // kubectl describe pod shows the Events whose involvedObject.uid is the pod's: look it up.
-  auto pod = api_.get("/api/v1/namespaces/" + ref.pod_namespace + "/pods/" + ref.name);
+  auto pod = api_.get(kube::pod_path(ref.pod_namespace, ref.name));
   if (!pod) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", pod.error().message);
     return;
@@ -82,7 +83,7 @@ Status DraDriver::start() {
   ERDMA_TRY_ASSIGN(node_name_, dra_node_name(cfg_.dra));
   ERDMA_TRY_ASSIGN(auto api_cfg, kube::in_cluster_config());
   ERDMA_TRY_ASSIGN(api_, kube::make_https_api(std::move(api_cfg)));
-  auto node = api_->get("/api/v1/nodes/" + node_name_);
+  auto node = api_->get(kube::node_path(node_name_));
   if (node) node_uid_ = uid_of(*node);
   if (node_uid_.empty()) {
     log::warn("the Node's UID is not known: the slices are published without an owner (not garbage-collected with "

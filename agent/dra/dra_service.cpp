@@ -8,6 +8,7 @@
 
 #include "agent/core/cdi_spec.hpp"
 #include "agent/core/dra_slices.hpp"
+#include "agent/kube/api_paths.hpp"
 #include "common/guarded.hpp"
 #include "common/json_read.hpp"
 #include "common/k8s_names.hpp"
@@ -60,10 +61,6 @@ Status check_ref(const drapb::Claim& c) {
 }
 
 }  // namespace
-
-std::string claim_path(std::string_view ns, std::string_view name) {
-  return "/apis/resource.k8s.io/v1/namespaces/" + std::string(ns) + "/resourceclaims/" + std::string(name);
-}
 
 DraService::DraService(DraServiceConfig config, kube::Api& api, DeviceScanFn scan, SafeDir plugin_dir, SafeDir cdi_dir,
                        Checkpoint checkpoint, common::metrics::Registry* metrics)
@@ -169,7 +166,7 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
     if (recorded && *recorded) return out;
   }
   // The API read, outside the lock: calls for other claims go on meanwhile.
-  auto object = api_.get(claim_path(c.namespace_(), c.name()));
+  auto object = api_.get(kube::resource_claim_path(c.namespace_(), c.name()));
   if (!object) {
     return fail(make_error(object.error().code, claim_text(c) + ": reading it from the API server failed: " +
                                                     object.error().message +
@@ -248,7 +245,7 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
   auto entries = device_status_entries(claim, config_.networks ? config_.networks() : std::map<std::string, CardNetwork>{},
                                        config_.driver);
   if (!entries) return count(false, entries.error().message);
-  const std::string path = claim_path(c.namespace_(), c.name()) + "/status";
+  const std::string path = kube::resource_claim_status_path(c.namespace_(), c.name());
   // Two tries: a 409 (someone else wrote the claim meanwhile) is answered with a fresh read.
   for (int attempt = 0;; ++attempt) {
     const auto merged = merged_device_status(object, *entries, config_.driver);
@@ -264,7 +261,7 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
     auto put = api_.replace(path, object);
     if (put) return count(true, "");
     if (put.error().code != ErrorCode::FailedPrecondition || attempt > 0) return count(false, put.error().message);
-    auto fresh = api_.get(claim_path(c.namespace_(), c.name()));
+    auto fresh = api_.get(kube::resource_claim_path(c.namespace_(), c.name()));
     if (!fresh) return count(false, fresh.error().message);
     object = std::move(*fresh);
     if (common::JsonAt(object, "ResourceClaim").path("metadata.uid").if_string() != c.uid()) {

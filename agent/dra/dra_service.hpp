@@ -138,7 +138,4 @@ class DraService final : public drapb::DRAPlugin::Service {
   DraCounters counters_;
 };
 
-// "/apis/resource.k8s.io/v1/namespaces/<ns>/resourceclaims/<name>".
-[[nodiscard]] std::string claim_path(std::string_view ns, std::string_view name);
-
 }  // namespace erdma::agent::dra

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "agent/kube/api_paths.hpp"
 #include "common/guarded.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
@@ -26,11 +27,6 @@ std::string wanted_name(const json& slice) {
 }
 
 }  // namespace
-
-std::string node_slices_path(std::string_view node_name, std::string_view driver) {
-  return std::string(kResourceSlicesPath) + "?fieldSelector=" +
-         kube::url_query_escape("spec.nodeName=" + std::string(node_name) + ",spec.driver=" + std::string(driver));
-}
 
 Result<bool> slice_event_needs_publish(const json& event, const std::vector<json>& wanted, std::string_view node_name,
                                        std::string_view driver) {
@@ -57,7 +53,7 @@ Result<bool> slice_event_needs_publish(const json& event, const std::vector<json
 SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options,
                                common::metrics::Registry* metrics)
     : api_(api), wanted_fn_(std::move(wanted)), options_(std::move(options)),
-      list_path_(node_slices_path(options_.node_name, options_.driver)) {
+      list_path_(kube::node_resource_slices_path(options_.node_name, options_.driver)) {
   if (metrics == nullptr) return;
   auto& r = *metrics;
   const auto buckets = dra_latency_buckets();
@@ -88,7 +84,7 @@ Result<PublishSummary> SlicePublisher::publish_rounds() {
     std::lock_guard<std::mutex> lock(mu_);
     last_wanted_ = wanted.slices;  // the watch compares against this from now on
   }
-  const std::string collection(kResourceSlicesPath);
+  const std::string collection(kube::kResourceSlicesPath);
   for (int attempt = 1; attempt <= std::max(1, options_.max_attempts); ++attempt) {
     summary.attempts = attempt;
     ERDMA_TRY_ASSIGN(const json existing, api_.get(list_path_));
@@ -97,7 +93,7 @@ Result<PublishSummary> SlicePublisher::publish_rounds() {
     summary.generation = plan.generation;
     std::string conflict;  // the action that met one: list again and re-plan
     for (const auto& action : plan.actions) {
-      const std::string path = collection + "/" + action.name;
+      const std::string path = kube::resource_slice_path(action.name);
       Status done;
       switch (action.op) {
         case SliceOp::Create:

@@ -30,8 +30,6 @@
 
 namespace erdma::agent {
 
-inline constexpr std::string_view kResourceSlicesPath = "/apis/resource.k8s.io/v1/resourceslices";
-
 struct SlicePublisherOptions {
   std::string node_name;                                   // spec.nodeName of the slices
   std::string driver{contract::kDraDriverName};            // spec.driver
@@ -77,9 +75,6 @@ struct PublisherStats {
 [[nodiscard]] Result<bool> slice_event_needs_publish(const nlohmann::json& event,
                                                      const std::vector<nlohmann::json>& wanted,
                                                      std::string_view node_name, std::string_view driver);
-
-// The list (and watch) path of one node's slices of one driver, field selectors escaped.
-[[nodiscard]] std::string node_slices_path(std::string_view node_name, std::string_view driver);
 
 class SlicePublisher {
  public:

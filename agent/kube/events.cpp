@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "agent/kube/api_paths.hpp"
+
 namespace erdma::agent::kube {
 
 namespace {
@@ -83,7 +85,7 @@ Result<bool> EventPoster::post(const PodRef& pod, EventType type, std::string_vi
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, "%llx", static_cast<unsigned long long>(nanos) + sequence_.fetch_add(1));
   const auto event = build_pod_event(pod, type, reason, message, node_, rfc3339(now), suffix);
-  const std::string path = "/api/v1/namespaces/" + pod.pod_namespace + "/events";
+  const std::string path = events_path(pod.pod_namespace);
   auto created = api_.create(path, event);
   if (!created) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/kube/api_paths.hpp"
 #include "test/eventually.hpp"
 #include "test/exposition.hpp"
 #include "test/fakes/fake_kube_api.hpp"
@@ -42,7 +43,7 @@ using testing::FakeKubeApi;
 // The claim, stored at its path with the uid it names (the kubelet refers to claims by uid).
 void put(FakeKubeApi& api, const json& claim) {
   const json& meta = claim["metadata"];
-  api.put_keeping_uid_for_test(claim_path(meta["namespace"].get<std::string>(), meta["name"].get<std::string>()), claim);
+  api.put_keeping_uid_for_test(kube::resource_claim_path(meta["namespace"].get<std::string>(), meta["name"].get<std::string>()), claim);
 }
 
 std::string uid(int n) {
@@ -273,7 +274,7 @@ TEST_CASE("per-claim errors (recreated, not allocated, device not on the node, A
   put(f.api, claim(6, json::array({result("r", "erdma-9")})));
   put(f.api, claim(7, json::array({result("r", "erdma-0")})));
   put(f.api, claim(8, json::array({result("r", "erdma-1")})));
-  const std::string down = claim_path("team-a", "claim-7");
+  const std::string down = kube::resource_claim_path("team-a", "claim-7");
   f.api.fail_next(FakeKubeApi::kAlways, Error{ErrorCode::Unavailable, "GET " + down + ": connection refused"}, "GET",
                   down);
   // A namespace is a DNS-1123 label: until the validator was shared, a dotted one passed the
@@ -309,7 +310,7 @@ TEST_CASE("restart keeps prepared claims, unprepare then removes spec and record
   const auto first = f.kubelet->prepare({ref(10)});
   REQUIRE(first.claims().at(uid(10)).error().empty());
   f.restart();
-  f.api.delete_for_test(claim_path("team-a", "claim-10"));  // the API server is not asked again for a prepared claim
+  f.api.delete_for_test(kube::resource_claim_path("team-a", "claim-10"));  // the API server is not asked again for a prepared claim
   const auto again = f.kubelet->prepare({ref(10)});
   CHECK(again.claims().at(uid(10)).SerializeAsString() == first.claims().at(uid(10)).SerializeAsString());
   CHECK(fs::exists(f.dirs.spec(10)));
@@ -554,7 +555,7 @@ TEST_CASE("with report_status the claim's status.devices get this driver's entri
   json c = claim(30, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-1")}));
   c["status"]["devices"] = json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "gpu-0"}}});
   put(api, c);
-  const std::string path = claim_path("team-a", "claim-30");
+  const std::string path = kube::resource_claim_path("team-a", "claim-30");
   api.before_next_write([&] {  // someone wrote the claim meanwhile: a 409, read again, write again
     json other = *api.object(path);
     other["metadata"]["labels"] = {{"someone", "else"}};

@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include "agent/kube/api_paths.hpp"
 #include "test/eventually.hpp"
 #include "test/exposition.hpp"
 #include "test/fakes/fake_kube_api.hpp"
@@ -21,7 +22,7 @@ using testing::FakeKubeApi;
 using testing::make_device;
 using erdma::testing::eventually;
 
-const std::string kCollection(kResourceSlicesPath);
+const std::string kCollection(kube::kResourceSlicesPath);
 
 // The device scan the daemon would hand over, changeable by the test.
 struct Node {
