@@ -13,10 +13,10 @@
 #include <boost/asio/io_context.hpp>
 
 #include "agent/daemon/device_source.hpp"
-#include "agent/daemon/dra_driver.hpp"
 #include "agent/daemon/exit_status.hpp"
 #include "agent/daemon/node_reporter.hpp"
 #include "agent/deviceplugin/plugin_runtime.hpp"
+#include "agent/dra/dra_driver.hpp"
 #include "agent/metrics/agent_metrics.hpp"
 #include "agent/smcr/smc_stats.hpp"
 #include "agent/smcr/smcr_host_setup.hpp"

@@ -1,5 +1,5 @@
 // Node facts for the DRA slices (see dra_facts.hpp).
-#include "agent/daemon/dra_facts.hpp"
+#include "agent/dra/dra_facts.hpp"
 
 #include <cstdlib>
 

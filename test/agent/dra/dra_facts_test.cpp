@@ -1,6 +1,6 @@
 // The DRA slices' node facts: the node's name from config or environment, and the facts built
 // from the driver's state, the config and what sysfs and the interface list gave.
-#include "agent/daemon/dra_facts.hpp"
+#include "agent/dra/dra_facts.hpp"
 
 #include <doctest/doctest.h>
 

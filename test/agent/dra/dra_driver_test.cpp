@@ -2,7 +2,7 @@
 // Warning goes to the pods it is reserved for, and API answers that are errors or malformed post
 // nothing they cannot and never stop the worker. The daemon's retries of the driver's start: when
 // they are due, and which failures are logged.
-#include "agent/daemon/dra_driver.hpp"
+#include "agent/dra/dra_driver.hpp"
 
 #include <doctest/doctest.h>
 

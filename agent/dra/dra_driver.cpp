@@ -1,8 +1,8 @@
 // The DRA driver as the daemon runs it (see dra_driver.hpp).
-#include "agent/daemon/dra_driver.hpp"
+#include "agent/dra/dra_driver.hpp"
 
 #include "agent/core/plugin_model.hpp"
-#include "agent/daemon/dra_facts.hpp"
+#include "agent/dra/dra_facts.hpp"
 #include "agent/kube/api_paths.hpp"
 #include "agent/sys/dra_node_facts.hpp"
 #include "common/json_read.hpp"
