@@ -1,6 +1,6 @@
-// The agent's current view of its devices, shared by the scan loop (writer) and the gRPC
-// handlers (readers). It outlives every gRPC server instance, so recreating the plugin socket
-// after a kubelet restart loses nothing.
+// The agent's current view of its devices: the device plugin's scan loop writes it; the device
+// plugin's gRPC handlers, SMC-R's host setup and the DRA driver read it. It outlives every gRPC
+// server instance, so recreating the plugin socket after a kubelet restart loses nothing.
 #pragma once
 
 #include <cstdint>
