@@ -258,10 +258,10 @@ TEST_CASE("the examples the demo shows mutate as documented") {
   CHECK(spod["spec"]["containers"][0]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
   CHECK_FALSE(spod["spec"]["initContainers"][0].contains("resources"));
   CHECK(has(spod["spec"]["containers"][0]["env"], "LD_PRELOAD", "/usr/lib/smc/libsmc-preload.so"));
-  CHECK(has(spod["spec"]["containers"][1]["env"], "LD_PRELOAD",
-            "/usr/lib/libjemalloc.so.2:/usr/lib/smc/libsmc-preload.so"));
-  // Both regular containers hold the resource (the library comes in its Allocate answer), the
-  // init container gets nothing, and the spec has no hostPath.
+  CHECK(has(spod["spec"]["containers"][1]["env"], "LD_PRELOAD", "/usr/lib/smc/libsmc-preload.so"));
+  // Both regular containers (the server and its smcss sidecar) hold the resource (the library
+  // comes in its Allocate answer), the init container gets nothing, and the spec has no hostPath.
+  // (A container's own LD_PRELOAD kept in front: testdata/smcr-existing-ld-preload.)
   CHECK(spod["spec"]["containers"][1]["resources"]["limits"]["aliyun/erdma-smcr"] == "1");
   CHECK_FALSE(spod["spec"]["initContainers"][0].contains("env"));
   CHECK_FALSE(spod["spec"].contains("volumes"));
