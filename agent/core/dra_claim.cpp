@@ -313,14 +313,14 @@ Result<json> device_status_entries(const PreparedClaim& claim, const std::map<st
   return out;
 }
 
-std::vector<std::string> reserved_pods(const json& claim) {
-  std::vector<std::string> out;
+std::vector<ReservedPod> reserved_pods(const json& claim) {
+  std::vector<ReservedPod> out;
   const JsonAt entries = JsonAt(claim, "ResourceClaim").path("status.reservedFor");
   for (size_t i = 0; i < entries.size(); ++i) {
     const JsonAt r = entries.element(i);
     if (r.member("resource").if_string() != "pods") continue;
     auto name = r.member("name").if_string();
-    if (name && !name->empty()) out.push_back(std::move(*name));
+    if (name && !name->empty()) out.push_back({std::move(*name), r.member("uid").if_string().value_or("")});
   }
   return out;
 }

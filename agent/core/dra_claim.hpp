@@ -112,10 +112,18 @@ struct CardNetwork {
                                                            const std::map<std::string, CardNetwork>& networks,
                                                            std::string_view driver = contract::kDraDriverName);
 
-// The names of the pods `claim` is reserved for (status.reservedFor entries whose resource is
-// "pods"), in their order. Anything else, or a claim without that list, gives none: the
-// answers are the API server's, read for Events only. Pure.
-[[nodiscard]] std::vector<std::string> reserved_pods(const nlohmann::json& claim);
+// A pod a claim is reserved for: its name and, when the entry has one, its UID (which an Event on
+// the pod needs: kubectl describe pod matches on it).
+struct ReservedPod {
+  std::string name;
+  std::string uid;
+  bool operator==(const ReservedPod&) const = default;
+};
+
+// The pods `claim` is reserved for (status.reservedFor entries whose resource is "pods"), in
+// their order. Anything else, or a claim without that list, gives none: the answers are the API
+// server's, read for Events only. Pure.
+[[nodiscard]] std::vector<ReservedPod> reserved_pods(const nlohmann::json& claim);
 
 // The claim's status.devices with this driver's entries replaced by `entries` (others' kept, in
 // their order, ours after them): what the shell PUTs to resourceclaims/<name>/status.

@@ -15,10 +15,11 @@ namespace {
 constexpr size_t kEventQueue = 256;
 constexpr const char* kSysRoot = "/sys";
 
-// metadata.uid of an API answer, or "" when it is missing or not a string.
+// metadata.uid of an API answer (the Node's), or "" when it is missing or not a string.
 std::string uid_of(const nlohmann::json& object) {
   return common::JsonAt(object, "object").path("metadata.uid").if_string().value_or("");
 }
+
 }  // namespace
 
 ApiPodEvents::ApiPodEvents(kube::Api& api, std::string node_name)
@@ -32,18 +33,20 @@ ApiPodEvents::~ApiPodEvents() { stop(); }
 
 void ApiPodEvents::stop() { queue_.stop(); }
 
-void ApiPodEvents::warning(const std::string& pod, std::string_view reason, const std::string& message) {
-  Job job{pod, std::string(reason), message, kube::EventType::Warning};
+void ApiPodEvents::warning(const std::string& pod, std::string_view uid, std::string_view reason,
+                           const std::string& message) {
+  Job job{pod, std::string(uid), std::string(reason), message, kube::EventType::Warning};
   if (queue_.submit(job)) log::warn("pod Event dropped: the queue is full").kv("pod", pod).kv("reason", reason);
 }
 
-void ApiPodEvents::normal(const std::string& pod, std::string_view reason, const std::string& message) {
-  Job job{pod, std::string(reason), message, kube::EventType::Normal};
+void ApiPodEvents::normal(const std::string& pod, std::string_view uid, std::string_view reason,
+                          const std::string& message) {
+  Job job{pod, std::string(uid), std::string(reason), message, kube::EventType::Normal};
   if (queue_.submit(job)) log::warn("pod Event dropped: the queue is full").kv("pod", pod).kv("reason", reason);
 }
 
 void ApiPodEvents::claim_warning(const std::string& claim, std::string_view reason, const std::string& message) {
-  Job job{claim, std::string(reason), message, kube::EventType::Warning, true};
+  Job job{claim, "", std::string(reason), message, kube::EventType::Warning, true};
   if (queue_.submit(job)) log::warn("claim Event dropped: the queue is full").kv("claim", claim).kv("reason", reason);
 }
 
@@ -57,17 +60,18 @@ void ApiPodEvents::post(const Job& job) {
       log::warn("cannot post a claim's Event").kv("claim", job.pod).kv("reason", job.reason).kv("error", claim.error().message);
       return;
     }
-    for (const auto& pod : reserved_pods(*claim)) post(Job{ns + "/" + pod, job.reason, job.message, job.type, false});
+    for (const auto& pod : reserved_pods(*claim)) {
+      post(Job{ns + "/" + pod.name, pod.uid, job.reason, job.message, job.type, false});
+    }
     return;
   }
-  kube::PodRef ref{job.pod.substr(0, slash), job.pod.substr(slash + 1), ""};
-  // kubectl describe pod shows the Events whose involvedObject.uid is the pod's: look it up.
-  auto pod = api_.get(kube::pod_path(ref.pod_namespace, ref.name));
-  if (!pod) {
-    log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", pod.error().message);
+  // kubectl describe pod shows only the Events whose involvedObject.uid is the pod's. The caller
+  // knows it (the runtime's sandbox metadata, the claim's reservedFor): the agent never reads pods.
+  if (job.uid.empty()) {
+    log::warn("cannot post a pod Event: the pod's UID is unknown").kv("pod", job.pod).kv("reason", job.reason);
     return;
   }
-  ref.uid = uid_of(*pod);
+  const kube::PodRef ref{job.pod.substr(0, slash), job.pod.substr(slash + 1), job.uid};
   auto posted = poster_.post(ref, job.type, job.reason, job.message);
   if (!posted) {
     log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", posted.error().message);
@@ -102,8 +106,8 @@ Status DraDriver::start() {
   pc.report_status = true;
   pc.networks = [this] { return card_networks(state_.snapshot()->devices, kSysRoot); };
   events_ = std::make_unique<ApiPodEvents>(*api_, node_name_);
-  pc.on_prepared = [this](const std::string& pod, const std::string& message) {
-    events_->normal(pod, kEventClaimPrepared, message);
+  pc.on_prepared = [this](const std::string& pod, const std::string& uid, const std::string& message) {
+    events_->normal(pod, uid, kEventClaimPrepared, message);
   };
   plugin_ = std::make_unique<dra::DraKubeletPlugin>(pc, *api_, [this] { return state_.snapshot()->devices; },
                                                      &registry_);

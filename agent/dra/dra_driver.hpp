@@ -24,18 +24,20 @@
 
 namespace erdma::agent {
 
-// PodEventSink over the API: the pod's UID is looked up (GET pod), then the Event posted once per
-// window (kube::EventPoster). A small queue and one worker thread: warning() never blocks; when
+// PodEventSink over the API: the Event is posted on the pod the caller names with its UID (never
+// looked up: the agent has no RBAC to read pods), once per window (kube::EventPoster). A small queue and one worker thread: warning() never blocks; when
 // the queue is full the Event is dropped and the log line says so (the pod's own log line and
 // metric were written already).
 class ApiPodEvents final : public PodEventSink {
  public:
   ApiPodEvents(kube::Api& api, std::string node_name);
   ~ApiPodEvents() override;
-  void warning(const std::string& pod, std::string_view reason, const std::string& message) override;
+  void warning(const std::string& pod, std::string_view uid, std::string_view reason,
+               const std::string& message) override;
   // The same for news that needs no action (type Normal).
-  void normal(const std::string& pod, std::string_view reason, const std::string& message);
-  // A Warning on every pod the claim "namespace/name" is reserved for (its status.reservedFor).
+  void normal(const std::string& pod, std::string_view uid, std::string_view reason, const std::string& message);
+  // A Warning on every pod the claim "namespace/name" is reserved for (its status.reservedFor, which
+  // carries each pod's UID).
   void claim_warning(const std::string& claim, std::string_view reason, const std::string& message);
   // Ends the worker after the Event it is posting; those still queued are dropped (a shutdown
   // does not wait on the API server).
@@ -43,7 +45,7 @@ class ApiPodEvents final : public PodEventSink {
 
  private:
   struct Job {
-    std::string pod, reason, message;
+    std::string pod, uid, reason, message;
     kube::EventType type = kube::EventType::Warning;
     bool claim = false;  // `pod` names a claim: post on the pods it is reserved for
   };

@@ -230,7 +230,7 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
   if (is_new && config_.on_prepared) {
     const std::string what = "claim " + c.name() + " prepared by the DRA driver " + config_.driver + ": " +
                              std::string(to_string(plan->mode)) + ", cards " + common::join(spec->cards, ",");
-    for (const auto& pod : reserved_pods(*object)) config_.on_prepared(c.namespace_() + "/" + pod, what);
+    for (const auto& pod : reserved_pods(*object)) config_.on_prepared(c.namespace_() + "/" + pod.name, pod.uid, what);
   }
   if (config_.report_status) report_status(c, std::move(*object), decision->claim);
   return out;

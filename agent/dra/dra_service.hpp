@@ -65,10 +65,10 @@ struct DraServiceConfig {
   bool report_status = false;
   CardNetworkFn networks;       // null = entries without networkData
   // Called after a claim is newly prepared, once per pod the claim is reserved for
-  // (status.reservedFor), with "namespace/name" and a line saying what was prepared: the daemon
-  // posts it as a Normal Event, so `kubectl describe pod` says which model served the pod and
-  // which cards it got. Must not block. Null: nothing.
-  std::function<void(const std::string& pod, const std::string& message)> on_prepared;
+  // (status.reservedFor), with "namespace/name", the pod's UID as the entry gives it, and a line
+  // saying what was prepared: the daemon posts it as a Normal Event, so `kubectl describe pod`
+  // says which model served the pod and which cards it got. Must not block. Null: nothing.
+  std::function<void(const std::string& pod, const std::string& uid, const std::string& message)> on_prepared;
 };
 
 // Counters for metrics and tests. Monotonic.

@@ -37,12 +37,9 @@ static_assert(kResourceSlicesPath.substr(0, kResourceV1Path.size()) == kResource
   return resource_claim_path(ns, name) + "/status";
 }
 
-// core/v1: one Node (GET), one Pod (GET), and a namespace's Events (POST).
+// core/v1: one Node (GET) and a namespace's Events (POST). No pod is ever read (no RBAC for it).
 [[nodiscard]] inline std::string node_path(std::string_view name) {
   return std::string(kCoreV1Path) + "/nodes/" + std::string(name);
-}
-[[nodiscard]] inline std::string pod_path(std::string_view ns, std::string_view name) {
-  return std::string(kCoreV1Path) + "/namespaces/" + std::string(ns) + "/pods/" + std::string(name);
 }
 [[nodiscard]] inline std::string events_path(std::string_view ns) {
   return std::string(kCoreV1Path) + "/namespaces/" + std::string(ns) + "/events";

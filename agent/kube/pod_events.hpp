@@ -12,10 +12,13 @@ namespace erdma::agent {
 class PodEventSink {
  public:
   virtual ~PodEventSink() = default;
-  // A Warning about `pod` ("namespace/name"): `reason` is one CamelCase word, `message` what was
-  // found and what to change. Must not block: it is called on the pod start's path. Repeats of
-  // the same pod, reason and message are the sink's to fold.
-  virtual void warning(const std::string& pod, std::string_view reason, const std::string& message) = 0;
+  // A Warning about `pod` ("namespace/name") whose metadata.uid is `uid` (the runtime's sandbox
+  // metadata carries it; kubectl describe pod shows only Events naming it; empty when unknown):
+  // `reason` is one CamelCase word, `message` what was found and what to change. Must not block:
+  // it is called on the pod start's path. Repeats of the same pod, reason and message are the
+  // sink's to fold.
+  virtual void warning(const std::string& pod, std::string_view uid, std::string_view reason,
+                       const std::string& message) = 0;
 };
 
 // The Events the SMC-R pod setup posts: reason words, stable (users filter on them).

@@ -171,6 +171,7 @@ PodSetupOutcome SmcrPodSetup::run_setup(const std::string& resource, const std::
   auto sandbox = choose_sandbox(*list, pod->namespace_, pod->name);
   if (!sandbox) return finish(with(out, PodSetupResult::SandboxGone, sandbox.error().message));
   out.sandbox = sandbox->id;
+  out.pod_uid = sandbox->pod_uid;
   if (!wants_smcr(sandbox->annotations)) {
     return finish(with(out, PodSetupResult::NotRequested,
                        "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""));
@@ -208,6 +209,7 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   }
   const auto& st = *status;
   if (out.pod.empty()) out.pod = st.summary.pod_namespace + "/" + st.summary.pod_name;
+  if (out.pod_uid.empty()) out.pod_uid = st.summary.pod_uid;
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
   auto facts = sandbox_facts_of(st, cfg_.proc_root);
@@ -302,12 +304,14 @@ Result<ResyncSummary> SmcrPodSetup::resync(Deadline deadline) {
       if (!cfg_.smcr.allows(sb.pod_namespace)) {
         PodSetupOutcome refused;
         refused.pod = sb.pod_namespace + "/" + sb.pod_name;
+        refused.pod_uid = sb.pod_uid;
         report("resync", not_allowed(refused, sb.pod_namespace));
         continue;
       }
       const auto t0 = Clock::now();
       PodSetupOutcome out;
       out.pod = sb.pod_namespace + "/" + sb.pod_name;
+      out.pod_uid = sb.pod_uid;
       // Each sandbox gets its own bound, so one hung namespace does not starve the rest.
       const auto own = std::min(deadline, t0 + 2 * std::chrono::milliseconds(cfg_.smcr.call_timeout_ms));
       out = configure_sandbox(sb.id, own, out, nullptr);
@@ -374,15 +378,15 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool co
   PodEventSink* events = events_.load();
   if (events != nullptr && bad && !o.pod.empty()) {
     if (breaks) {
-      events->warning(o.pod, kEventSmcrWillBreak,
+      events->warning(o.pod, o.pod_uid, kEventSmcrWillBreak,
                        "SMC-R will break this pod's connections (" + std::string(to_string(o.prediction->reason)) +
                            "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
     } else if (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack) {
-      events->warning(o.pod, kEventSmcrWillFallBack,
+      events->warning(o.pod, o.pod_uid, kEventSmcrWillFallBack,
                        "SMC-R will fall back to TCP (" + std::string(to_string(o.prediction->reason)) +
                            "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
     } else if (o.result != PodSetupResult::Configured && o.result != PodSetupResult::HostNetwork) {
-      events->warning(o.pod, kEventSmcrSetupFailed,
+      events->warning(o.pod, o.pod_uid, kEventSmcrSetupFailed,
                        "SMC-R pod setup " + std::string(to_string(o.result)) + ": " + o.message +
                            "; the pod's TCP stays plain TCP (docs/troubleshooting.md)");
     }

@@ -42,6 +42,7 @@ namespace erdma::agent {
 struct PodSetupOutcome {
   PodSetupResult result = PodSetupResult::Failed;
   std::string pod;      // "ns/name" when known
+  std::string pod_uid;  // the pod's metadata.uid, from the runtime's sandbox metadata, when known
   std::string sandbox;  // sandbox ID when known
   std::string netns;    // the namespace file used, when known
   std::string message;  // why, for anything but Configured; what was set for Configured

@@ -167,6 +167,73 @@ check "the device plugin does not offer aliyun/erdma here (extendedResource: tru
    [ \"\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}')\" = 0 ]"
 
 # ---------------------------------------------------------------------------------------------
+# The agent's credentials: RBAC without pods get, resourceslices get or events patch, and the
+# ValidatingAdmissionPolicy of manifests/dra/slice-policy.yaml, which limits its slice writes to
+# its own node. Tried with tokens for the agent's service account: one bound to the agent's pod
+# (as the kubelet projects it: the API server adds the pod's node to the user info), one bound to
+# nothing.
+phase "the agent's credentials: its own node's slices, no pods"
+AGENT_SA=system:serviceaccount:erdma-system:erdma-agent
+# agent_kubeconfig NAME TOKEN: a kubeconfig at $work/NAME.kubeconfig that authenticates with TOKEN
+# only (the admin's one has a client certificate, which the API server would take first).
+agent_kubeconfig() {
+  local server
+  server=$(kubectl config view --minify -o jsonpath='{.clusters[0].cluster.server}')
+  printf '%s\n' 'apiVersion: v1' 'kind: Config' \
+    "clusters: [{name: c, cluster: {server: \"$server\", certificate-authority: \"$STATE/pki/ca.crt\"}}]" \
+    "users: [{name: u, user: {token: \"$2\"}}]" 'contexts: [{name: c, context: {cluster: c, user: u}}]' \
+    'current-context: c' >"$work/$1.kubeconfig"
+}
+# probe_slice NAME NODE: a ResourceSlice of another driver's (the agent's publisher never sees it).
+probe_slice() {
+  printf '%s\n' 'apiVersion: resource.k8s.io/v1' 'kind: ResourceSlice' "metadata: {name: $1}" 'spec:' \
+    '  driver: probe.erdma.test' "  nodeName: $2" '  pool: {name: probe, generation: 1, resourceSliceCount: 1}' \
+    '  devices: []'
+}
+# as_agent NAME CMD...: kubectl CMD with $work/NAME.kubeconfig.
+as_agent() { local k=$1; shift; kubectl --kubeconfig "$work/$k.kubeconfig" "$@"; }
+# refused_with NAME TEXT CMD...: kubectl CMD as NAME fails, saying TEXT.
+refused_with() {
+  local k=$1 text=$2 out
+  shift 2
+  out=$(as_agent "$k" "$@" 2>&1) && { echo "accepted: $out"; return 1; }
+  echo "$out"
+  grep -qF "$text" <<<"$out"
+}
+agent_pod=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].metadata.name}')
+agent_uid=$(kubectl -n erdma-system get pod "$agent_pod" -o jsonpath='{.metadata.uid}')
+must "tokens for the agent's service account: bound to its pod $agent_pod, and bound to nothing" sh -c "
+  t=\$(kubectl -n erdma-system create token erdma-agent --duration 10m --bound-object-kind Pod \
+    --bound-object-name $agent_pod --bound-object-uid $agent_uid) && [ -n \"\$t\" ] && echo \"\$t\" >'$work/bound.token' &&
+  t=\$(kubectl -n erdma-system create token erdma-agent --duration 10m) && [ -n \"\$t\" ] && echo \"\$t\" >'$work/unbound.token'"
+agent_kubeconfig bound "$(cat "$work/bound.token")"
+agent_kubeconfig unbound "$(cat "$work/unbound.token")"
+check "the pod-bound token carries the pod's node ($NODE) in its user info" sh -c "
+  kubectl --kubeconfig '$work/bound.kubeconfig' auth whoami -o json | tee /dev/stderr |
+    grep -A2 '\"authentication.kubernetes.io/node-name\"' | grep -q '\"$NODE\"'"
+check "as the agent of $NODE: a slice of another node is refused, with the policy's message" \
+  refused_with bound "may write only that node's ResourceSlices" create -f - < <(probe_slice probe-other other-node)
+check "as the agent of $NODE: a slice of its own node is created and deleted" sh -c "
+  $(declare -f probe_slice); probe_slice probe-own $NODE | kubectl --kubeconfig '$work/bound.kubeconfig' create -f - &&
+  kubectl --kubeconfig '$work/bound.kubeconfig' delete resourceslice probe-own"
+check "with a token bound to no pod: refused, the message says why" \
+  refused_with unbound "this one names no node" create -f - < <(probe_slice probe-unbound "$NODE")
+must "as the admin, a slice of another node (the policy binds only the agent)" sh -c "
+  $(declare -f probe_slice); probe_slice probe-admin other-node | kubectl create -f - >/dev/null"
+# (An update is a PUT: the agent's RBAC has update, not patch.)
+check "as the agent of $NODE: that node's slice cannot be updated or deleted" bash -c "
+  $(declare -f as_agent refused_with); work='$work'
+  kubectl get resourceslice probe-admin -o json >'$work/probe-admin.json' &&
+  refused_with bound \"may write only\" replace -f '$work/probe-admin.json' &&
+  refused_with bound \"may write only\" delete resourceslice probe-admin"
+kubectl delete resourceslice probe-admin >/dev/null 2>&1
+check "RBAC: the agent reads no pods and no single slice, and patches no Events; it lists and watches slices" sh -c "
+  for v in 'get pods' 'get resourceslices.resource.k8s.io' 'patch events'; do
+    a=\$(kubectl auth can-i \$v --as=$AGENT_SA -A 2>/dev/null); echo \"\$v: \$a\"; [ \"\$a\" = no ] || exit 1; done
+  for v in 'list resourceslices.resource.k8s.io' 'watch resourceslices.resource.k8s.io' 'create events'; do
+    a=\$(kubectl auth can-i \$v --as=$AGENT_SA -A 2>/dev/null); echo \"\$v: \$a\"; [ \"\$a\" = yes ] || exit 1; done"
+
+# ---------------------------------------------------------------------------------------------
 phase "a claim for every card"
 kubectl create namespace "$NS" >/dev/null
 cat >"$work/all-cards.yaml" <<EOF

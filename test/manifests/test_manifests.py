@@ -68,7 +68,8 @@ APISERVER_PLACEHOLDER = "192.0.2.0/24"
 # node-feature-discovery's local source reads this host directory (manifests/nfd mounts it).
 NFD_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 # Kinds without a namespace that overlays render.
-CLUSTER_SCOPED = {"Namespace", "MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding", "DeviceClass"}
+CLUSTER_SCOPED = {"Namespace", "MutatingWebhookConfiguration", "ClusterRole", "ClusterRoleBinding", "DeviceClass",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 
 
 def contract_names():
@@ -89,19 +90,20 @@ RESOURCE = CONTRACT["kResourceName"]
 DRA_DRIVER = CONTRACT["kDraDriverName"]
 SMCR_CLASS = "smcr." + DRA_DRIVER
 DRA_ROLE = "erdma-agent-dra"
+# The ValidatingAdmissionPolicy (and binding) that keeps the agent's slice writes on its own node.
+SLICE_POLICY = "erdma-agent-own-node-slices"
 # The DRA driver's host directories: config key -> the agent's default (agent/core/config.hpp).
 DRA_DIRS = {"registryDir": "/var/lib/kubelet/plugins_registry", "pluginDir": "/var/lib/kubelet/plugins",
             "cdiDir": "/var/run/cdi"}
 # What the driver does with the API (manifests/dra/rbac.yaml and docs/dra.md say why): exactly
 # these rules, as (apiGroup, resource, resourceNames, verbs).
 DRA_RULES = sorted([
-    ("resource.k8s.io", "resourceslices", (), ("create", "delete", "get", "list", "update", "watch")),
+    ("resource.k8s.io", "resourceslices", (), ("create", "delete", "list", "update", "watch")),
     ("resource.k8s.io", "resourceclaims", (), ("get",)),
     ("resource.k8s.io", "resourceclaims/status", (), ("update",)),
     ("resource.k8s.io", "resourceclaims/driver", (DRA_DRIVER,), ("associated-node:update",)),
     ("", "nodes", (), ("get",)),
-    ("", "events", (), ("create", "patch")),
-    ("", "pods", (), ("get",)),
+    ("", "events", (), ("create",)),
 ])
 
 
@@ -318,7 +320,8 @@ def check_inventory(name, objs):
         want |= {("NetworkPolicy", NS, "erdma-webhook")}
     if name == "dra":
         want |= {("ClusterRole", "", DRA_ROLE), ("ClusterRoleBinding", "", DRA_ROLE), ("DeviceClass", "", DRA_DRIVER),
-                 ("DeviceClass", "", SMCR_CLASS)}
+                 ("DeviceClass", "", SMCR_CLASS), ("ValidatingAdmissionPolicy", "", SLICE_POLICY),
+                 ("ValidatingAdmissionPolicyBinding", "", SLICE_POLICY)}
     if name == "cert-manager":
         want |= {("Issuer", NS, "erdma-selfsigned"), ("Issuer", NS, "erdma-ca"),
                  ("Certificate", NS, "erdma-webhook-ca"), ("Certificate", NS, "erdma-webhook")}
@@ -867,6 +870,38 @@ def dra_config(cfg):
     return out
 
 
+def slice_policy_problems(objs):
+    """The slice policy binds (Deny) on the agent's own service account and every write of a
+    ResourceSlice, and compares the slice's node with the token's; what it refuses is tried on the
+    real cluster (test/cluster/dra.sh)."""
+    p = []
+    policy = one(objs, "ValidatingAdmissionPolicy", SLICE_POLICY, ns="")
+    binding = one(objs, "ValidatingAdmissionPolicyBinding", SLICE_POLICY, ns="")
+    if not policy or not binding:
+        return ["dra: no ValidatingAdmissionPolicy and binding %s" % SLICE_POLICY]
+    spec, bspec = policy.get("spec") or {}, binding.get("spec") or {}
+    if bspec.get("policyName") != SLICE_POLICY or bspec.get("validationActions") != ["Deny"]:
+        p.append("ValidatingAdmissionPolicyBinding %s: %s, want policyName %s and validationActions [Deny]" %
+                 (SLICE_POLICY, bspec, SLICE_POLICY))
+    rules = (spec.get("matchConstraints") or {}).get("resourceRules") or []
+    if [(r.get("apiGroups"), sorted(r.get("operations") or []), r.get("resources")) for r in rules] != [
+            (["resource.k8s.io"], ["CREATE", "DELETE", "UPDATE"], ["resourceslices"])]:
+        p.append("ValidatingAdmissionPolicy %s: resourceRules %s, want every write of resource.k8s.io resourceslices" %
+                 (SLICE_POLICY, rules))
+    who = "system:serviceaccount:%s:erdma-agent" % NS
+    conditions = [c.get("expression", "") for c in spec.get("matchConditions") or []]
+    if conditions != ["request.userInfo.username == '%s'" % who]:
+        p.append("ValidatingAdmissionPolicy %s: matchConditions %s, want the agent's service account %s alone" %
+                 (SLICE_POLICY, conditions, who))
+    if spec.get("failurePolicy") != "Fail":
+        p.append("ValidatingAdmissionPolicy %s: failurePolicy %s, want Fail" % (SLICE_POLICY, spec.get("failurePolicy")))
+    text = json.dumps(spec.get("variables") or [])
+    if "authentication.kubernetes.io/node-name" not in text or "spec.nodeName" not in text:
+        p.append("ValidatingAdmissionPolicy %s: its variables do not compare spec.nodeName with the token's node" %
+                 SLICE_POLICY)
+    return p
+
+
 def check_dra(name, objs):
     """The DRA driver: on in manifests/dra alone. There: the RBAC exactly the documented rules, bound
     to the agent's ServiceAccount; the DeviceClasses select the agent's driver (the SMC-R class
@@ -893,6 +928,7 @@ def check_dra(name, objs):
         if sorted(rules) != DRA_RULES:
             p.append("ClusterRole %s: rules %s, want exactly %s (docs/dra.md, manifests/dra/rbac.yaml)" %
                      (DRA_ROLE, sorted(set(rules) ^ set(DRA_RULES)), DRA_RULES))
+    p += slice_policy_problems(objs)
     binding = one(objs, "ClusterRoleBinding", DRA_ROLE, ns="")
     ds = one(objs, "DaemonSet", "erdma-agent")
     sa = ((ds or {}).get("spec", {}).get("template", {}).get("spec", {}).get("serviceAccountName"))
@@ -980,7 +1016,8 @@ def dra_differences(default, dra):
     if not d_cm or not r_cm:
         return ["dra: no agent ConfigMap"]
     added = {("ClusterRole", "", DRA_ROLE), ("ClusterRoleBinding", "", DRA_ROLE), ("DeviceClass", "", DRA_DRIVER),
-             ("DeviceClass", "", SMCR_CLASS)}
+             ("DeviceClass", "", SMCR_CLASS), ("ValidatingAdmissionPolicy", "", SLICE_POLICY),
+             ("ValidatingAdmissionPolicyBinding", "", SLICE_POLICY)}
     skip = added | {("ConfigMap", NS, d_cm["metadata"]["name"]), ("ConfigMap", NS, r_cm["metadata"]["name"]),
                     ("DaemonSet", NS, "erdma-agent")}
     diff = sorted(set(k for k in set(default) | set(dra) if k not in skip and default.get(k) != dra.get(k)))

@@ -152,7 +152,7 @@ TEST_CASE("reserved_pods and merged_device_status: entries of any shape are skip
   json claim = claim_of(json::array());
   claim["status"]["reservedFor"] = json::array({json{{"resource", 5}, {"name", "x"}}, json{{"resource", "pods"}, {"name", 5}},
                                                 7, json{{"resource", "pods"}, {"name", "web-0"}}});
-  CHECK(reserved_pods(claim) == std::vector<std::string>{"web-0"});
+  CHECK(reserved_pods(claim) == std::vector<ReservedPod>{{"web-0", ""}});
   claim["status"]["devices"] = json::array({json{{"driver", 5}}, "odd", json{{"driver", kDriver}, {"device", "old"}}});
   const json merged = merged_device_status(claim, json::array({json{{"driver", kDriver}, {"device", "new"}}}));
   CHECK(merged == json::array({json{{"driver", 5}}, "odd", json{{"driver", kDriver}, {"device", "new"}}}));
@@ -251,7 +251,7 @@ TEST_CASE("reserved_pods: the pods of status.reservedFor; anything malformed giv
     {"resource": "pods", "name": ""},
     "pods/x",
     {"resource": "pods", "name": "train-1", "uid": "u3"}])");
-  CHECK(reserved_pods(c) == std::vector<std::string>{"train-0", "train-1"});
+  CHECK(reserved_pods(c) == std::vector<ReservedPod>{{"train-0", "u1"}, {"train-1", "u3"}});
   for (const char* bad : {R"([])", R"("claim")", R"({})", R"({"status": 5})", R"({"status": {"reservedFor": {"a": 1}}})",
                           R"({"status": {"reservedFor": null}})"}) {
     CAPTURE(bad);

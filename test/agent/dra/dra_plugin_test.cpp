@@ -577,10 +577,10 @@ TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepa
   FakeKubeApi api;
   auto cfg = dirs.config();
   std::mutex mu;
-  std::vector<std::pair<std::string, std::string>> told;
-  cfg.on_prepared = [&](const std::string& pod, const std::string& message) {
+  std::vector<std::vector<std::string>> told;
+  cfg.on_prepared = [&](const std::string& pod, const std::string& pod_uid, const std::string& message) {
     std::lock_guard lock(mu);
-    told.emplace_back(pod, message);
+    told.push_back({pod, pod_uid, message});
   };
   DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
   REQUIRE(plugin.start().ok());
@@ -593,8 +593,9 @@ TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepa
   REQUIRE(k.prepare({ref(31)}).claims().at(uid(31)).error().empty());  // already prepared: nothing new to tell
   std::lock_guard lock(mu);
   REQUIRE(told.size() == 1);
-  CHECK(told[0].first == "team-a/train-0");
-  CHECK(told[0].second == "claim claim-31 prepared by the DRA driver erdma.aliyun.com: rdma, cards erdma_0,erdma_1");
+  CHECK(told[0][0] == "team-a/train-0");
+  CHECK(told[0][1] == uid(90));  // the reservedFor entry's: an Event needs it, and the agent never reads pods
+  CHECK(told[0][2] == "claim claim-31 prepared by the DRA driver erdma.aliyun.com: rdma, cards erdma_0,erdma_1");
 }
 
 TEST_CASE("the health stream: every card by its device name, again when one goes down, stop ends it") {

@@ -27,7 +27,6 @@ TEST_CASE("api paths: each resource's path as the apiserver routes it") {
            {"claim status", resource_claim_status_path("team-a", "claim-7"),
             "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims/claim-7/status"},
            {"node", node_path("n1"), "/api/v1/nodes/n1"},
-           {"pod", pod_path("team-a", "train-0"), "/api/v1/namespaces/team-a/pods/train-0"},
            {"events", events_path("team-a"), "/api/v1/namespaces/team-a/events"},
        }) {
     CAPTURE(c.name);

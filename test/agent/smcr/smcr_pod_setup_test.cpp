@@ -183,11 +183,12 @@ SmcrPodFacts veth_pod(const char* pod_ip) {
 
 uint64_t predictions(AgentMetrics& m, SmcrReason r) { return m.pod_prediction(r).value(); }
 
-// The Warning Events the pod setup posts, as {pod, reason, message}.
+// The Warning Events the pod setup posts, as {pod, reason, message, uid}.
 struct RecordingSink final : PodEventSink {
-  void warning(const std::string& pod, std::string_view reason, const std::string& message) override {
+  void warning(const std::string& pod, std::string_view uid, std::string_view reason,
+               const std::string& message) override {
     std::lock_guard lock(mu);
-    got.push_back({pod, std::string(reason), message});
+    got.push_back({pod, std::string(reason), message, std::string(uid)});
   }
   std::vector<std::vector<std::string>> copy() {
     std::lock_guard lock(mu);
@@ -577,6 +578,7 @@ TEST_CASE("Events: a predicted fall-back and a failed setup are reported on the 
   auto got = sink.copy();
   REQUIRE(got.size() == 1);
   CHECK(got[0][0] == "ns/web");
+  CHECK(got[0][3] == "uid-sb-web");  // the runtime's sandbox metadata (the fake's "uid-<sandbox id>")
   CHECK(got[0][1] == "SmcrWillFallBack");
   CHECK(got[0][2].find("pod-subnet-outside-rdma-netdev") != std::string::npos);
   CHECK(got[0][2].find("docs/smcr-pod-networks.md") != std::string::npos);
@@ -609,6 +611,7 @@ TEST_CASE("Events: a layout whose SMC-R connections break is reported as SmcrWil
   const auto got = sink.copy();
   REQUIRE(got.size() == 1);
   CHECK(got[0][0] == "ns/web");
+  CHECK(got[0][3] == "uid-sb-web");
   CHECK(got[0][1] == "SmcrWillBreak");
   CHECK(got[0][2].find("SMC-R will break this pod's connections (ipvlan-softroce-link-breaks)") == 0);
   CHECK(got[0][2].find("ECONNABORTED") != std::string::npos);
