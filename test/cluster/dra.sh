@@ -23,6 +23,7 @@ BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "dra: no build tree ${1:-
 CLUSTER=$SRC/scripts/cluster.sh
 STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 NS=team-dra
+PORT=${ERDMA_CLUSTER_PORT:-6443}  # the API server's, for the leftover check
 DRIVER=erdma.aliyun.com
 CHECKPOINT=/var/lib/kubelet/plugins/$DRIVER/checkpoint.json
 CHECKS_NAME=dra
@@ -414,7 +415,7 @@ phase "down"
 trap - EXIT
 "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
 rm -rf "$work"
-left=$(leftovers_after)
+left=$(leftovers_after) || left="the leftover check itself failed (exit $?): $left"
 check "nothing left behind" test -z "$left" || printf '%s\n' "$left"
 echo "dra: $passed passed, $failed failed in $((SECONDS - t_start)) s"
 [ "$failed" -eq 0 ]

@@ -73,6 +73,9 @@ leftovers_before() {
 # a new path anywhere on the root filesystem, changed iptables rules.
 leftovers_after() {
   local pid d p sig
+  # A caller without them would get an error in place of a report: an empty answer that reads as
+  # "nothing left". The callers check the status.
+  : "${STATE:?leftovers_after: the caller sets STATE}" "${PORT:?leftovers_after: the caller sets PORT}"
   # shellcheck disable=SC2010  # the PID entries of /proc are plain digits
   for pid in $(ls /proc | grep -E '^[0-9]+$'); do
     # shellcheck disable=SC2015  # skip this shell and its subshell
@@ -110,7 +113,7 @@ down_and_check() {
   # shellcheck disable=SC2034  # read by the caller's trap
   downed=1
   step "down in $((SECONDS - t)) s"
-  left=$(leftovers_after)
+  left=$(leftovers_after) || fail "the leftover check itself failed (exit $?): $left"
   [ -z "$left" ] || fail "left behind: $left"
   step "nothing left behind; all checks passed in $((SECONDS - $1)) s"
 }

@@ -60,5 +60,12 @@ mkdir "$base/transient" && rmdir "$base/transient"
 out=$(leftovers_after)
 expect_not "a path made and removed before the check" "$base" "$out"
 
+# A caller that did not set PORT (dra.sh once): an error with the reason, never an empty report
+# that reads as "nothing left".
+rc=0
+out=$( (unset PORT; leftovers_after) 2>&1) || rc=$?
+expect "without PORT, leftovers_after says so" "the caller sets PORT" "$out"
+expect "and exits non-zero (status $rc)" "^[1-9]" "$rc"
+
 echo "leftovers_test: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -803,7 +803,7 @@ if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then exit 1; fi  # finis
 trap - EXIT
 "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
 rm -rf "$work"
-left=$(leftovers_after)
+left=$(leftovers_after) || left="the leftover check itself failed (exit $?): $left"
 check "nothing left behind (the VMs, their taps and bridge went with the sandbox)" test -z "$left" || printf '%s\n' "$left"
 echo "vm-nodes: $passed passed, $failed failed in $((SECONDS - t_start)) s"
 [ "$failed" -eq 0 ]
