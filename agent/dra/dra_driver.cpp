@@ -104,6 +104,7 @@ Status DraDriver::start() {
   pc.cdi_dir = cfg_.dra.cdi_dir;
   pc.allocate = erdma_endpoint(cfg_).allocate;
   pc.report_status = true;
+  pc.smcr_allowed_namespaces = cfg_.smcr.allowed_namespaces;
   pc.networks = [this] { return card_networks(state_.snapshot()->devices, kSysRoot); };
   events_ = std::make_unique<ApiPodEvents>(*api_, node_name_);
   pc.on_prepared = [this](const std::string& pod, const std::string& uid, const std::string& message) {

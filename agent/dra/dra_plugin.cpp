@@ -124,6 +124,7 @@ Status DraKubeletPlugin::start() {
   sc.report_status = config_.report_status;
   sc.networks = config_.networks;
   sc.on_prepared = config_.on_prepared;
+  sc.smcr_allowed_namespaces = config_.smcr_allowed_namespaces;
   ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_, metrics_));
   std::vector<grpc::Service*> services{service_.get()};
   if (config_.health) {

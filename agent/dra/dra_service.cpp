@@ -181,6 +181,15 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
     lock.unlock();
     return fail(plan.error());
   }
+  const auto& allowed = config_.smcr_allowed_namespaces;
+  if (plan->mode == ClaimMode::Smcr && !allowed.empty() &&
+      std::find(allowed.begin(), allowed.end(), c.namespace_()) == allowed.end()) {
+    lock.unlock();
+    return fail(make_error(ErrorCode::PermissionDenied,
+                           claim_text(c) + ": SMC-R claims are refused in namespace " + c.namespace_() +
+                               ": it is not in smcr.allowedNamespaces of the agent's config (" +
+                               common::join(allowed, ",") + "); ask the cluster admin to add it"));
+  }
   auto spec = build_cdi_spec(plan->cdi, cards, config_.allocate, config_.driver);
   if (!spec) {
     lock.unlock();

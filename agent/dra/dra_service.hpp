@@ -69,6 +69,10 @@ struct DraServiceConfig {
   // saying what was prepared: the daemon posts it as a Normal Event, so `kubectl describe pod`
   // says which model served the pod and which cards it got. Must not block. Null: nothing.
   std::function<void(const std::string& pod, const std::string& uid, const std::string& message)> on_prepared;
+  // smcr.allowedNamespaces of the agent's config: an SMC-R claim (mode smcr) of any other
+  // namespace is refused, as the device-plugin path refuses to set up such pods. Empty: every
+  // namespace. RDMA claims are not affected.
+  std::vector<std::string> smcr_allowed_namespaces;
 };
 
 // Counters for metrics and tests. Monotonic.

@@ -253,6 +253,40 @@ TEST_CASE("an SMC-R claim gets the library mount and no uverbs") {
   CHECK(decode_checkpoint(read(f.dirs.checkpoint()))->claims.at(uid(2)).smcr);
 }
 
+TEST_CASE("smcr.allowedNamespaces: an SMC-R claim of another namespace is refused, an RDMA claim is not") {
+  Dirs dirs;
+  FakeKubeApi api;
+  auto cfg = dirs.config();
+  cfg.smcr_allowed_namespaces = {"ml-prod"};  // the claims below are in team-a
+  DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+  REQUIRE_OK(plugin.start());
+  Kubelet k(cfg);
+  put(api, claim(40, json::array({result("nics", "erdma-0")}), smcr_config()));
+  put(api, claim(41, json::array({result("nics", "erdma-1")})));
+  const auto resp = k.prepare({ref(40), ref(41)});
+  const std::string refused = resp.claims().at(uid(40)).error();
+  CHECK(refused.find("SMC-R claims are refused in namespace team-a") != std::string::npos);
+  CHECK(refused.find("smcr.allowedNamespaces") != std::string::npos);
+  CHECK(resp.claims().at(uid(40)).devices_size() == 0);
+  CHECK_FALSE(fs::exists(dirs.spec(40)));  // nothing written for it
+  CHECK(plugin.service()->checkpoint().claims.count(uid(40)) == 0);
+  CHECK(resp.claims().at(uid(41)).error().empty());  // RDMA: not SMC-R's list to decide
+  CHECK(fs::exists(dirs.spec(41)));
+
+  // The same SMC-R claim in an allowed namespace: prepared.
+  Dirs dirs2;
+  FakeKubeApi api2;
+  auto cfg2 = dirs2.config();
+  cfg2.smcr_allowed_namespaces = {"ml-prod", "team-a"};
+  DraKubeletPlugin plugin2(cfg2, api2, [] { return cards(); });
+  REQUIRE_OK(plugin2.start());
+  Kubelet k2(cfg2);
+  put(api2, claim(40, json::array({result("nics", "erdma-0")}), smcr_config()));
+  const auto ok = k2.prepare({ref(40)});
+  CHECK_MESSAGE(ok.claims().at(uid(40)).error().empty(), ok.claims().at(uid(40)).error());
+  CHECK(fs::exists(dirs2.spec(40)));
+}
+
 TEST_CASE("a claim of two drivers: only this driver's device is prepared and answered") {
   Fixture f;
   put(f.api, claim(3, json::array({result("gpu", "gpu-0", "gpu.example.com"), result("nic", "erdma-0")})));
