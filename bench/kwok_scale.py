@@ -35,6 +35,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "cluster"))
 import admission_policy as ap  # noqa: E402  (the paths' set-up, shared with the comparison test)
+from admission_latency import percentile  # noqa: E402  (this directory: the same nearest-rank percentile)
 
 PLAIN_NS = "erdma-scale-plain"
 POOL_LABEL = "erdma-bench/pool"
@@ -49,11 +50,6 @@ APISERVER_METRICS = {
     "policy plugin": ("apiserver_admission_controller_admission_duration_seconds",
                       {"name": "MutatingAdmissionPolicy", "operation": "CREATE", "type": "admit"}),
 }
-
-
-def percentile(values, q):
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
 
 
 class Api:

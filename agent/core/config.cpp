@@ -459,10 +459,11 @@ std::string AgentConfig::plugin_socket_path() const {
   return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kPluginSocketName;
 }
 
-bool SmcrConfig::allows(std::string_view namespace_) const {
-  return allowed_namespaces.empty() ||
-         std::find(allowed_namespaces.begin(), allowed_namespaces.end(), namespace_) != allowed_namespaces.end();
+bool namespace_allowed(const std::vector<std::string>& allowed, std::string_view namespace_) {
+  return allowed.empty() || std::find(allowed.begin(), allowed.end(), namespace_) != allowed.end();
 }
+
+bool SmcrConfig::allows(std::string_view namespace_) const { return namespace_allowed(allowed_namespaces, namespace_); }
 
 std::string AgentConfig::smcr_plugin_socket_path() const {
   return device_plugin_dir + (device_plugin_dir == "/" ? "" : "/") + kSmcrPluginSocketName;

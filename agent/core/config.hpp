@@ -63,6 +63,10 @@ struct SmcrConfig {
   [[nodiscard]] bool allows(std::string_view namespace_) const;
 };
 
+// Whether `allowed` (a smcr.allowedNamespaces list; empty = every namespace) admits `namespace_`:
+// SmcrConfig::allows, for holders of the list alone (the DRA service). Pure.
+[[nodiscard]] bool namespace_allowed(const std::vector<std::string>& allowed, std::string_view namespace_);
+
 // driver.*: which erdma driver mode this node should run (see docs/node-preparation.md).
 enum class DriverMode { Default, Compat, Ofed, Auto };
 [[nodiscard]] std::string_view to_string(DriverMode mode) noexcept;

@@ -80,8 +80,8 @@ struct DraPluginConfig {
   AllocateOptions allocate;
   bool report_status = false;                          // DraServiceConfig::report_status
   CardNetworkFn networks;
-  std::function<void(const std::string&, const std::string&, const std::string&)> on_prepared;
-  std::vector<std::string> smcr_allowed_namespaces;  // DraServiceConfig::smcr_allowed_namespaces  // DraServiceConfig::on_prepared
+  std::function<void(const std::string&, const std::string&, const std::string&)> on_prepared;  // DraServiceConfig::on_prepared
+  std::vector<std::string> smcr_allowed_namespaces;  // DraServiceConfig::smcr_allowed_namespaces
   bool health = true;                                  // serve v1.DRAResourceHealth beside the DRA service
   std::chrono::milliseconds health_refresh{10000};     // health list sent at least this often
   std::chrono::milliseconds socket_check{1000};        // own sockets' inode check (inotify's backstop)

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "agent/core/cdi_spec.hpp"
+#include "agent/core/config.hpp"
 #include "agent/core/dra_slices.hpp"
 #include "agent/kube/api_paths.hpp"
 #include "common/guarded.hpp"
@@ -182,8 +183,7 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
     return fail(plan.error());
   }
   const auto& allowed = config_.smcr_allowed_namespaces;
-  if (plan->mode == ClaimMode::Smcr && !allowed.empty() &&
-      std::find(allowed.begin(), allowed.end(), c.namespace_()) == allowed.end()) {
+  if (plan->mode == ClaimMode::Smcr && !namespace_allowed(allowed, c.namespace_())) {
     lock.unlock();
     return fail(make_error(ErrorCode::PermissionDenied,
                            claim_text(c) + ": SMC-R claims are refused in namespace " + c.namespace_() +
