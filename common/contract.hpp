@@ -49,6 +49,11 @@ inline constexpr std::string_view kPreloadMountPath = "/usr/lib/smc";
 inline constexpr std::string_view kPreloadVolumeName = "erdma-smc-preload";
 // Where the agent's image carries the library it installs (the agent's smcr.preloadSource).
 inline constexpr std::string_view kPreloadImagePath = "/usr/lib/erdma-controller/libsmc-preload.so";
+// The DRA driver's createRuntime hook for SMC-R claims (agent/core/cdi_hook.hpp): the agent
+// installs it from the image into kCdiHookHostDir on the node, where runc runs it, and serves the
+// hook's socket beside it. The DaemonSet mounts the directory at the same path.
+inline constexpr std::string_view kCdiHookHostDir = "/var/lib/erdma-controller/dra";
+inline constexpr std::string_view kCdiHookImagePath = "/usr/lib/erdma-controller/erdma-cdi-hook";
 
 // Tokens of kInjectedAnnotation, in the order they are written.
 inline constexpr std::string_view kTokenErdmaEnv = "erdma-env";

@@ -141,8 +141,10 @@ for image in "${images[@]}"; do
     erdma-agent)
       agent=$(build_output agent/erdma-agent erdma-agent)
       preload=$(build_output agent/preload/libsmc-preload.so smc-preload)
+      cdi_hook=$(build_output agent/cdihook/erdma-cdi-hook erdma-cdi-hook)
       agent=$(stripped "$agent")
       preload=$(stripped "$preload")
+      cdi_hook=$(stripped "$cdi_hook")
       mapfile -t pkgs < <(runtime_packages runtime-agent)
       mapfile -t lbl < <(labels erdma-agent \
         "eRDMA node agent: device plugin for aliyun/erdma, SMC-R set-up, libsmc-preload.so" "$version")
@@ -150,6 +152,7 @@ for image in "${images[@]}"; do
         "${pkgs[@]}" "${base_files[@]}" "${lbl[@]}" \
         --file "$agent=/usr/bin/erdma-agent" \
         --file "$preload=/usr/lib/erdma-controller/libsmc-preload.so" \
+        --file "$cdi_hook=/usr/lib/erdma-controller/erdma-cdi-hook" \
         --dlopen-dir /usr/lib/x86_64-linux-gnu/libibverbs \
         --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
         --entrypoint '["/usr/bin/erdma-agent"]' \

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "agent/core/cdi_hook.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
@@ -98,6 +99,9 @@ Result<CdiSpec> build_cdi_spec(const CdiClaim& claim, const std::vector<RdmaDevi
         {std::string(kLdPreloadEnv),
          std::string(contract::kPreloadMountPath) + "/" + std::string(contract::kPreloadLibrary)}};
     spec_edits["env"] = env_list(envs);
+    if (!options.cdi_hook_dir.empty()) {
+      spec_edits["hooks"] = json::array({cdi_hook_entry(cdi_hook_paths(options.cdi_hook_dir), claim.uid)});
+    }
   } else {
     // The device plugin's own decision for these cards, one slot each.
     AllocateOptions opts = options;

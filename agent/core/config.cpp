@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <set>
 
+#include "agent/core/cdi_hook_protocol.h"
 #include "agent/core/dra_slices.hpp"
 #include "agent/core/host_setup.hpp"
 #include "agent/core/plugin_model.hpp"
@@ -239,7 +240,8 @@ Status load_dra(const json& doc, DraConfig& out) {
   if (dra == nullptr) return {};
   if (!dra->is_object()) return cfg::type_error(*dra, "dra", "a map with enabled");
   ERDMA_TRY(cfg::check_keys(*dra, "dra", {"enabled", "extendedResource", "driverName", "registryDir", "pluginDir",
-                                          "cdiDir", "healthPolicy", "slotsPerDevice", "nodeName"}));
+                                          "cdiDir", "healthPolicy", "slotsPerDevice", "nodeName", "hookDir",
+                                          "hookSource"}));
   ERDMA_TRY_ASSIGN(out.enabled, cfg::get_bool(*dra, "enabled", "dra.enabled", out.enabled));
   ERDMA_TRY_ASSIGN(out.extended_resource,
                    cfg::get_bool(*dra, "extendedResource", "dra.extendedResource", out.extended_resource));
@@ -266,6 +268,15 @@ Status load_dra(const json& doc, DraConfig& out) {
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     *field = dir;
   }
+  ERDMA_TRY_ASSIGN(auto hook_dir, cfg::get_string(*dra, "hookDir", "dra.hookDir", out.hook_dir));
+  if (!hook_dir.empty()) ERDMA_TRY(check_dir(hook_dir, "dra.hookDir"));
+  out.hook_dir = hook_dir.empty() ? hook_dir : cfg::trim_trailing_slashes(hook_dir);
+  if (out.hook_dir.size() + 1 + std::string_view(ERDMA_CDI_HOOK_SOCKET).size() > kMaxUnixPathLen) {
+    return cfg::error("dra.hookDir", "too long: " + out.hook_dir + "/" + ERDMA_CDI_HOOK_SOCKET +
+                                         " must stay within " + std::to_string(kMaxUnixPathLen) + " bytes");
+  }
+  ERDMA_TRY_ASSIGN(out.hook_source, cfg::get_string(*dra, "hookSource", "dra.hookSource", out.hook_source));
+  if (!out.hook_source.empty()) ERDMA_TRY(check_dir(out.hook_source, "dra.hookSource"));
   if (out.registration_socket_path().size() > kMaxUnixPathLen || out.plugin_socket_path().size() > kMaxUnixPathLen) {
     return cfg::error("dra.pluginDir", "too long with dra.registryDir and dra.driverName: unix socket paths must stay "
                                        "within " + std::to_string(kMaxUnixPathLen) + " bytes");
@@ -452,7 +463,9 @@ json AgentConfig::to_json() const {
                 {"cdiDir", dra.cdi_dir},
                 {"healthPolicy", dra.health == DraHealthPolicy::Taint ? "taint" : "omit"},
                 {"slotsPerDevice", dra.slots_per_device},
-                {"nodeName", dra.node_name}}}};
+                {"nodeName", dra.node_name},
+                {"hookDir", dra.hook_dir},
+                {"hookSource", dra.hook_source}}}};
 }
 
 std::string AgentConfig::plugin_socket_path() const {

@@ -98,6 +98,11 @@ struct DraConfig {
   unsigned slots_per_device = 64;
   // "" = the environment variable NODE_NAME (the DaemonSet sets it from spec.nodeName).
   std::string node_name;
+  // Pods on the pod network with SMC-R claims (agent/core/cdi_hook.hpp): the agent installs
+  // hook_source as <hook_dir>/erdma-cdi-hook and serves <hook_dir>/hook.sock; SMC-R claims' CDI
+  // specs name the hook. hook_dir "" = no hook: SMC-R claims carry SMC-R for hostNetwork pods only.
+  std::string hook_dir{contract::kCdiHookHostDir};
+  std::string hook_source{contract::kCdiHookImagePath};
 
   [[nodiscard]] std::string registration_socket_path() const;  // registryDir/<driver>-reg.sock
   [[nodiscard]] std::string plugin_socket_dir() const;         // pluginDir/<driver>

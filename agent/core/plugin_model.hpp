@@ -106,6 +106,10 @@ struct AllocateOptions {
   // The SMC-R resource: the library mount is the whole answer. No device node, no env: SMC-R runs
   // in the kernel, and the application only calls socket().
   bool library_only = false;
+  // DRA only: dra.hookDir (agent/core/cdi_hook.hpp). An SMC-R claim's CDI spec names the
+  // createRuntime hook there, so its pods' netns is set up when their containers are created.
+  // "" = no hook.
+  std::string cdi_hook_dir;
 };
 
 // One resource the agent serves, on a socket of its own in the device plugin directory.

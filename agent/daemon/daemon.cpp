@@ -36,6 +36,23 @@
 namespace erdma::agent {
 namespace log = common::log;
 
+namespace {
+
+// The CDI hook's requests become SMC-R pod setups (agent/core/cdi_hook.hpp); the answer says what
+// was done, and a pod on the host's network needs nothing.
+ClaimPodSetupFn claim_pod_setup(SmcrPodSetup& pods) {
+  return [&pods](const std::string& sandbox, const PreparedClaim& claim, std::chrono::steady_clock::time_point deadline) {
+    const auto out = pods.set_up_claim_pod(sandbox, claim.ns, deadline);
+    const bool ok = out.result == PodSetupResult::Configured || out.result == PodSetupResult::HostNetwork;
+    std::string text(to_string(out.result));
+    if (!out.pod.empty()) text += " pod " + out.pod;
+    if (!out.message.empty()) text += ": " + out.message;
+    return dra::ClaimHookOutcome{ok, std::move(text)};
+  };
+}
+
+}  // namespace
+
 int run_daemon(const AgentConfig& cfg) {
   // Signals are taken synchronously by this thread (sigtimedwait); block them before any other
   // thread exists so that every thread inherits the mask.
@@ -105,6 +122,7 @@ int run_daemon(const AgentConfig& cfg) {
   std::mutex dra_mu;  // guards dra for the probe thread
   const auto try_start_dra = [&] {
     auto driver = std::make_unique<DraDriver>(cfg, runtime.state(), registry);
+    if (pod_setup) driver->set_claim_pod_setup(claim_pod_setup(*pod_setup));
     if (!dra_start.record(driver->start(), std::chrono::steady_clock::now())) return;
     if (pod_setup) pod_setup->set_event_sink(driver->events());
     std::lock_guard lock(dra_mu);

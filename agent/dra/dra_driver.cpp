@@ -5,6 +5,7 @@
 #include "agent/dra/dra_facts.hpp"
 #include "agent/kube/api_paths.hpp"
 #include "agent/sys/dra_node_facts.hpp"
+#include "agent/sys/file_install.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
 
@@ -104,6 +105,7 @@ Status DraDriver::start() {
   pc.cdi_dir = cfg_.dra.cdi_dir;
   pc.allocate = erdma_endpoint(cfg_).allocate;
   pc.report_status = true;
+  pc.allocate.cdi_hook_dir = serve_hook();
   pc.smcr_allowed_namespaces = cfg_.smcr.allowed_namespaces;
   pc.networks = [this] { return card_networks(state_.snapshot()->devices, kSysRoot); };
   events_ = std::make_unique<ApiPodEvents>(*api_, node_name_);
@@ -113,6 +115,7 @@ Status DraDriver::start() {
   plugin_ = std::make_unique<dra::DraKubeletPlugin>(pc, *api_, [this] { return state_.snapshot()->devices; },
                                                      &registry_);
   ERDMA_TRY(plugin_->start());
+  hook_plugin_.store(plugin_.get());
 
   SlicePublisherOptions po;
   po.node_name = node_name_;
@@ -133,11 +136,65 @@ Status DraDriver::start() {
       .kv("endpoint", pc.dra_socket())
       .kv("cdi_dir", cfg_.dra.cdi_dir)
       .kv("extended_resource", cfg_.dra.extended_resource ? cfg_.resource_name : std::string("(device plugin)"))
-      .kv("slots_per_device", cfg_.dra.slots_per_device);
+      .kv("slots_per_device", cfg_.dra.slots_per_device)
+      .kv("cdi_hook", pc.allocate.cdi_hook_dir.empty() ? std::string("(none)") : hook_server_->socket_path());
   return {};
 }
 
+std::string DraDriver::serve_hook() {
+  if (!claim_pod_setup_) return "";  // smcr.enabled: false: nothing to set up in pods
+  if (cfg_.dra.hook_dir.empty()) {
+    log::info("DRA: no CDI hook (dra.hookDir is empty): SMC-R claims carry SMC-R for hostNetwork pods only");
+    return "";
+  }
+  if (!cfg_.dra.hook_source.empty()) {
+    auto installed = install_file_atomically(cfg_.dra.hook_source, cfg_.dra.hook_dir, std::string(kCdiHookBinary));
+    if (!installed) {
+      log::error("cannot install the CDI hook; SMC-R claims carry SMC-R for hostNetwork pods only")
+          .kv("source", cfg_.dra.hook_source)
+          .kv("dir", cfg_.dra.hook_dir)
+          .kv("error", installed.error().message);
+      return "";
+    }
+    log::info("CDI hook")
+        .kv("path", cdi_hook_paths(cfg_.dra.hook_dir).binary)
+        .kv("result", *installed == InstallResult::Installed ? "installed" : "unchanged");
+  }
+  auto server = std::make_unique<dra::ClaimHookServer>(
+      cdi_hook_paths(cfg_.dra.hook_dir).socket,
+      [this](const HookRequest& r, std::chrono::steady_clock::time_point deadline) { return on_hook(r, deadline); });
+  if (auto s = server->start(); !s) {
+    log::error("cannot serve the CDI hook's socket; SMC-R claims carry SMC-R for hostNetwork pods only")
+        .kv("error", s.error().message);
+    return "";
+  }
+  hook_server_ = std::move(server);
+  return cfg_.dra.hook_dir;
+}
+
+dra::ClaimHookOutcome DraDriver::on_hook(const HookRequest& request, std::chrono::steady_clock::time_point deadline) {
+  dra::DraKubeletPlugin* plugin = hook_plugin_.load();
+  if (plugin == nullptr || plugin->service() == nullptr) {
+    return {false, "the agent's DRA driver is starting; this container's pod is not set up (SMC-R falls back to TCP)"};
+  }
+  std::optional<PreparedClaim> claim;
+  {
+    const Checkpoint recorded = plugin->service()->checkpoint();
+    if (auto it = recorded.claims.find(request.claim_uid); it != recorded.claims.end()) claim = it->second;
+  }
+  if (auto ok = check_hook_claim(claim, request.claim_uid); !ok) {
+    log::warn("CDI hook: request refused")
+        .kv("claim", request.claim_uid)
+        .kv("container", request.container_id)
+        .kv("error", ok.error().message);
+    return {false, ok.error().message};
+  }
+  return claim_pod_setup_(request.sandbox_id, *claim, deadline);
+}
+
 void DraDriver::stop() {
+  if (hook_server_) hook_server_->stop();
+  hook_plugin_.store(nullptr);
   if (publisher_) publisher_->stop();
   if (plugin_) plugin_->stop();
   if (events_) events_->stop();
@@ -184,6 +241,16 @@ void DraDriver::tick() {
     grow(r.counter("erdma_agent_dra_unprepares_total", kUnprepares, {{"result", "error"}}), c.unprepare_errors,
          l.unprepare_errors);
     last_counters_ = c;
+  }
+  if (hook_server_) {
+    static constexpr const char* kHooks =
+        "Requests of the CDI hook of SMC-R claims, by answer (ok: the pod's netns is set up, error: it is not)";
+    grow(r.counter("erdma_agent_dra_hook_requests_total", kHooks, {{"result", "ok"}}), hook_server_->answered_ok(),
+         last_hook_ok_);
+    grow(r.counter("erdma_agent_dra_hook_requests_total", kHooks, {{"result", "error"}}),
+         hook_server_->answered_error(), last_hook_errors_);
+    last_hook_ok_ = hook_server_->answered_ok();
+    last_hook_errors_ = hook_server_->answered_error();
   }
   const auto s = publisher_->stats();
   static constexpr const char* kPublishes = "ResourceSlice publishes (list, plan, write), by result (ok, error)";

@@ -4,7 +4,9 @@
 // view of the node's cards for both models) and is told by the daemon's loop when it changed.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include "agent/core/config.hpp"
 #include "agent/devices/device_state.hpp"
+#include "agent/dra/claim_hook_server.hpp"
 #include "agent/dra/dra_plugin.hpp"
 #include "agent/dra/slice_publisher.hpp"
 #include "agent/kube/api.hpp"
@@ -56,6 +59,11 @@ class ApiPodEvents final : public PodEventSink {
   common::WorkQueue<Job> queue_;
 };
 
+// The SMC-R pod setup a hook request leads to (the daemon's SmcrPodSetup): the sandbox the runtime
+// named, for a claim this driver prepared with mode smcr. Must not throw.
+using ClaimPodSetupFn = std::function<dra::ClaimHookOutcome(const std::string& sandbox_id, const PreparedClaim& claim,
+                                                            std::chrono::steady_clock::time_point deadline)>;
+
 class DraDriver {
  public:
   // `state` is the device plugin's view (PluginRuntime::state()); it must outlive the driver.
@@ -69,6 +77,11 @@ class DraDriver {
   // no NODE_NAME, no service-account token (manifests/dra mounts it), a corrupt checkpoint.
   [[nodiscard]] Status start();
   void stop();
+  // Pods on the pod network with SMC-R claims (agent/core/cdi_hook.hpp): before start(), the setup
+  // the hook's requests lead to. With it (and dra.hookDir), start() installs the hook, serves its
+  // socket and names the hook in SMC-R claims' CDI specs; without it (smcr.enabled: false) it does
+  // none of that.
+  void set_claim_pod_setup(ClaimPodSetupFn fn) { claim_pod_setup_ = std::move(fn); }
   // Once a second from the daemon's loop: a new device scan triggers a publish and the health
   // stream; the counters go to the metrics.
   void tick();
@@ -79,6 +92,9 @@ class DraDriver {
 
  private:
   Result<SliceSet> wanted();
+  // Installs the hook and serves its socket: dra.hookDir, or "" when there is no hook (logged).
+  std::string serve_hook();
+  dra::ClaimHookOutcome on_hook(const HookRequest& request, std::chrono::steady_clock::time_point deadline);
   // Cards held by prepared claims that went down or away since the last look: a Warning on the
   // pods of those claims.
   void report_lost_cards(const DeviceState::Snapshot& now);
@@ -92,6 +108,11 @@ class DraDriver {
   std::unique_ptr<dra::DraKubeletPlugin> plugin_;
   std::unique_ptr<SlicePublisher> publisher_;
   std::unique_ptr<ApiPodEvents> events_;
+  ClaimPodSetupFn claim_pod_setup_;
+  std::unique_ptr<dra::ClaimHookServer> hook_server_;
+  std::atomic<dra::DraKubeletPlugin*> hook_plugin_{nullptr};  // the hook's view of the checkpoint, once started
+  uint64_t last_hook_ok_ = 0;
+  uint64_t last_hook_errors_ = 0;
   std::shared_ptr<const DeviceState::Snapshot> last_snapshot_;
   std::set<std::string> healthy_before_;  // cards healthy at the last look (at start: every card a claim holds)
   std::vector<std::string> last_notes_;

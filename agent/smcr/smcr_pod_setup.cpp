@@ -79,15 +79,15 @@ Status SmcrPodSetup::pre_start_of(const std::string& resource, const std::vector
     }
   }
   if (later.wanted) {
-    queue_prediction(std::move(outcome), std::move(later.pod));
+    queue_prediction(std::move(outcome), std::move(later.pod), "PreStartContainer");
   } else {
     report("PreStartContainer", outcome, false);
   }
   return {};  // never fails the container: without the setup SMC falls back to TCP
 }
 
-void SmcrPodSetup::queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod) {
-  QueuedPrediction job{std::move(outcome), std::move(pod)};
+void SmcrPodSetup::queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod, const char* trigger) {
+  QueuedPrediction job{std::move(outcome), std::move(pod), trigger};
   const auto refused = predictions_.submit(job);
   if (!refused) return;
   job.outcome.prediction = unknown_prediction(
@@ -95,7 +95,7 @@ void SmcrPodSetup::queue_prediction(PodSetupOutcome outcome, std::optional<Netns
           ? std::string("the agent is stopping; this pod was not predicted")
           : "SMC-R predictions waiting: " + std::to_string(queue_limit_.load()) +
                 " (the most the agent queues); this pod was not predicted");
-  report("PreStartContainer", job.outcome, false);
+  report(job.trigger, job.outcome, false);
 }
 
 void SmcrPodSetup::make_prediction(QueuedPrediction&& job, bool stopping) {
@@ -110,7 +110,7 @@ void SmcrPodSetup::make_prediction(QueuedPrediction&& job, bool stopping) {
       metrics_->step_prediction_seconds.observe(seconds(job.outcome.steps.prediction));
     }
   }
-  report("PreStartContainer", job.outcome, false);
+  report(job.trigger, job.outcome, false);
 }
 
 size_t SmcrPodSetup::pending_predictions() const { return predictions_.pending(); }
@@ -128,6 +128,33 @@ Status SmcrPodSetup::missed_turn(const std::vector<std::string>& device_ids, con
   out.message = why + "; devices " + common::join(device_ids, ",") + " (SMC-R falls back to TCP for this pod)";
   report("PreStartContainer", out);
   return {};
+}
+
+PodSetupOutcome SmcrPodSetup::set_up_claim_pod(const std::string& sandbox_id, const std::string& claim_namespace,
+                                               Deadline deadline) {
+  const auto t0 = Clock::now();
+  PredictionTarget later;
+  PodSetupOutcome out;
+  if (!cfg_.smcr.allows(claim_namespace)) {
+    out = not_allowed(out, claim_namespace);
+  } else {
+    out = configure_sandbox(sandbox_id, deadline, out, &later, claim_namespace);
+  }
+  out.duration = since(t0);
+  if (metrics_ != nullptr) {
+    metrics_->pod_setup(out.result).inc();
+    if (out.result == PodSetupResult::Configured) {
+      metrics_->pod_setup_seconds.observe(seconds(out.duration));
+      metrics_->step_runtime_seconds.observe(seconds(out.steps.runtime));
+      metrics_->step_netns_seconds.observe(seconds(out.steps.netns));
+    }
+  }
+  if (later.wanted) {
+    queue_prediction(out, std::move(later.pod), "CDI hook");
+  } else {
+    report("CDI hook", out, false);
+  }
+  return out;
 }
 
 PodSetupOutcome SmcrPodSetup::set_up(const std::vector<std::string>& device_ids, Deadline deadline) {
@@ -193,7 +220,7 @@ void SmcrPodSetup::predict_into(PodSetupOutcome& out, const std::optional<NetnsR
 }
 
 PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out,
-                                                PredictionTarget* later) {
+                                                PredictionTarget* later, std::string_view require_namespace) {
   out.sandbox = sandbox_id;
   const auto t_status = Clock::now();
   const uint64_t asked_at = boot_ticks_now();  // the sandbox process started before the runtime answered
@@ -210,9 +237,15 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
   const auto& st = *status;
   if (out.pod.empty()) out.pod = st.summary.pod_namespace + "/" + st.summary.pod_name;
   if (out.pod_uid.empty()) out.pod_uid = st.summary.pod_uid;
+  if (!require_namespace.empty() && st.summary.pod_namespace != require_namespace) {
+    return with(out, PodSetupResult::Failed,
+                "sandbox " + sandbox_id + " is pod " + out.pod + "'s, not one of namespace " +
+                    std::string(require_namespace) + ": the claim's pods are all of its own namespace");
+  }
   // The status's annotations are the runtime's copy of the pod's: check them again (resync
   // only had the list's).
   auto facts = sandbox_facts_of(st, cfg_.proc_root);
+  if (!require_namespace.empty()) facts.wants_smcr = true;  // a claim's pod: the claim is its request
   // A netns path outside the runtime's directories is never opened: the sandbox process's instead.
   const bool path_refused = facts.netns.path && !is_runtime_netns_path(*facts.netns.path, netns_dirs_);
   if (path_refused) facts.path_visible = false;

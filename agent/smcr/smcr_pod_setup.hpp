@@ -97,6 +97,13 @@ class SmcrPodSetup final : public PreStartHook {
 
   // The pre_start work with its outcome, the prediction made inline (what pre_start logs and counts).
   [[nodiscard]] PodSetupOutcome set_up(const std::vector<std::string>& device_ids, Deadline deadline);
+  // The CDI hook's setup of a pod with an SMC-R claim (agent/core/cdi_hook.hpp): the sandbox the
+  // runtime named, configured as pre_start configures a device-plugin pod once it is known to be a
+  // pod of `claim_namespace` (the claim's) and that namespace is in smcr.allowedNamespaces. The pod
+  // needs no annotation: the claim is its request. Logged (trigger "CDI hook"), counted and told
+  // in Events like a PreStartContainer setup; the prediction follows in the background.
+  [[nodiscard]] PodSetupOutcome set_up_claim_pod(const std::string& sandbox_id, const std::string& claim_namespace,
+                                                 Deadline deadline);
   // Also report setups that failed and predictions of a fall-back as Events on the pod. May be
   // set while setups run; `sink` must outlive the hook (or be replaced by null first).
   void set_event_sink(PodEventSink* sink) noexcept { events_.store(sink); }
@@ -161,18 +168,21 @@ class SmcrPodSetup final : public PreStartHook {
   // `resource`: the resource whose slot IDs kubelet passed.
   PodSetupOutcome run_setup(const std::string& resource, const std::vector<std::string>& device_ids,
                             Deadline deadline, PredictionTarget* later);
+  // `require_namespace` (not empty): a claim's pod, set up without the annotation (the claim is its
+  // request); a sandbox of a pod of another namespace is refused.
   PodSetupOutcome configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out,
-                                    PredictionTarget* later);
+                                    PredictionTarget* later, std::string_view require_namespace = {});
   void predict_into(PodSetupOutcome& out, const std::optional<NetnsRef>& pod, Deadline deadline,
                     PredictionTarget* later);
   // Logs the outcome's line and counts its prediction; counts its result too when `count_result`.
   void report(const char* trigger, const PodSetupOutcome& outcome, bool count_result = true);
   // Never fails: facts that cannot be gathered make an `unknown` prediction.
   SmcrPrediction predict(const std::optional<NetnsRef>& pod, Deadline deadline);
-  void queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod);
+  void queue_prediction(PodSetupOutcome outcome, std::optional<NetnsRef> pod, const char* trigger);
   struct QueuedPrediction {
     PodSetupOutcome outcome;
     std::optional<NetnsRef> pod;
+    const char* trigger = "PreStartContainer";  // what the log line names: a string literal
   };
   void make_prediction(QueuedPrediction&& job, bool stopping);
 

@@ -79,7 +79,7 @@ with open(os.path.join(CHART, "values-nccl-only.yaml")) as _f:
     NCCL_ONLY_VALUES = yaml.safe_load(_f)
 # ... with another driver name and other directories (a trailing slash, as the agent allows).
 DRA_ELSEWHERE = {"enabled": True, "driverName": "rdma.example.com", "registryDir": "/var/lib/k0s/kubelet/plugins_registry",
-                 "pluginDir": "/var/lib/k0s/kubelet/plugins", "cdiDir": "/etc/cdi/"}
+                 "pluginDir": "/var/lib/k0s/kubelet/plugins", "cdiDir": "/etc/cdi/", "hookDir": "/opt/erdma/dra/"}
 SITE_SETS = ["--set", "agent.config.devices.source=static",
              "--set-json", "agent.config.devices.static=" + json.dumps(STATIC_DEVICES, separators=(",", ":"))]
 

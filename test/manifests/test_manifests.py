@@ -94,7 +94,7 @@ DRA_ROLE = "erdma-agent-dra"
 SLICE_POLICY = "erdma-agent-own-node-slices"
 # The DRA driver's host directories: config key -> the agent's default (agent/core/config.hpp).
 DRA_DIRS = {"registryDir": "/var/lib/kubelet/plugins_registry", "pluginDir": "/var/lib/kubelet/plugins",
-            "cdiDir": "/var/run/cdi"}
+            "cdiDir": "/var/run/cdi", "hookDir": "/var/lib/erdma-controller/dra"}
 # What the driver does with the API (manifests/dra/rbac.yaml and docs/dra.md say why): exactly
 # these rules, as (apiGroup, resource, resourceNames, verbs).
 DRA_RULES = sorted([

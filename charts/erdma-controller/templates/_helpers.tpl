@@ -76,7 +76,7 @@ port: {{ $port }}
 
 {{/* The DRA driver's settings as the agent reads them from its config (agent.config.dra),
 with the agent's defaults for the keys left out: {enabled, driverName, registryDir, pluginDir,
-cdiDir}. The RBAC, the DeviceClasses and the DaemonSet's host directories follow them. */}}
+cdiDir, hookDir} (hookDir "" = no CDI hook). The RBAC, the DeviceClasses and the DaemonSet's host directories follow them. */}}
 {{- define "erdma.dra" -}}
 {{- $dra := .Values.agent.config.dra | default dict -}}
 {{- if and $dra.extendedResource (not $dra.enabled) -}}
@@ -87,4 +87,5 @@ driverName: {{ $dra.driverName | default "erdma.aliyun.com" | quote }}
 registryDir: {{ $dra.registryDir | default "/var/lib/kubelet/plugins_registry" | trimSuffix "/" | quote }}
 pluginDir: {{ $dra.pluginDir | default "/var/lib/kubelet/plugins" | trimSuffix "/" | quote }}
 cdiDir: {{ $dra.cdiDir | default "/var/run/cdi" | trimSuffix "/" | quote }}
+hookDir: {{ if hasKey $dra "hookDir" }}{{ $dra.hookDir | trimSuffix "/" | quote }}{{ else }}"/var/lib/erdma-controller/dra"{{ end }}
 {{- end }}

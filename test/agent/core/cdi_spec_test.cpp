@@ -50,7 +50,15 @@ void check_cdi_rules(const json& spec) {
     for (const auto& item : e.items()) {
       const std::string k = item.key();  // a plain name: CAPTURE's lambda cannot take a structured binding in clang 14
       CAPTURE(k);
-      CHECK((k == "env" || k == "deviceNodes" || k == "mounts"));
+      CHECK((k == "env" || k == "deviceNodes" || k == "mounts" || k == "hooks"));
+    }
+    // specs-go Hook; pkg/cdi validates the name against the OCI hook points it knows.
+    for (const auto& h : e.value("hooks", json::array())) {
+      const std::set<std::string> names = {"prestart", "createRuntime", "createContainer", "startContainer",
+                                           "poststart", "poststop"};
+      CHECK(names.count(h["hookName"].get<std::string>()) == 1);
+      CHECK(h["path"].get<std::string>().starts_with("/"));
+      CHECK_FALSE(h.contains("timeout"));  // a runtime fails the container when a hook's timeout passes
     }
     for (const auto& env : e.value("env", json::array())) CHECK(env.get<std::string>().find('=') > 0);
     for (const auto& dn : e.value("deviceNodes", json::array())) CHECK(dn["path"].get<std::string>().starts_with("/dev/"));
@@ -153,6 +161,24 @@ TEST_CASE("an SMC-R claim: the preload library and LD_PRELOAD, no raw RDMA devic
   REQUIRE_FALSE(off.ok());
   CHECK(off.error().code == ErrorCode::FailedPrecondition);
   CHECK(off.error().message.find("team-a/train-0") != std::string::npos);
+}
+
+TEST_CASE("an SMC-R claim names the agent's createRuntime hook once, spec-wide; an RDMA claim never does") {
+  CHECK_FALSE(build_cdi_spec(claim({"erdma_0"}, true), node(), options())->spec["containerEdits"].contains("hooks"));
+  auto o = options();
+  o.cdi_hook_dir = "/var/lib/erdma-controller/dra/";
+  auto r = build_cdi_spec(claim({"erdma_0", "erdma_1"}, true), node(), o);
+  REQUIRE_OK(r);
+  CHECK(r->spec["containerEdits"]["hooks"] == json::parse(std::string(R"([{"hookName": "createRuntime",
+      "path": "/var/lib/erdma-controller/dra/erdma-cdi-hook",
+      "args": ["erdma-cdi-hook", "smcr", "--claim", ")") + kUid + R"(", "--socket",
+               "/var/lib/erdma-controller/dra/hook.sock"]}])"));
+  for (const auto& d : r->spec["devices"]) CHECK_FALSE(d["containerEdits"].contains("hooks"));
+  check_cdi_rules(r->spec);
+
+  auto rdma = build_cdi_spec(claim({"erdma_0"}), node(), o);
+  REQUIRE_OK(rdma);
+  CHECK(rdma->spec.dump().find("hooks") == std::string::npos);
 }
 
 TEST_CASE("CDI names never collide across claims, and spec files are found again by name") {

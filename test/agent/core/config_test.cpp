@@ -328,10 +328,12 @@ TEST_CASE("the DRA keys: off by default, read, derived paths, round-trip") {
   CHECK(defaults->dra.health == DraHealthPolicy::Taint);
   CHECK(defaults->dra.node_name.empty());
   CHECK(defaults->dra.slots_per_device == 64);
+  CHECK(defaults->dra.hook_dir == "/var/lib/erdma-controller/dra");
+  CHECK(defaults->dra.hook_source == "/usr/lib/erdma-controller/erdma-cdi-hook");
 
   auto cfg = AgentConfig::load(json::parse(R"({"dra": {"enabled": true, "extendedResource": true,
       "driverName": "rdma.example.com", "registryDir": "/r/", "pluginDir": "/p", "cdiDir": "/c",
-      "healthPolicy": "omit", "slotsPerDevice": 0, "nodeName": "node-1"}})"));
+      "healthPolicy": "omit", "slotsPerDevice": 0, "nodeName": "node-1", "hookDir": "/h/", "hookSource": "/s/hook"}})"));
   REQUIRE(cfg.ok());
   CHECK(cfg->dra.enabled);
   CHECK(cfg->dra.extended_resource);
@@ -341,9 +343,17 @@ TEST_CASE("the DRA keys: off by default, read, derived paths, round-trip") {
   CHECK(cfg->dra.health == DraHealthPolicy::Omit);
   CHECK(cfg->dra.node_name == "node-1");
   CHECK(cfg->dra.slots_per_device == 0);
+  CHECK(cfg->dra.hook_dir == "/h");
+  CHECK(cfg->dra.hook_source == "/s/hook");
   auto again = AgentConfig::load(cfg->to_json());
   REQUIRE(again.ok());
   CHECK(again->to_json() == cfg->to_json());
+
+  // No hook: SMC-R claims carry SMC-R for hostNetwork pods only; no source: nothing installed.
+  auto none = AgentConfig::load(json::parse(R"({"dra": {"hookDir": "", "hookSource": ""}})"));
+  REQUIRE(none.ok());
+  CHECK(none->dra.hook_dir.empty());
+  CHECK(none->dra.hook_source.empty());
 }
 
 // Names follow the apiserver's rules (common/k8s_names.hpp). Until the checks were shared, the
@@ -389,6 +399,11 @@ TEST_CASE("invalid DRA keys are refused with the key named") {
       {R"({"dra": {"healthPolicy": "drop"}})", "dra.healthPolicy:"},
       {R"({"dra": {"nodeName": "Node_1"}})", "dra.nodeName:"},
       {R"({"dra": {"slotsPerDevice": -1}})", "dra.slotsPerDevice:"},
+      {R"({"dra": {"hookDir": "dra"}})", "dra.hookDir:"},
+      {R"({"dra": {"hookDir": 1}})", "dra.hookDir:"},
+      {R"({"dra": {"hookSource": "hook"}})", "dra.hookSource:"},
+      {R"({"dra": {"hookDir": "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}})",
+       "dra.hookDir:"},
       {R"({"dra": {"pluginDir": "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}})",
        "dra.pluginDir:"},
   };

@@ -19,6 +19,7 @@
 #include "agent/sys/pod_sources.hpp"
 #include "common/log.hpp"
 #include "test/eventually.hpp"
+#include "test/log_capture.hpp"
 #include "test/fakes/fake_kubelet.hpp"
 #include "test/fakes/fake_pod_apis.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
@@ -1074,6 +1075,47 @@ TEST_CASE("smcr.allowedNamespaces: pods elsewhere are not set up, at PreStart an
   CHECK_FALSE(h.cfg.smcr.allows("tenant"));
   h.cfg.smcr.allowed_namespaces.clear();  // empty: every namespace
   CHECK(h.cfg.smcr.allows("tenant"));
+}
+
+TEST_CASE("an SMC-R claim's hook sets up its pod without the annotation, only in the claim's namespace") {
+  PodHarness h;
+  erdma::testing::LogCapture logs;
+  auto pod = PodHarness::sandbox("bulk-0", "ml");
+  pod.annotations.clear();  // the claim is the request
+  pod.netns_path = h.netns_file("bulk-0");
+  pod.pid = 0;
+  h.cri.add(pod);
+  const auto deadline = [] { return std::chrono::steady_clock::now() + 10s; };
+
+  const auto done = h.hook->set_up_claim_pod("sb-bulk-0", "ml", deadline());
+  CAPTURE(done.message);
+  CHECK(done.result == PodSetupResult::Configured);
+  CHECK(done.pod == "ml/bulk-0");
+  CHECK(h.tables.entries(*pod.netns_path) == std::vector<PnetEntry>{kEth0});
+  CHECK(read_text(h.proc.path() + "/sys/net/smc/wmem") == "262144");
+  CHECK(setups(h.metrics, PodSetupResult::Configured) == 1);
+  REQUIRE(h.hook->wait_for_predictions(20s));
+  CHECK(logs.count(R"("trigger":"CDI hook","result":"configured","pod":"ml/bulk-0")") == 1);
+  CHECK(h.hook->tracked().size() == 1);
+
+  // A sandbox of another namespace's pod: the claim cannot be its (claims are namespaced).
+  auto other = PodHarness::sandbox("web", "tenant");
+  other.netns_path = h.netns_file("web");
+  h.cri.add(other);
+  const auto refused = h.hook->set_up_claim_pod("sb-web", "ml", deadline());
+  CHECK(refused.result == PodSetupResult::Failed);
+  CHECK(refused.message == "sandbox sb-web is pod tenant/web's, not one of namespace ml: the claim's pods are all of "
+                           "its own namespace");
+  CHECK(h.tables.entries(*other.netns_path).empty());
+
+  const auto gone = h.hook->set_up_claim_pod("sb-none", "ml", deadline());
+  CHECK(gone.result == PodSetupResult::SandboxGone);
+
+  h.cfg.smcr.allowed_namespaces = {"prod"};
+  const auto not_allowed = h.hook->set_up_claim_pod("sb-bulk-0", "ml", deadline());
+  CHECK(not_allowed.result == PodSetupResult::NotAllowed);
+  CHECK(setups(h.metrics, PodSetupResult::NotAllowed) == 1);
+  REQUIRE(h.hook->wait_for_predictions(20s));
 }
 
 TEST_CASE("resync configures the pods that hold the SMC-R resource too") {
