@@ -8,6 +8,7 @@
 
 #include "agent/cli/commands.hpp"
 #include "agent/core/admin.hpp"
+#include "agent/core/cdi_hook_protocol.h"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
 #include "common/contract.hpp"
@@ -29,6 +30,24 @@ bool is_mount_point(const std::string& dir) {
   std::ifstream in("/proc/self/mountinfo");
   const std::string mountinfo((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return mountinfo_lists(mountinfo, want);
+}
+
+// `name` in `dir` (under the host root), and what else the directory holds.
+InstalledFile installed_file(const std::string& dir, const std::string& name) {
+  InstalledFile f;
+  std::error_code ec;
+  f.dir = dir;
+  f.file = dir + "/" + name;
+  f.present = fs::is_regular_file(f.file, ec);
+  f.dir_present = fs::is_directory(f.dir, ec);
+  f.dir_is_mount = f.dir_present && is_mount_point(f.dir);
+  if (f.dir_present) {
+    for (const auto& e : fs::directory_iterator(f.dir, ec)) {
+      if (e.path().filename().string() != name) ++f.dir_other_entries;
+    }
+    if (ec) ++f.dir_other_entries;  // unreadable: keep it
+  }
+  return f;
 }
 
 CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& host_root) {
@@ -54,17 +73,8 @@ CleanupFacts gather_cleanup_facts(const AgentConfig& cfg, const std::string& hos
     }
   }
   std::error_code ec;
-  f.preload_dir = host_root + cfg.smcr.preload_host_dir;
-  f.preload_file = f.preload_dir + "/" + std::string(contract::kPreloadLibrary);
-  f.preload_present = fs::is_regular_file(f.preload_file, ec);
-  f.preload_dir_present = fs::is_directory(f.preload_dir, ec);
-  f.preload_dir_is_mount = f.preload_dir_present && is_mount_point(f.preload_dir);
-  if (f.preload_dir_present) {
-    for (const auto& e : fs::directory_iterator(f.preload_dir, ec)) {
-      if (e.path().filename().string() != std::string(contract::kPreloadLibrary)) ++f.preload_dir_other_entries;
-    }
-    if (ec) ++f.preload_dir_other_entries;  // unreadable: keep it
-  }
+  f.preload = installed_file(host_root + cfg.smcr.preload_host_dir, std::string(contract::kPreloadLibrary));
+  if (!cfg.dra.hook_dir.empty()) f.cdi_hook = installed_file(host_root + cfg.dra.hook_dir, ERDMA_CDI_HOOK_BINARY);
   if (!cfg.nfd_feature_file.empty()) {
     f.nfd_file = host_root + cfg.nfd_feature_file;
     f.nfd_present = fs::exists(fs::symlink_status(f.nfd_file, ec));

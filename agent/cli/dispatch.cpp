@@ -133,10 +133,11 @@ const std::string kSmcStatsHelp = std::string(
 const std::string kCleanupHelp = std::string(
     "Usage: erdma-agent cleanup [--dry-run] [--config FILE] [--host-root DIR]\n\n"
     "Removes what the agent left on this node: the host pnet entries carrying smcr.pnetId, smcr.ueid from\n"
-    "the UEID table (when set), <smcr.preloadHostDir>/libsmc-preload.so and the directory when empty, and\n"
-    "nfdFeatureFile when configured. Entries of other PNETIDs and other UEIDs are left alone. Settings\n"
-    "inside SMC-R pods' network namespaces go with the pods. Run it on the host network (the agent pod,\n"
-    "or kubectl debug node/NODE); a running agent sets things up again within a minute (docs/uninstall.md).\n\n"
+    "the UEID table (when set), <smcr.preloadHostDir>/libsmc-preload.so and the directory when empty, the\n"
+    "same for <dra.hookDir>/erdma-cdi-hook, and nfdFeatureFile when configured. Entries of other PNETIDs\n"
+    "and other UEIDs are left alone. Settings inside SMC-R pods' network namespaces go with the pods. Run\n"
+    "it on the host network (the agent pod, or kubectl debug node/NODE); a running agent sets things up\n"
+    "again within a minute (docs/uninstall.md).\n\n"
     "Flags:\n"
     "  --dry-run               print what would be removed, change nothing\n") + kAdminConfigFlag +
     "  --host-root DIR         where the node's / is mounted, for the files (kubectl debug node: /host);\n"

@@ -105,6 +105,25 @@ Error explain_smc_error(const Error& e, SmcNeed need) {
   }
 }
 
+namespace {
+
+// The file when it is there, then its directory when nothing else is in it and it can go from here.
+void plan_installed(CleanupPlan& plan, const InstalledFile& f, const std::string& what) {
+  if (f.present) plan.actions.push_back({CleanupStep::RemoveFile, f.file, what + " " + f.file});
+  if (!f.dir_present) return;
+  if (f.dir_is_mount) {
+    plan.notes.push_back(f.dir + " kept: it is mounted here (the agent's hostPath volume); the empty " +
+                         "directory stays on the node (rmdir it there if you want)");
+  } else if (f.dir_other_entries == 0) {
+    plan.actions.push_back({CleanupStep::RemoveDir, f.dir, "directory " + f.dir});
+  } else {
+    plan.notes.push_back(f.dir + " kept: it holds " + std::to_string(f.dir_other_entries) + " other entr" +
+                         (f.dir_other_entries == 1 ? "y" : "ies"));
+  }
+}
+
+}  // namespace
+
 CleanupPlan plan_cleanup(const CleanupFacts& f) {
   CleanupPlan plan;
   const bool no_smc_pnet = !f.pnet_table && f.pnet_table.error().code == ErrorCode::Unavailable &&
@@ -144,20 +163,8 @@ CleanupPlan plan_cleanup(const CleanupFacts& f) {
     plan.problems.push_back("cannot read the UEID table: " + f.ueid_table.error().message);
   }
 
-  if (f.preload_present) {
-    plan.actions.push_back({CleanupStep::RemoveFile, f.preload_file, "preload library " + f.preload_file});
-  }
-  if (f.preload_dir_present) {
-    if (f.preload_dir_is_mount) {
-      plan.notes.push_back(f.preload_dir + " kept: it is mounted here (the agent's hostPath volume); the empty " +
-                           "directory stays on the node (rmdir it there if you want)");
-    } else if (f.preload_dir_other_entries == 0) {
-      plan.actions.push_back({CleanupStep::RemoveDir, f.preload_dir, "directory " + f.preload_dir});
-    } else {
-      plan.notes.push_back(f.preload_dir + " kept: it holds " + std::to_string(f.preload_dir_other_entries) +
-                           " other entr" + (f.preload_dir_other_entries == 1 ? "y" : "ies"));
-    }
-  }
+  plan_installed(plan, f.preload, "preload library");
+  plan_installed(plan, f.cdi_hook, "CDI hook");
   if (!f.nfd_file.empty() && f.nfd_present) {
     plan.actions.push_back({CleanupStep::RemoveFile, f.nfd_file, "NFD feature file " + f.nfd_file});
   }

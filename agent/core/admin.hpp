@@ -48,20 +48,26 @@ enum class SmcNeed { PnetTable, SmcInfo, SockDiag };
 
 // ---- erdma-agent cleanup
 
+// A file the agent installs on the node, and its directory: the preload library, the CDI hook.
+struct InstalledFile {
+  std::string file;                // <dir>/<name>
+  bool present = false;
+  std::string dir;
+  bool dir_present = false;
+  size_t dir_other_entries = 0;    // entries of the directory besides the file
+  // The directory is a mount point where cleanup runs (the DaemonSet's hostPath inside the agent's
+  // pod): it cannot be removed from there, and on the node it stays as an empty directory.
+  bool dir_is_mount = false;
+};
+
 // What is on the node, as the shell read it.
 struct CleanupFacts {
   std::string pnet_id;                       // smcr.pnetId
   Result<std::vector<PnetEntry>> pnet_table = std::vector<PnetEntry>{};  // the host's; an error when unreadable
   std::string ueid;                          // smcr.ueid; "" = not managed by the agent
   Result<std::vector<std::string>> ueid_table = std::vector<std::string>{};
-  std::string preload_file;                  // <preloadHostDir>/libsmc-preload.so
-  bool preload_present = false;
-  std::string preload_dir;                   // preloadHostDir
-  bool preload_dir_present = false;
-  size_t preload_dir_other_entries = 0;      // entries of the directory besides the library
-  // The directory is a mount point where cleanup runs (the DaemonSet's hostPath inside the agent's
-  // pod): it cannot be removed from there, and on the node it stays as an empty directory.
-  bool preload_dir_is_mount = false;
+  InstalledFile preload;                     // <smcr.preloadHostDir>/libsmc-preload.so
+  InstalledFile cdi_hook;                    // <dra.hookDir>/erdma-cdi-hook; dir "" = dra.hookDir is empty
   std::string nfd_file;                      // nfdFeatureFile; "" = not configured
   bool nfd_present = false;
 };
@@ -82,7 +88,8 @@ struct CleanupPlan {
 
 // Only what the agent adds: the pnet entries carrying the configured PNETID (entries of other
 // PNETIDs are an administrator's), the configured UEID when it is in the table, the library file,
-// then its directory when nothing else is in it, and the NFD feature file. A kernel without SMC
+// then its directory when nothing else is in it, the DRA driver's CDI hook and its directory the
+// same way, and the NFD feature file. A kernel without SMC
 // has no tables: a note, not a problem. The per-pod settings are always a note: they live in the
 // pods' network namespaces and go with them.
 [[nodiscard]] CleanupPlan plan_cleanup(const CleanupFacts& facts);

@@ -798,6 +798,95 @@ done
 check "the two claims are allocated rxe0, one on each node" bash -c "
   [ \"\$(kubectl -n $NS get resourceclaims -o jsonpath='{.items[*].status.allocation.devices.results[0].device}' | tee /dev/stderr)\" = 'rxe0 rxe0' ]"
 
+# ---------------------------------------------------------------------------------------------
+phase "SMC-R claims on the pod network: the CDI hook sets up each pod's netns"
+# No annotation, no webhook: the claim is the request. Its CDI spec gives the library and
+# LD_PRELOAD, and names erdma-cdi-hook, which the runtime runs as each container is created; the
+# agent then sets up the pod's netns as PreStartContainer does. The claims ask the RDMA class for
+# mode smcr in their own config (docs/dra.md, "The driver's configuration"): the class
+# smcr.erdma.aliyun.com selects cards whose erdma driver runs in its default mode (smcrCapable),
+# and these nodes' cards are Soft-RoCE's.
+claim_pod() {  # NAME NODE COMMAND...: a pod on the pod network with one SMC-R claim
+  local name=$1 node=$2
+  shift 2
+  cat <<EOT
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: smcr-$name, namespace: $NS}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: smcr
+        exactly: {deviceClassName: erdma.aliyun.com}
+      config:
+      - requests: [smcr]
+        opaque:
+          driver: erdma.aliyun.com
+          parameters: {apiVersion: erdma.aliyun.com/v1alpha1, kind: ErdmaConfig, mode: smcr}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: $name, namespace: $NS}
+spec:
+  nodeSelector: {kubernetes.io/hostname: $node}
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+  - {name: smcr, resourceClaimTemplateName: smcr-$name}
+  containers:
+  - name: main
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: [$(printf '"%s", ' "$@" | sed 's/, $//')]
+    resources:
+      claims: [{name: smcr}]
+EOT
+}
+claim_pod claim-server "$VM1" tcp-bulk serve --port 8080 --hold 120 --timeout 300 >"$work/claim-server.yaml"
+must "a server pod with an SMC-R claim on $VM1 runs (no annotation, the pod network)" bash -c "
+  $(declare -f kubectl bounded); kubectl apply -f '$work/claim-server.yaml' >/dev/null &&
+  kubectl -n $NS wait --for=condition=Ready pod/claim-server --timeout=180s"
+claim_ip=$(kubectl -n "$NS" get pod claim-server -o jsonpath='{.status.podIP}')
+claim_pod claim-client "$VM2" tcp-bulk send --to "$claim_ip:8080" --bytes 16M --hold 120 --timeout 300 >"$work/claim-client.yaml"
+must "a client pod with an SMC-R claim on $VM2 starts" kubectl apply -f "$work/claim-client.yaml"
+claim_sent() { kubectl -n "$NS" logs claim-client 2>/dev/null | grep -q '"match":true'; }
+must "the claim client's 16 MiB arrive intact" wait_for 240 claim_sent
+kubectl -n "$NS" logs claim-client
+claim_uid=$(kubectl -n "$NS" get resourceclaim -o jsonpath='{range .items[*]}{.metadata.uid} {.status.reservedFor[0].name}{"\n"}{end}' |
+  awk '$2 == "claim-server" {print $1}')
+check "the server's claim spec names the hook: createRuntime, erdma-cdi-hook, its claim (CDI spec on $VM1)" bash -c "
+  '$CLUSTER' exec --node $VM1 'cat /var/run/cdi/erdma.aliyun.com-claim_$claim_uid.json' | tee /dev/stderr |
+    /usr/bin/python3 -c 'import json, sys; h = json.load(sys.stdin)[\"containerEdits\"][\"hooks\"]; sys.exit(not (len(h) == 1 and
+      h[0][\"hookName\"] == \"createRuntime\" and h[0][\"path\"] == \"/var/lib/erdma-controller/dra/erdma-cdi-hook\" and
+      h[0][\"args\"][1:4] == [\"smcr\", \"--claim\", \"$claim_uid\"]))'"
+for p in claim-server:"$VM1" claim-client:"$VM2"; do
+  pod=${p%%:*} node=${p#*:}
+  check "the agent on $node set up $pod's netns when the hook asked (trigger CDI hook, configured)" bash -c "
+    $(declare -f kubectl bounded agent_on); kubectl -n erdma-system logs \$(agent_on $node) | tee '$work/agent-$node.log' |
+      grep -F '\"trigger\":\"CDI hook\",\"result\":\"configured\",\"pod\":\"$NS/$pod\"' >&2"
+  check "smcss inside $pod shows SMCR (LD_PRELOAD from the claim's CDI spec)" bash -c "
+    $(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode $pod)\" = SMCR ]"
+done
+check "smc-status --pod on $VM1 agrees: SMCR on the claim server's own RDMA device, predicted expected (pod-rdma-device)" bash -c "
+  kubectl -n erdma-system exec $(agent_on "$VM1") -- erdma-agent smc-status --pod $NS/claim-server | tee /dev/stderr |
+    awk '\$3 ~ /:8080\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe_/ {f++} /^prediction: expected \(pod-rdma-device\): / {p++} END {exit !(f && p)}'"
+hook_counts() {  # NODE: "ok error" from erdma_agent_dra_hook_requests_total of the node's agent
+  "$CLUSTER" exec --node "$1" "curl -sf http://127.0.0.1:9467/metrics" |
+    awk '/^erdma_agent_dra_hook_requests_total\{result="ok"\}/ {ok = $2} /^erdma_agent_dra_hook_requests_total\{result="error"\}/ {e = $2}
+         END {print ok + 0, e + 0}'
+}
+hook_answered_ok() {  # NODE: at least one ok, no error (the agent's loop counts them once a second)
+  local c
+  c=$(hook_counts "$1")
+  echo "$1: ok error = $c" >&2
+  [ "${c% *}" -ge 1 ] && [ "${c#* }" = 0 ]
+}
+for n in "$VM1" "$VM2"; do
+  check "$n's agent answered the hook ok, never with an error (erdma_agent_dra_hook_requests_total)" \
+    wait_for 30 hook_answered_ok "$n"
+done
+
 phase "down"
 if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then exit 1; fi  # finish() says where
 trap - EXIT

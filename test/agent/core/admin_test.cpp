@@ -160,8 +160,10 @@ CleanupFacts node_facts() {
   CleanupFacts f;
   f.pnet_id = "ERDMA";
   f.ueid = "ERDMA-CONTROLLER";
-  f.preload_dir = "/var/lib/erdma-controller/lib";
-  f.preload_file = "/var/lib/erdma-controller/lib/libsmc-preload.so";
+  f.preload.dir = "/var/lib/erdma-controller/lib";
+  f.preload.file = "/var/lib/erdma-controller/lib/libsmc-preload.so";
+  f.cdi_hook.dir = "/var/lib/erdma-controller/dra";
+  f.cdi_hook.file = "/var/lib/erdma-controller/dra/erdma-cdi-hook";
   return f;
 }
 
@@ -186,13 +188,17 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
     Case c{"a node as the agent leaves it", node_facts(), {}, {}, 0};
     c.facts.pnet_table = std::vector<PnetEntry>{ib("ERDMA", "erdma_0", 1), eth("ERDMA", "eth0"), eth("MINE", "eth1")};
     c.facts.ueid_table = std::vector<std::string>{"OTHER", "ERDMA-CONTROLLER"};
-    c.facts.preload_present = true;
-    c.facts.preload_dir_present = true;
+    c.facts.preload.present = true;
+    c.facts.preload.dir_present = true;
+    c.facts.cdi_hook.present = true;
+    c.facts.cdi_hook.dir_present = true;
     c.facts.nfd_file = "/etc/kubernetes/node-feature-discovery/features.d/erdma";
     c.facts.nfd_present = true;
     c.actions = {"pnet entries ERDMA (erdma_0 port 1, eth0)", "UEID ERDMA-CONTROLLER",
                  "preload library /var/lib/erdma-controller/lib/libsmc-preload.so",
                  "directory /var/lib/erdma-controller/lib",
+                 "CDI hook /var/lib/erdma-controller/dra/erdma-cdi-hook",
+                 "directory /var/lib/erdma-controller/dra",
                  "NFD feature file /etc/kubernetes/node-feature-discovery/features.d/erdma"};
     c.notes = {"1 entry with another PNETID left alone", "go with the pods"};
     cases.push_back(c);
@@ -206,19 +212,29 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
   }
   {
     Case c{"directory with other files is kept", node_facts(), {}, {"kept: it holds 2 other entries"}, 0};
-    c.facts.preload_present = true;
-    c.facts.preload_dir_present = true;
-    c.facts.preload_dir_other_entries = 2;
+    c.facts.preload.present = true;
+    c.facts.preload.dir_present = true;
+    c.facts.preload.dir_other_entries = 2;
     c.actions = {"preload library /var/lib/erdma-controller/lib/libsmc-preload.so"};
     cases.push_back(c);
   }
   {
     // Inside the agent's pod: the directory is its hostPath mount, which no rmdir can remove.
     Case c{"a mounted directory is kept, the library goes", node_facts(), {}, {"kept: it is mounted here"}, 0};
-    c.facts.preload_present = true;
-    c.facts.preload_dir_present = true;
-    c.facts.preload_dir_is_mount = true;
+    c.facts.preload.present = true;
+    c.facts.preload.dir_present = true;
+    c.facts.preload.dir_is_mount = true;
     c.actions = {"preload library /var/lib/erdma-controller/lib/libsmc-preload.so"};
+    cases.push_back(c);
+  }
+  {
+    // An agent killed without its stop leaves the hook's socket: the directory is not emptied for it.
+    Case c{"the hook goes; its directory with a socket left in it stays", node_facts(), {},
+           {"/var/lib/erdma-controller/dra kept: it holds 1 other entry"}, 0};
+    c.facts.cdi_hook.present = true;
+    c.facts.cdi_hook.dir_present = true;
+    c.facts.cdi_hook.dir_other_entries = 1;
+    c.actions = {"CDI hook /var/lib/erdma-controller/dra/erdma-cdi-hook"};
     cases.push_back(c);
   }
   {
@@ -260,7 +276,7 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
   auto f = node_facts();
   f.pnet_table = std::vector<PnetEntry>{eth("ERDMA", "eth0")};
   f.ueid_table = std::vector<std::string>{"ERDMA-CONTROLLER"};
-  f.preload_present = true;
+  f.preload.present = true;
   const auto plan = plan_cleanup(f);
   REQUIRE(plan.actions.size() == 3);
   CHECK(plan.actions[0].step == CleanupStep::RemovePnetId);
