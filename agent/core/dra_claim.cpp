@@ -219,6 +219,15 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
       if (!applies_to(oc.requests, request)) continue;
       (oc.from_claim ? from_claim : from_class) = oc.mode;
     }
+    // A claim may narrow RDMA to SMC-R, never widen a class's SMC-R to raw RDMA: the SMC-R class
+    // is what an admin hands out where raw verbs must not go (docs/dra.md, "Who gets what").
+    if (from_class == ClaimMode::Smcr && from_claim == ClaimMode::Rdma) {
+      return make_error(ErrorCode::PermissionDenied,
+                        who + ": request " + json_quote(request) +
+                            " comes from a DeviceClass whose config makes it SMC-R, and the claim's own config "
+                            "asks mode rdma: a claim may turn RDMA into SMC-R, never SMC-R into raw RDMA; ask "
+                            "the RDMA class (erdma.aliyun.com) for raw RDMA, where the admin allows it");
+    }
     const ClaimMode mode = from_claim ? *from_claim : from_class ? *from_class : ClaimMode::Rdma;
     if (claim_mode && *claim_mode != mode) {
       return make_error(ErrorCode::InvalidArgument,

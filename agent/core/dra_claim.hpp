@@ -16,7 +16,9 @@
 // writes the class configs first and the claim's after them (k8s.io/dynamic-resource-allocation
 // v0.37.2 structured/internal/stable/allocator_stable.go), and Kubernetes' own test driver applies
 // them in that order, last one winning (kubernetes v1.37.2 test/e2e/dra/test-driver/app/
-// kubeletplugin.go). One claim is all RDMA or all SMC-R: a CDI spec serves a claim in one mode.
+// kubeletplugin.go). One exception: a claim's config may not turn a request its class makes SMC-R
+// into RDMA (PermissionDenied): the SMC-R class must not hand out raw verbs. One claim is all RDMA
+// or all SMC-R: a CDI spec serves a claim in one mode.
 #pragma once
 
 #include <map>

@@ -411,6 +411,106 @@ check "the pods are deleted" kubectl -n "$NS" delete pod nccl legacy --wait=true
 check "the claims leave the checkpoint" wait_for 60 both not_prepared "$nccl_uid" "${legacy_uid:-none}"
 check "their CDI specs are removed" wait_for 30 both no_spec_file_for "$nccl_uid" "${legacy_uid:-none}"
 
+# ---------------------------------------------------------------------------------------------
+phase "who gets what: a quota per class, and an SMC-R class never gives raw RDMA"
+# docs/dra.md, "Who gets what". A quota counts the devices a namespace's claims request, per class
+# (<class>.deviceclass.resource.k8s.io/devices): 0 for the RDMA class keeps raw verbs out.
+QNS=$NS-quota
+cat >"$work/quota.yaml" <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $QNS}
+---
+apiVersion: v1
+kind: ResourceQuota
+metadata: {name: erdma, namespace: $QNS}
+spec:
+  hard:
+    $DRIVER.deviceclass.resource.k8s.io/devices: "0"
+    smcr.$DRIVER.deviceclass.resource.k8s.io/devices: "4"
+EOF
+claim_yaml() {  # NAME CLASS: a ResourceClaim of one device of CLASS in $QNS
+  printf '%s\n' 'apiVersion: resource.k8s.io/v1' 'kind: ResourceClaim' "metadata: {name: $1, namespace: $QNS}" \
+    'spec:' '  devices:' '    requests:' '    - name: card' "      exactly: {deviceClassName: $2}"
+}
+# refused_by_quota: creating a claim of the RDMA class fails, and the API server says it is the quota.
+refused_by_quota() {
+  local out
+  if out=$(claim_yaml raw "$DRIVER" | kubectl create -f - 2>&1); then
+    echo "created: $out"
+    return 1
+  fi
+  echo "$out"
+  grep -q 'exceeded quota: erdma' <<<"$out"
+}
+smcr_used() {  # the quota's usage counts the SMC-R claim's one device
+  local used
+  used=$(kubectl -n "$QNS" get resourcequota erdma -o json |
+    /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['status'].get('used', {}).get('smcr.$DRIVER.deviceclass.resource.k8s.io/devices', ''))")
+  echo "used: $used"
+  [ "$used" = 1 ]
+}
+must "a namespace with a quota: no device of the RDMA class, four of the SMC-R class" kubectl apply -f "$work/quota.yaml"
+# The quota's status is filled by the controller-manager: until then the quota admits nothing.
+quota_ready() { [ -n "$(kubectl -n "$QNS" get resourcequota erdma -o jsonpath='{.status.hard}')" ]; }
+must "the quota is in force (its status is filled)" wait_for 60 quota_ready
+check "a claim of the RDMA class is refused there by the quota" refused_by_quota
+check "a claim of the SMC-R class is created there" sh -c \
+  "$(declare -f claim_yaml); QNS=$QNS; claim_yaml smcr smcr.$DRIVER | kubectl create -f - >/dev/null"
+check "... and counted in the quota's usage" wait_for 60 smcr_used
+# A site's own SMC-R class (config mode smcr, without the smcrCapable selector: this node's cards
+# are static), and a claim whose own config asks mode rdma of it: the agent refuses to prepare it,
+# and the kubelet says why on the pod.
+cat >"$work/widen.yaml" <<EOF
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: site-smcr.$DRIVER}
+spec:
+  selectors:
+  - cel: {expression: 'device.driver == "$DRIVER"'}
+  config:
+  - opaque:
+      driver: $DRIVER
+      parameters: {apiVersion: $DRIVER/v1alpha1, kind: ErdmaConfig, mode: smcr}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: widen, namespace: $NS}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: card
+        exactly: {deviceClassName: site-smcr.$DRIVER}
+      config:
+      - opaque:
+          driver: $DRIVER
+          parameters: {apiVersion: $DRIVER/v1alpha1, kind: ErdmaConfig, mode: rdma}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: widen, namespace: $NS}
+spec:
+  terminationGracePeriodSeconds: 1
+  resourceClaims:
+  - {name: card, resourceClaimTemplateName: widen}
+  containers:
+  - name: main
+    image: $WORKLOAD
+    imagePullPolicy: Never
+    command: [sleep, "100000"]
+    resources:
+      claims: [{name: card}]
+EOF
+must "a pod whose claim asks mode rdma of an SMC-R class is created" kubectl apply -f "$work/widen.yaml"
+check "the agent refuses to prepare it: kubectl describe pod says a claim cannot turn SMC-R into raw RDMA" \
+  wait_for 120 sh -c "kubectl -n $NS describe pod widen | grep -E 'Warning +FailedPrepareDynamicResources .*never SMC-R into raw RDMA'"
+check "its container never started" sh -c \
+  "[ -z \"\$(kubectl -n $NS get pod widen -o jsonpath='{.status.containerStatuses[0].state.running}')\" ]"
+check "the pod, the class and the quota's namespace are deleted" sh -c "
+  kubectl -n $NS delete pod widen --wait=true --timeout=60s >/dev/null &&
+  kubectl delete deviceclass site-smcr.$DRIVER >/dev/null && kubectl delete namespace $QNS --wait=true --timeout=90s >/dev/null"
+
 phase "down"
 trap - EXIT
 "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down

@@ -169,8 +169,10 @@ TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, late
   const std::vector<Case> cases = {
       {"no config: RDMA", json::array(), ClaimMode::Rdma},
       {"class says smcr", json::array({config("FromClass", "smcr")}), ClaimMode::Smcr},
-      {"claim overrides class", json::array({config("FromClass", "smcr"), config("FromClaim", "rdma")}),
-       ClaimMode::Rdma},
+      {"claim narrows the class's RDMA to SMC-R", json::array({config("FromClass", "rdma"), config("FromClaim", "smcr")}),
+       ClaimMode::Smcr},
+      {"claim restates the class's SMC-R", json::array({config("FromClass", "smcr"), config("FromClaim", "smcr")}),
+       ClaimMode::Smcr},
       {"claim overrides class whatever the order",
        json::array({config("FromClaim", "smcr"), config("FromClass", "rdma")}), ClaimMode::Smcr},
       {"within a source the later wins", json::array({config("FromClaim", "rdma"), config("FromClaim", "smcr")}),
@@ -191,6 +193,29 @@ TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, late
     CHECK(plan->cdi.smcr == (c.want == ClaimMode::Smcr));
     CHECK(plan->devices.at(0).requests == std::vector<std::string>{"nics"});  // subrequest stripped
   }
+}
+
+// The SMC-R class is not a door to raw verbs (security review M3): a claim that asks mode rdma of a
+// request its class makes SMC-R is refused, whatever the order of the configs.
+TEST_CASE("plan_claim: a claim cannot turn its class's SMC-R into raw RDMA") {
+  for (const auto& configs : {json::array({config("FromClass", "smcr"), config("FromClaim", "rdma")}),
+                              json::array({config("FromClaim", "rdma"), config("FromClass", "smcr")}),
+                              json::array({config("FromClass", "smcr"), config("FromClaim", "smcr"),
+                                           config("FromClaim", "rdma")})}) {
+    CAPTURE(configs.dump());
+    auto plan = plan_claim(claim_of(json::array({result("nics/fast", "erdma-0")}), configs), ref(), node(), kPool);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error().code == ErrorCode::PermissionDenied);
+    CHECK(plan.error().message.find("request \"nics/fast\" comes from a DeviceClass whose config makes it SMC-R") !=
+          std::string::npos);
+    CHECK(plan.error().message.find("never SMC-R into raw RDMA") != std::string::npos);
+  }
+  // A config of the claim for another request leaves this one to its class.
+  auto other = plan_claim(claim_of(json::array({result("nics/fast", "erdma-0")}),
+                                   json::array({config("FromClass", "smcr"), config("FromClaim", "rdma", json::array({"x"}))})),
+                          ref(), node(), kPool);
+  REQUIRE(other.ok());
+  CHECK(other->mode == ClaimMode::Smcr);
 }
 
 TEST_CASE("plan_claim: a claim of two drivers prepares only this driver's devices") {
