@@ -1,5 +1,5 @@
-// The public contract between the cluster, erdma-webhook and erdma-agent (docs/design.md, "Public
-// names"). Both programs, the manifests' cross-check test (test/manifests) and the docs take these
+// The public contract between the cluster, erdma-webhook and erdma-agent (docs/design.md, "The
+// Kubernetes contract"). Both programs, the manifests' cross-check test (test/manifests) and the docs take these
 // names from here; changing one breaks users and every node that runs the other program's
 // previous release.
 #pragma once

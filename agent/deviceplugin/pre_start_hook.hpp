@@ -32,7 +32,8 @@ class PreStartHook {
   }
 };
 
-// Logs the call and succeeds: the behaviour until SMC-R pod configuration exists.
+// Logs the call and succeeds: the hook the daemon installs when `smcr.enabled: false` (no pod
+// setup, so there is nothing to do before the container starts).
 class LoggingPreStartHook final : public PreStartHook {
  public:
   [[nodiscard]] Status pre_start(const std::vector<std::string>& device_ids, const std::vector<std::string>& devices,

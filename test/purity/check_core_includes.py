@@ -29,6 +29,8 @@ FORBIDDEN = [
      "clock, file, thread or console I/O"),
     (r"^(sys/socket\.h|sys/stat\.h|unistd\.h|fcntl\.h|sched\.h|dirent\.h)$", "system calls"),
     (r"^common/(log|metrics)\.hpp$", "the logger or the metrics registry"),
+    (r"^common/(file_watch|work_queue|guarded|unique_fd)\.hpp$",
+     "common_runtime (file watches, worker threads, file descriptors)"),
     (r"^common/structured\.hpp$", "file reading (common/structured)"),
     (r"^common/http/", "the HTTP server"),
     # Every folder of agent/ and webhook/ beside core/ is a shell (sys, kube, kubelet, the device
@@ -85,7 +87,8 @@ def check_tree(src):
 def self_test():
     cases = [
         ('#include <boost/asio.hpp>\n', True), ('#include <chrono>\n', True), ('# include <thread>\n', True),
-        ('#include "common/log.hpp"\n', True), ('#include <grpcpp/grpcpp.h>\n', True),
+        ('#include "common/log.hpp"\n', True), ('#include "common/work_queue.hpp"\n', True),
+        ('#include <grpcpp/grpcpp.h>\n', True),
         ('#include <netlink/msg.h>\n', True), ('#include <infiniband/verbs.h>\n', True),
         ('#include "agent/sys/netns.hpp"\n', True), ('#include <fstream>\n', True),
         ('#include "agent/kube/api.hpp"\n', True), ('#include "agent/deviceplugin/plugin_runtime.hpp"\n', True),
