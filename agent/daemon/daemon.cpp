@@ -3,7 +3,6 @@
 
 #include <csignal>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -51,25 +50,30 @@ ClaimPodSetupFn claim_pod_setup(SmcrPodSetup& pods) {
   };
 }
 
-}  // namespace
-
-int run_daemon(const AgentConfig& cfg) {
-  // Signals are taken synchronously by this thread (sigtimedwait); block them before any other
-  // thread exists so that every thread inherits the mask.
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns them: the daemon's thread
+// takes them synchronously (sigtimedwait). Call it before any other thread exists, so that every
+// thread inherits the mask.
+sigset_t block_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  common::metrics::Registry registry;
-  AgentMetrics metrics(registry);
-  auto source = make_device_source(cfg);
+// SMC-R's parts of the daemon. smcr.enabled: the pod setup (the PreStartContainer hook) and what it
+// stands on (PodResources, the CRI, the netns configurator, the prediction's inspector), host setup
+// and kernel statistics (run later by SmcrService), and the preload library installed now.
+// smcr.enabled: false leaves the kernel alone: the hook only logs.
+struct SmcrParts {
+  SmcrParts(const AgentConfig& cfg, AgentMetrics& metrics);
+  // The device plugin's PreStartContainer hook: the pod setup, or the one that only logs.
+  [[nodiscard]] PreStartHook& hook() const noexcept {
+    return pod_setup ? static_cast<PreStartHook&>(*pod_setup) : *logging_hook;
+  }
 
-  // SMC-R: pod setup is the PreStartContainer hook; host setup, resync and statistics run on
-  // their own thread. smcr.enabled: false leaves the kernel alone (the hook only logs).
-  const auto call_timeout = std::chrono::milliseconds(cfg.smcr.call_timeout_ms);
   SetnsNetns netns;
   SetnsNetns inspector_netns;  // the SMC-R prediction's, on its own worker thread
   std::unique_ptr<KernelPodNetworkInspector> inspector;
@@ -80,84 +84,137 @@ int run_daemon(const AgentConfig& cfg) {
   std::unique_ptr<SmcrHostSetup> host_setup;
   std::unique_ptr<SmcStatsCollector> stats;
   std::unique_ptr<PreStartHook> logging_hook;
-  PreStartHook* hook = nullptr;
-  if (cfg.smcr.enabled) {
-    pod_resources = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, call_timeout);
-    sandboxes = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, call_timeout);
-    configurator = std::make_unique<KernelPodNetns>(netns, netlink_pnet_opener());
-    inspector = std::make_unique<KernelPodNetworkInspector>(inspector_netns, NetnsRef::of_path(cfg.proc_root + "/1/ns/net"),
-                                                            sysfs_rdma_lister(), netlink_pnet_opener(),
-                                                            netlink_smc_info_opener());
-    pod_setup = std::make_unique<SmcrPodSetup>(cfg, *pod_resources, *sandboxes, *configurator, &metrics, *inspector);
-    host_setup = std::make_unique<SmcrHostSetup>(cfg.smcr, netlink_pnet_opener(), netlink_smc_info_opener(),
-                                                 [] { return sysfs::SysfsRdmaReader().smcd_loopback_device(); });
-    stats = std::make_unique<SmcStatsCollector>(metrics, netns, netlink_smc_info_opener());
-    hook = pod_setup.get();
-    log::info("SMC-R enabled")
-        .kv("pnet_id", cfg.smcr.pnet_id.str())
-        .kv("ueid", cfg.smcr.ueid.empty() ? "(not managed)" : cfg.smcr.ueid)
-        .kv("smcd_loopback", cfg.smcr.smcd_loopback ? "on" : "off")
-        .kv("pod_resources", cfg.pod_resources_socket)
-        .kv("cri", cfg.cri_socket)
-        .kv("proc_root", cfg.proc_root);
-    (void)install_preload(cfg.smcr, &metrics);  // logged and counted; pods fall back to TCP without it
-  } else {
+};
+
+SmcrParts::SmcrParts(const AgentConfig& cfg, AgentMetrics& metrics) {
+  if (!cfg.smcr.enabled) {
     logging_hook = std::make_unique<LoggingPreStartHook>();
-    hook = logging_hook.get();
     log::info("SMC-R disabled (smcr.enabled: false): no host or pod setup, no preload install");
+    return;
   }
-  PluginRuntime runtime(cfg, *source, *hook, &metrics);
+  const auto call_timeout = std::chrono::milliseconds(cfg.smcr.call_timeout_ms);
+  pod_resources = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, call_timeout);
+  sandboxes = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, call_timeout);
+  configurator = std::make_unique<KernelPodNetns>(netns, netlink_pnet_opener());
+  inspector = std::make_unique<KernelPodNetworkInspector>(inspector_netns, NetnsRef::of_path(cfg.proc_root + "/1/ns/net"),
+                                                          sysfs_rdma_lister(), netlink_pnet_opener(),
+                                                          netlink_smc_info_opener());
+  pod_setup = std::make_unique<SmcrPodSetup>(cfg, *pod_resources, *sandboxes, *configurator, &metrics, *inspector);
+  host_setup = std::make_unique<SmcrHostSetup>(cfg.smcr, netlink_pnet_opener(), netlink_smc_info_opener(),
+                                               [] { return sysfs::SysfsRdmaReader().smcd_loopback_device(); });
+  stats = std::make_unique<SmcStatsCollector>(metrics, netns, netlink_smc_info_opener());
+  log::info("SMC-R enabled")
+      .kv("pnet_id", cfg.smcr.pnet_id.str())
+      .kv("ueid", cfg.smcr.ueid.empty() ? "(not managed)" : cfg.smcr.ueid)
+      .kv("smcd_loopback", cfg.smcr.smcd_loopback ? "on" : "off")
+      .kv("pod_resources", cfg.pod_resources_socket)
+      .kv("cri", cfg.cri_socket)
+      .kv("proc_root", cfg.proc_root);
+  (void)install_preload(cfg.smcr, &metrics);  // logged and counted; pods fall back to TCP without it
+}
+
+// The metrics and probe port (metrics_listen), on an event loop and a thread of its own.
+class MetricsPort {
+ public:
+  MetricsPort() = default;
+  ~MetricsPort() {
+    if (thread_.joinable()) stop();
+  }
+  MetricsPort(const MetricsPort&) = delete;
+  MetricsPort& operator=(const MetricsPort&) = delete;
+
+  // Serves `handler` on `listen`. False when the port cannot be served (logged).
+  [[nodiscard]] bool start(const std::string& listen, common::http::PlainHandler handler) {
+    server_ = std::make_unique<common::http::MetricsServer>(ioc_, std::move(handler));
+    auto addr = common::parse_listen_address(listen);
+    auto s = addr ? server_->listen(*addr) : Status(addr.error());
+    if (!s) {
+      log::error("cannot serve metrics").kv("listen", listen).kv("error", s.error().message);
+      return false;
+    }
+    log::info("serving metrics").kv("listen", listen).kv("port", static_cast<unsigned>(server_->port()));
+    // A handler's exception leaves io_context::run; running it again serves on.
+    thread_ = std::thread(
+        [this] { common::run_restarting("metrics server", [this] { ioc_.run(); }, [this] { return ioc_.stopped(); }); });
+    return true;
+  }
+
+  // Stops serving and joins the thread; also when start() was never called.
+  void stop() {
+    if (server_) server_->stop();
+    work_.reset();
+    ioc_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  boost::asio::io_context ioc_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_ = boost::asio::make_work_guard(ioc_);
+  std::unique_ptr<common::http::MetricsServer> server_;
+  std::thread thread_;
+};
+
+// The daemon's loop, until SIGTERM or SIGINT: the DRA driver's tick (or its next start) and the node
+// report every rescan_seconds; SIGHUP rescans the devices.
+void serve_until_signal(const AgentConfig& cfg, const sigset_t& signals, common::metrics::Registry& registry,
+                        PluginRuntime& runtime, PluginRuntime* smcr_runtime, DraSupervisor& dra) {
+  NodeReporter reporter(cfg, registry, runtime);
+  reporter.check();
+  auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
+  for (;;) {
+    dra.tick();
+    if (std::chrono::steady_clock::now() >= next_check) {
+      reporter.check();
+      next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
+    }
+    timespec timeout{1, 0};  // bounded wait: the loop stays responsive and never blocks forever
+    const int sig = sigtimedwait(&signals, nullptr, &timeout);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log::info("signal received; stopping").kv("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+      return;
+    }
+    if (sig == SIGHUP) {
+      log::info("SIGHUP: rescanning devices");
+      runtime.request_rescan();
+      if (smcr_runtime) smcr_runtime->request_rescan();
+    }
+  }
+}
+
+}  // namespace
+
+int run_daemon(const AgentConfig& cfg) {
+  const sigset_t signals = block_signals();  // first: no other thread exists yet
+  common::metrics::Registry registry;
+  AgentMetrics metrics(registry);
+  auto source = make_device_source(cfg);
+
+  // SMC-R: pod setup is the PreStartContainer hook; host setup, resync and statistics run on
+  // their own thread (SmcrService, once the devices are scanned).
+  SmcrParts smcr(cfg, metrics);
+  PluginRuntime runtime(cfg, *source, smcr.hook(), &metrics);
   // SMC-R containers' resource: the library mount only, and the same pod setup at PreStart.
   std::unique_ptr<PluginRuntime> smcr_runtime;
-  if (auto endpoint = smcr_endpoint(cfg); endpoint && pod_setup) {
-    smcr_runtime = std::make_unique<PluginRuntime>(cfg, *endpoint, *source, pod_setup->for_resource(endpoint->resource_name),
-                                                   nullptr);
+  if (auto endpoint = smcr_endpoint(cfg); endpoint && smcr.pod_setup) {
+    smcr_runtime = std::make_unique<PluginRuntime>(cfg, *endpoint, *source,
+                                                   smcr.pod_setup->for_resource(endpoint->resource_name), nullptr);
   }
-  std::unique_ptr<SmcrService> smcr;
-  // The DRA driver (dra.enabled) beside the device plugin, on the same device view. A start that
-  // fails (no token, no node name, a corrupt checkpoint) is logged and tried again every 10 s; the
-  // device plugin serves meanwhile and the readiness probe says why DRA is not there.
-  std::unique_ptr<DraDriver> dra;
-  DraStartRetry dra_start(std::chrono::seconds(10));
-  std::mutex dra_mu;  // guards dra for the probe thread
-  const auto try_start_dra = [&] {
-    auto driver = std::make_unique<DraDriver>(cfg, runtime.state(), registry);
-    if (pod_setup) driver->set_claim_pod_setup(claim_pod_setup(*pod_setup));
-    if (!dra_start.record(driver->start(), std::chrono::steady_clock::now())) return;
-    if (pod_setup) pod_setup->set_event_sink(driver->events());
-    std::lock_guard lock(dra_mu);
-    dra = std::move(driver);
-  };
+  std::unique_ptr<SmcrService> smcr_service;
+  // The DRA driver beside the device plugin, on the same device view; the readiness probe says
+  // why DRA is not there while its start is retried.
+  DraSupervisor dra(cfg, runtime.state(), registry, [&](PodEventSink* events) {
+    if (smcr.pod_setup) smcr.pod_setup->set_event_sink(events);
+  });
+  if (smcr.pod_setup) dra.set_claim_pod_setup(claim_pod_setup(*smcr.pod_setup));
 
-  boost::asio::io_context ioc;
-  auto work = boost::asio::make_work_guard(ioc);
-  std::unique_ptr<common::http::MetricsServer> metrics_server;
-  std::thread metrics_thread;
+  MetricsPort metrics_port;
   if (!cfg.metrics_listen.empty()) {
     auto not_ready = [&]() -> std::optional<std::string> {
       if (!runtime.registered()) return "not registered with kubelet";
       if (smcr_runtime && !smcr_runtime->registered()) return "the SMC-R resource is not registered with kubelet";
-      if (cfg.dra.enabled) {
-        std::lock_guard lock(dra_mu);
-        if (!dra) {
-          const std::string error = dra_start.last_error();
-          return "the DRA driver did not start: " + (error.empty() ? std::string("starting") : error);
-        }
-        return dra->not_ready();
-      }
-      return std::nullopt;
+      return dra.not_ready();
     };
-    metrics_server = std::make_unique<common::http::MetricsServer>(ioc, common::http::probe_handler(registry, not_ready));
-    auto addr = common::parse_listen_address(cfg.metrics_listen);
-    auto s = addr ? metrics_server->listen(*addr) : Status(addr.error());
-    if (!s) {
-      log::error("cannot serve metrics").kv("listen", cfg.metrics_listen).kv("error", s.error().message);
-      return kExitFailure;
-    }
-    log::info("serving metrics").kv("listen", cfg.metrics_listen).kv("port", static_cast<unsigned>(metrics_server->port()));
-    // A handler's exception leaves io_context::run; running it again serves on.
-    metrics_thread = std::thread(
-        [&] { common::run_restarting("metrics server", [&] { ioc.run(); }, [&] { return ioc.stopped(); }); });
+    if (!metrics_port.start(cfg.metrics_listen, common::http::probe_handler(registry, not_ready))) return kExitFailure;
   }
 
   int rc = kExitOk;
@@ -169,45 +226,19 @@ int run_daemon(const AgentConfig& cfg) {
   } else {
     if (cfg.smcr.enabled) {
       // After the first scan (runtime.start() scans before returning): host setup sees devices.
-      smcr = std::make_unique<SmcrService>(cfg, runtime.state(), *host_setup, pod_setup.get(), stats.get(), &metrics);
-      smcr->start();
+      smcr_service = std::make_unique<SmcrService>(cfg, runtime.state(), *smcr.host_setup, smcr.pod_setup.get(),
+                                                   smcr.stats.get(), &metrics);
+      smcr_service->start();
     }
-    if (cfg.dra.enabled) try_start_dra();
-    NodeReporter reporter(cfg, registry, runtime);
-    reporter.check();
-    auto next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
-    for (;;) {
-      if (dra) {
-        dra->tick();
-      } else if (cfg.dra.enabled && dra_start.due(std::chrono::steady_clock::now())) {
-        try_start_dra();
-      }
-      if (std::chrono::steady_clock::now() >= next_check) {
-        reporter.check();
-        next_check = std::chrono::steady_clock::now() + std::chrono::seconds(cfg.rescan_seconds);
-      }
-      timespec timeout{1, 0};  // bounded wait: the loop stays responsive and never blocks forever
-      const int sig = sigtimedwait(&signals, nullptr, &timeout);
-      if (sig == SIGTERM || sig == SIGINT) {
-        log::info("signal received; stopping").kv("signal", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-        break;
-      }
-      if (sig == SIGHUP) {
-        log::info("SIGHUP: rescanning devices");
-        runtime.request_rescan();
-        if (smcr_runtime) smcr_runtime->request_rescan();
-      }
-    }
+    dra.start();
+    serve_until_signal(cfg, signals, registry, runtime, smcr_runtime.get(), dra);
   }
-  if (pod_setup) pod_setup->set_event_sink(nullptr);
-  if (dra) dra->stop();
-  if (smcr) smcr->stop();
+  if (smcr.pod_setup) smcr.pod_setup->set_event_sink(nullptr);
+  dra.stop();
+  if (smcr_service) smcr_service->stop();
   if (smcr_runtime) smcr_runtime->stop();
   runtime.stop();
-  if (metrics_server) metrics_server->stop();
-  work.reset();
-  ioc.stop();
-  if (metrics_thread.joinable()) metrics_thread.join();
+  metrics_port.stop();
   log::info("erdma-agent exiting").kv("status", rc);
   return rc;
 }

@@ -332,4 +332,45 @@ std::string DraStartRetry::last_error() const {
   return last_error_;
 }
 
+// DraSupervisor
+
+DraSupervisor::DraSupervisor(const AgentConfig& cfg, DeviceState& state, common::metrics::Registry& registry,
+                             std::function<void(PodEventSink*)> on_started)
+    : cfg_(cfg), state_(state), registry_(registry), on_started_(std::move(on_started)) {}
+
+void DraSupervisor::start() {
+  if (cfg_.dra.enabled) try_start();
+}
+
+void DraSupervisor::tick() {
+  if (driver_) {
+    driver_->tick();
+  } else if (cfg_.dra.enabled && retry_.due(std::chrono::steady_clock::now())) {
+    try_start();
+  }
+}
+
+std::optional<std::string> DraSupervisor::not_ready() const {
+  if (!cfg_.dra.enabled) return std::nullopt;
+  std::lock_guard lock(mu_);
+  if (!driver_) {
+    const std::string error = retry_.last_error();
+    return "the DRA driver did not start: " + (error.empty() ? std::string("starting") : error);
+  }
+  return driver_->not_ready();
+}
+
+void DraSupervisor::stop() {
+  if (driver_) driver_->stop();
+}
+
+void DraSupervisor::try_start() {
+  auto driver = std::make_unique<DraDriver>(cfg_, state_, registry_);
+  if (claim_pod_setup_) driver->set_claim_pod_setup(claim_pod_setup_);
+  if (!retry_.record(driver->start(), std::chrono::steady_clock::now())) return;
+  if (on_started_) on_started_(driver->events());
+  std::lock_guard lock(mu_);
+  driver_ = std::move(driver);
+}
+
 }  // namespace erdma::agent

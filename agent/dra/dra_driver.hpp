@@ -122,8 +122,8 @@ class DraDriver {
 
 // The daemon's retries of DraDriver::start: a start that fails is tried again `every` later, and
 // logged when its error differs from the last one (the same error at every retry is one line).
-// The daemon's loop calls due() and record(); the readiness probe reads last_error() from its own
-// thread.
+// DraSupervisor calls due() and record() on the daemon's thread; the readiness probe reads
+// last_error() from its own thread.
 class DraStartRetry {
  public:
   using Clock = std::chrono::steady_clock;
@@ -143,6 +143,41 @@ class DraStartRetry {
   common::RepeatFilter errors_;
   mutable std::mutex mu_;  // guards last_error_
   std::string last_error_;
+};
+
+// The DRA driver as the daemon keeps it (dra.enabled): started on the daemon's thread, and when a
+// start fails (no token, no node name, a corrupt checkpoint) tried again every 10 s (DraStartRetry)
+// while the device plugin serves. With dra.enabled: false it does nothing.
+class DraSupervisor {
+ public:
+  // `state` and `registry` as for DraDriver; `on_started` is given the driver's Event sink once a
+  // start worked (the SMC-R pod setup posts its Events there).
+  DraSupervisor(const AgentConfig& cfg, DeviceState& state, common::metrics::Registry& registry,
+                std::function<void(PodEventSink*)> on_started);
+
+  // Before start(): what each driver started is given (DraDriver::set_claim_pod_setup).
+  void set_claim_pod_setup(ClaimPodSetupFn fn) { claim_pod_setup_ = std::move(fn); }
+  // The first start; logged and left to tick() when it fails.
+  void start();
+  // Once a second from the daemon's loop: the driver's tick, or another start when one is due.
+  void tick();
+  // Why DRA is not ready, for the readiness probe: the driver's own answer, or why it did not
+  // start yet; nothing with dra.enabled: false. Thread-safe.
+  [[nodiscard]] std::optional<std::string> not_ready() const;
+  // Stops the driver if it started. start() and tick() must not be called after.
+  void stop();
+
+ private:
+  void try_start();
+
+  const AgentConfig& cfg_;
+  DeviceState& state_;
+  common::metrics::Registry& registry_;
+  std::function<void(PodEventSink*)> on_started_;
+  ClaimPodSetupFn claim_pod_setup_;
+  DraStartRetry retry_{std::chrono::seconds(10)};
+  mutable std::mutex mu_;  // guards driver_ against the probe thread; the daemon's thread alone writes it
+  std::unique_ptr<DraDriver> driver_;
 };
 
 }  // namespace erdma::agent

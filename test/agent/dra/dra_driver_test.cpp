@@ -1,8 +1,10 @@
 // The daemon's Event sink over the API: a pod's Events carry its UID (looked up), a claim's
 // Warning goes to the pods it is reserved for, and API answers that are errors or malformed post
 // nothing they cannot and never stop the worker. The daemon's retries of the driver's start: when
-// they are due, and which failures are logged.
+// they are due, which failures are logged, and what the readiness probe hears meanwhile.
 #include "agent/dra/dra_driver.hpp"
+
+#include <cstdlib>
 
 #include <doctest/doctest.h>
 
@@ -111,6 +113,37 @@ TEST_CASE("DraStartRetry: a failed start is logged when its error is news, and t
   CHECK(log.count(line) == 2);
   CHECK_FALSE(retry.record(Status(no_node), t0 + 60s));  // after a success the same error is news again
   CHECK(log.count(line) == 3);
+}
+
+TEST_CASE("DraSupervisor: idle with dra.enabled: false, and until a start works the readiness answer says why") {
+  erdma::testing::LogCapture log;
+  common::metrics::Registry registry;
+  DeviceState state(1);
+  AgentConfig cfg;
+  int sinks_given = 0;
+  const auto on_started = [&](PodEventSink*) { ++sinks_given; };
+
+  SUBCASE("dra.enabled: false") {
+    DraSupervisor dra(cfg, state, registry, on_started);
+    dra.start();
+    dra.tick();
+    CHECK_FALSE(dra.not_ready());
+    dra.stop();
+  }
+  SUBCASE("a start that fails is the answer, and is not tried again before its period") {
+    cfg.dra.enabled = true;
+    ::unsetenv("NODE_NAME");  // and no dra.nodeName: start() fails before any I/O
+    DraSupervisor dra(cfg, state, registry, on_started);
+    CHECK(dra.not_ready() == "the DRA driver did not start: starting");
+    dra.start();
+    const auto why = dra.not_ready();
+    REQUIRE(why);
+    CHECK(why->rfind("the DRA driver did not start: the DRA driver needs its node's name", 0) == 0);
+    dra.tick();  // the next start is 10 s away
+    CHECK(log.count(R"("msg":"DRA driver did not start; retrying")") == 1);
+    CHECK(sinks_given == 0);
+    dra.stop();
+  }
 }
 
 }  // namespace erdma::agent
