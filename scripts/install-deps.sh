@@ -27,8 +27,9 @@ build_packages=(
 # Testing and the demo, on top of the build.
 test_packages=(
   doctest-dev
-  # lint: shellcheck on every shell script (test/lint/shellcheck.sh)
-  shellcheck
+  # lint: shellcheck on every shell script (test/lint/shellcheck.sh); the C++ layout
+  # (scripts/format.sh), which needs clang-format 14 exactly
+  shellcheck clang-format-14
   # test drivers (curl, openssl s_client, Debian's python3 at /usr/bin/python3, its Prometheus
   # text parser for the /metrics checks and its YAML parser for the manifest and certs checks)
   curl python3 python3-prometheus-client python3-yaml

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test erdma-controller has, from a fresh clone on Debian 12 (as root):
 #   1. installs the Debian packages (scripts/install-deps.sh), then runs shellcheck on every shell
-#      script (test/lint/shellcheck.sh);
+#      script (test/lint/shellcheck.sh) and checks every C++ file's layout (scripts/format.sh --check);
 #   2. builds with -Werror and runs every ctest suite (unit, integration, interop, manifests,
 #      images, the alert rules: promtool unit tests and each alert firing in a real Prometheus
 #      scraping both programs);
@@ -55,6 +55,9 @@ stage "install packages" 900 scripts/install-deps.sh
 # A few seconds, right after the install that brings shellcheck: a finding fails the run before
 # the long stages start.
 stage "shellcheck (every shell script)" 120 test/lint/shellcheck.sh
+# The same for the C++ layout (clang-format 14, .clang-format): a second or two on a laid-out tree;
+# a file that differs fails the run, named, with the command that rewrites it.
+stage "clang-format (every C++ file)" 120 scripts/format.sh --check
 stage "build" 1200 scripts/build.sh build -DWERROR=ON
 # helm from its pinned Go module (test/helm), cached outside the repository like Kubernetes below:
 # the chart's tests and the cluster journey use it.
