@@ -12,9 +12,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <new>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
     }
   }
   if (bodies.empty()) {
-    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(ERDMA_SOURCE_DIR) / "bench/bodies")) {
+    for (const auto& e :
+         std::filesystem::directory_iterator(std::filesystem::path(ERDMA_SOURCE_DIR) / "bench/bodies")) {
       if (e.path().extension() == ".json") bodies.push_back(e.path());
     }
     std::sort(bodies.begin(), bodies.end());

@@ -86,7 +86,8 @@ double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(
 void print(const char* what, std::vector<double> v) {
   std::sort(v.begin(), v.end());
   auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))]; };
-  std::printf("%-44s n=%-5zu p50 %8.1f us   p99 %8.1f us   max %8.1f us\n", what, v.size(), at(0.5), at(0.99), v.back());
+  std::printf("%-44s n=%-5zu p50 %8.1f us   p99 %8.1f us   max %8.1f us\n", what, v.size(), at(0.5), at(0.99),
+              v.back());
 }
 
 }  // namespace
@@ -96,9 +97,12 @@ int main(int argc, char** argv) {
   std::string base = "/tmp";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--claims" && i + 1 < argc) claims = std::atoi(argv[++i]);
-    else if (a == "--runs" && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (a == "--dir" && i + 1 < argc) base = argv[++i];
+    if (a == "--claims" && i + 1 < argc)
+      claims = std::atoi(argv[++i]);
+    else if (a == "--runs" && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (a == "--dir" && i + 1 < argc)
+      base = argv[++i];
     else {
       std::fprintf(stderr, "usage: dra_bench [--claims N] [--runs N] [--dir DIR]\n");
       return 2;
@@ -121,8 +125,10 @@ int main(int argc, char** argv) {
                    {"status",
                     {{"allocation",
                       {{"devices",
-                        {{"results", json::array({json{{"request", "nic"}, {"driver", "erdma.aliyun.com"},
-                                                       {"pool", "node-1"}, {"device", "erdma-" + std::to_string(n % 2)}}})}}}}}}}});
+                        {{"results", json::array({json{{"request", "nic"},
+                                                       {"driver", "erdma.aliyun.com"},
+                                                       {"pool", "node-1"},
+                                                       {"device", "erdma-" + std::to_string(n % 2)}}})}}}}}}}});
     }
     dra::DraPluginConfig cfg;
     cfg.node_name = "node-1";
@@ -134,7 +140,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "start: %s\n", s.error().message.c_str());
       return 1;
     }
-    auto stub = dra::drapb::DRAPlugin::NewStub(grpc::CreateChannel("unix:" + cfg.dra_socket(), grpc::InsecureChannelCredentials()));
+    auto stub = dra::drapb::DRAPlugin::NewStub(
+        grpc::CreateChannel("unix:" + cfg.dra_socket(), grpc::InsecureChannelCredentials()));
     auto ref = [](int n) {
       dra::drapb::Claim c;
       c.set_namespace_("bench");

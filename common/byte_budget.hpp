@@ -11,9 +11,9 @@ namespace erdma::common {
 class ByteBudget {
  public:
   struct Limits {
-    size_t total = 32u << 20;    // all reservations together never exceed this
-    size_t reserve = 8u << 20;   // of `total`, kept for small requests: a large one may not take it
-    size_t small = 64u << 10;    // a request holding at most this many bytes is small
+    size_t total = 32u << 20;   // all reservations together never exceed this
+    size_t reserve = 8u << 20;  // of `total`, kept for small requests: a large one may not take it
+    size_t small = 64u << 10;   // a request holding at most this many bytes is small
   };
 
   // `limits.reserve` must not exceed `limits.total` (checked at start-up by the caller).

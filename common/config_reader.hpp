@@ -28,7 +28,8 @@ using nlohmann::json;
 [[nodiscard]] std::string item_path(std::string_view path, size_t index);
 
 // Rejects the first key of `obj` not in `known`, naming it and the keys allowed there.
-[[nodiscard]] Status check_keys(const json& obj, std::string_view prefix, std::initializer_list<std::string_view> known);
+[[nodiscard]] Status check_keys(const json& obj, std::string_view prefix,
+                                std::initializer_list<std::string_view> known);
 
 // The value at `key`, or nullptr when it is absent or null (null means "use the default").
 [[nodiscard]] const json* get(const json& obj, std::string_view key);
@@ -49,7 +50,8 @@ using nlohmann::json;
                                       int64_t min, int64_t max);
 // A list of strings.
 [[nodiscard]] Result<std::vector<std::string>> get_string_list(const json& obj, std::string_view key,
-                                                               std::string_view path, std::vector<std::string> fallback);
+                                                               std::string_view path,
+                                                               std::vector<std::string> fallback);
 
 // A list of namespace names (each a DNS-1123 label, checked by check_name).
 [[nodiscard]] Result<std::vector<std::string>> get_namespace_list(const json& obj, std::string_view key,

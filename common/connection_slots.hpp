@@ -19,8 +19,8 @@ class ConnectionSlots {
   using Id = uint64_t;
 
   struct Limits {
-    size_t max_open = 1024;     // all connections together
-    size_t max_per_peer = 64;   // connections from one peer address
+    size_t max_open = 1024;    // all connections together
+    size_t max_per_peer = 64;  // connections from one peer address
   };
 
   enum class Verdict {
@@ -31,8 +31,8 @@ class ConnectionSlots {
 
   struct Admission {
     Verdict verdict = Verdict::Admitted;
-    Id id = 0;                   // the new connection's id (1, 2, ...), when admitted
-    std::optional<Id> evicted;   // the idle connection the caller must now close to make room
+    Id id = 0;                  // the new connection's id (1, 2, ...), when admitted
+    std::optional<Id> evicted;  // the idle connection the caller must now close to make room
   };
 
   explicit ConnectionSlots(Limits limits) : limits_(limits) {}

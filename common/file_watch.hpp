@@ -19,9 +19,9 @@ namespace erdma::common {
 class FileWatch {
  public:
   struct Event {
-    int watch = -1;    // what watch_dir returned for the directory
-    uint32_t mask = 0; // IN_* bits; IN_Q_OVERFLOW means events were lost: check everything
-    std::string name;  // the entry in the directory, empty for events on the directory itself
+    int watch = -1;     // what watch_dir returned for the directory
+    uint32_t mask = 0;  // IN_* bits; IN_Q_OVERFLOW means events were lost: check everything
+    std::string name;   // the entry in the directory, empty for events on the directory itself
   };
   struct Wait {
     bool woken = false;         // wake() was called (once or more) since the last wait

@@ -16,8 +16,7 @@ std::string Flags::get_or(std::string_view name, std::string fallback) const {
   return v != nullptr ? *v : std::move(fallback);
 }
 
-Result<Flags> parse_flags(const std::vector<std::string>& args, std::span<const FlagSpec> specs,
-                          UnknownFlags unknown) {
+Result<Flags> parse_flags(const std::vector<std::string>& args, std::span<const FlagSpec> specs, UnknownFlags unknown) {
   Flags out;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];

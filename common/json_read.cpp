@@ -31,7 +31,8 @@ JsonAt JsonAt::member(std::string_view key) const {
 
 JsonAt JsonAt::element(size_t index) const {
   std::string p = path_ + "[" + std::to_string(index) + "]";
-  if (value_ == nullptr || !value_->is_array() || index >= value_->size()) return JsonAt(nullptr, subject_, std::move(p));
+  if (value_ == nullptr || !value_->is_array() || index >= value_->size())
+    return JsonAt(nullptr, subject_, std::move(p));
   // operator[] on a const array with an index in range: defined, no throw.
   return JsonAt(&(*value_)[index], subject_, std::move(p));
 }

@@ -82,9 +82,9 @@ class JsonAt {
       : value_(value), subject_(std::move(subject)), path_(std::move(path)) {}
   [[nodiscard]] Error wrong_type(std::string_view want) const;
 
-  const nlohmann::json* value_;                   // nullptr: missing
-  std::shared_ptr<const std::string> subject_;    // shared by every step from one root
-  std::string path_;                              // "status.devices[2].pool"; "" at the root
+  const nlohmann::json* value_;                 // nullptr: missing
+  std::shared_ptr<const std::string> subject_;  // shared by every step from one root
+  std::string path_;                            // "status.devices[2].pool"; "" at the root
 };
 
 // "a string", "an integer", "a boolean", "an object", "an array".

@@ -136,7 +136,8 @@ std::string what_failed(const NameCheck& c) {
     case NameFault::TooLong:
       return who + " is " + std::to_string(c.length) + " characters long, over the limit of " + std::to_string(c.limit);
     case NameFault::BadChar:
-      if (is_upper(c.found) && lower_case_only(c)) return who + " has the upper-case " + shown(c.found) + " (" + pos + ")";
+      if (is_upper(c.found) && lower_case_only(c))
+        return who + " has the upper-case " + shown(c.found) + " (" + pos + ")";
       return who + " has " + shown(c.found) + " (" + pos + "), which is not allowed";
     case NameFault::BadStart:
       if (c.inner) return who + " has a part starting with " + shown(c.found) + " (" + pos + ", after a '.')";

@@ -57,10 +57,10 @@ struct NameCheck {
   NameRule rule = NameRule::Dns1123Label;
   NameFault fault = NameFault::None;
   NamePart part = NamePart::Whole;
-  size_t at = 0;      // byte offset of the fault in the checked string
-  size_t length = 0;  // TooLong: the length of the part that is too long
-  size_t limit = 0;   // TooLong: that part's maximum
-  char found = '\0';  // BadChar, BadStart, BadEnd: the character
+  size_t at = 0;       // byte offset of the fault in the checked string
+  size_t length = 0;   // TooLong: the length of the part that is too long
+  size_t limit = 0;    // TooLong: that part's maximum
+  char found = '\0';   // BadChar, BadStart, BadEnd: the character
   bool inner = false;  // BadStart, BadEnd: at the edge of a part between dots, not of the whole
 
   [[nodiscard]] bool ok() const noexcept { return fault == NameFault::None; }
@@ -79,7 +79,9 @@ struct NameCheck {
 [[nodiscard]] inline bool is_qualified_name(std::string_view s) noexcept {
   return check_name(NameRule::QualifiedName, s).ok();
 }
-[[nodiscard]] inline bool is_label_value(std::string_view s) noexcept { return check_name(NameRule::LabelValue, s).ok(); }
+[[nodiscard]] inline bool is_label_value(std::string_view s) noexcept {
+  return check_name(NameRule::LabelValue, s).ok();
+}
 [[nodiscard]] inline bool is_extended_resource_name(std::string_view s) noexcept {
   return check_name(NameRule::ExtendedResourceName, s).ok();
 }

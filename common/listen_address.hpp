@@ -10,8 +10,8 @@
 namespace erdma::common {
 
 struct ListenAddress {
-  std::string host;  // IPv4 or IPv6 literal; "0.0.0.0" when the input had none (":8080")
-  uint16_t port = 0; // 0 = any free port (tests)
+  std::string host;   // IPv4 or IPv6 literal; "0.0.0.0" when the input had none (":8080")
+  uint16_t port = 0;  // 0 = any free port (tests)
 };
 
 // Accepts "0.0.0.0:8443", "127.0.0.1:0", "[::1]:8080", "[::]:8443", ":8080". Host names are not

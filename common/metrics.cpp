@@ -144,7 +144,8 @@ std::string Registry::expose() const {
       uint64_t cumulative = 0;
       for (size_t i = 0; i <= h->bounds().size(); ++i) {
         cumulative += h->bucket(i);
-        const std::pair<std::string, std::string> le{"le", i < h->bounds().size() ? bound_text(h->bounds()[i]) : "+Inf"};
+        const std::pair<std::string, std::string> le{"le",
+                                                     i < h->bounds().size() ? bound_text(h->bounds()[i]) : "+Inf"};
         out += name + "_bucket";
         append_labels(out, labels, &le);
         out += ' ' + std::to_string(cumulative) + '\n';

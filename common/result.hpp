@@ -47,9 +47,7 @@ struct Error {
   friend bool operator==(const Error&, const Error&) = default;
 };
 
-[[nodiscard]] inline Error make_error(ErrorCode code, std::string message) {
-  return Error{code, std::move(message)};
-}
+[[nodiscard]] inline Error make_error(ErrorCode code, std::string message) { return Error{code, std::move(message)}; }
 
 // Holds either a T or an Error. Accessing the wrong alternative is a bug (asserted).
 template <class T>
@@ -57,23 +55,38 @@ class [[nodiscard]] Result {
   static_assert(!std::is_same_v<std::remove_cv_t<T>, Error>, "Result<Error> is ambiguous");
 
  public:
-  Result(const T& value) : v_(std::in_place_index<0>, value) {}                   // NOLINT: implicit by design
-  Result(T&& value) : v_(std::in_place_index<0>, std::move(value)) {}             // NOLINT
-  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}           // NOLINT
+  Result(const T& value) : v_(std::in_place_index<0>, value) {}          // NOLINT: implicit by design
+  Result(T&& value) : v_(std::in_place_index<0>, std::move(value)) {}    // NOLINT
+  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
   template <class U>
-    requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, T> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Error> &&
-             !std::is_same_v<std::remove_cvref_t<U>, Result>)
-  Result(U&& value) : v_(std::in_place_index<0>, std::forward<U>(value)) {}       // NOLINT
+  requires(std::is_constructible_v<T, U&&> && !std::is_same_v<std::remove_cvref_t<U>, T> &&
+           !std::is_same_v<std::remove_cvref_t<U>, Error> && !std::is_same_v<std::remove_cvref_t<U>, Result>)
+      Result(U&& value)
+      : v_(std::in_place_index<0>, std::forward<U>(value)) {}  // NOLINT
 
   [[nodiscard]] bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  [[nodiscard]] T& value() & { assert(ok()); return std::get<0>(v_); }
-  [[nodiscard]] const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  [[nodiscard]] T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
-  [[nodiscard]] const Error& error() const& { assert(!ok()); return std::get<1>(v_); }
-  [[nodiscard]] Error&& error() && { assert(!ok()); return std::get<1>(std::move(v_)); }
+  [[nodiscard]] T& value() & {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  [[nodiscard]] const T& value() const& {
+    assert(ok());
+    return std::get<0>(v_);
+  }
+  [[nodiscard]] T&& value() && {
+    assert(ok());
+    return std::get<0>(std::move(v_));
+  }
+  [[nodiscard]] const Error& error() const& {
+    assert(!ok());
+    return std::get<1>(v_);
+  }
+  [[nodiscard]] Error&& error() && {
+    assert(!ok());
+    return std::get<1>(std::move(v_));
+  }
 
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
@@ -92,8 +105,14 @@ class [[nodiscard]] Result<void> {
 
   [[nodiscard]] bool ok() const noexcept { return !error_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
-  [[nodiscard]] const Error& error() const& { assert(!ok()); return *error_; }
-  [[nodiscard]] Error&& error() && { assert(!ok()); return std::move(*error_); }
+  [[nodiscard]] const Error& error() const& {
+    assert(!ok());
+    return *error_;
+  }
+  [[nodiscard]] Error&& error() && {
+    assert(!ok());
+    return std::move(*error_);
+  }
 
  private:
   std::optional<Error> error_;  // empty on success: constructing an OK status allocates nothing
@@ -115,15 +134,13 @@ using Status = Result<void>;
 #define ERDMA_TRY_CONCAT_(a, b) ERDMA_TRY_CONCAT_INNER_(a, b)
 // __COUNTER__ gives each expansion its own name, so a TRY inside a lambda inside a TRY shadows
 // nothing.
-#define ERDMA_TRY_IMPL_(tmp, ...)                   \
-  do {                                              \
-    if (auto tmp = (__VA_ARGS__); !tmp)             \
-      return std::move(tmp).error();                \
+#define ERDMA_TRY_IMPL_(tmp, ...)                                      \
+  do {                                                                 \
+    if (auto tmp = (__VA_ARGS__); !tmp) return std::move(tmp).error(); \
   } while (false)
 #define ERDMA_TRY(...) ERDMA_TRY_IMPL_(ERDMA_TRY_CONCAT_(erdma_try_, __COUNTER__), __VA_ARGS__)
 #define ERDMA_TRY_ASSIGN_IMPL_(tmp, lhs, ...) \
-  auto tmp = (__VA_ARGS__);                    \
-  if (!tmp) return std::move(tmp).error();     \
+  auto tmp = (__VA_ARGS__);                   \
+  if (!tmp) return std::move(tmp).error();    \
   lhs = std::move(tmp).value()
-#define ERDMA_TRY_ASSIGN(lhs, ...) \
-  ERDMA_TRY_ASSIGN_IMPL_(ERDMA_TRY_CONCAT_(erdma_try_, __COUNTER__), lhs, __VA_ARGS__)
+#define ERDMA_TRY_ASSIGN(lhs, ...) ERDMA_TRY_ASSIGN_IMPL_(ERDMA_TRY_CONCAT_(erdma_try_, __COUNTER__), lhs, __VA_ARGS__)

@@ -62,8 +62,7 @@ class YamlLoader {
       // Own the event for the rest of the iteration whatever path we leave by.
       std::unique_ptr<yaml_event_t, void (*)(yaml_event_t*)> guard(&ev, yaml_event_delete);
       switch (ev.type) {
-        case YAML_STREAM_END_EVENT:
-          return docs;
+        case YAML_STREAM_END_EVENT: return docs;
         case YAML_DOCUMENT_START_EVENT:
           anchors_.clear();
           has_root_ = false;
@@ -85,7 +84,8 @@ class YamlLoader {
             std::string key(reinterpret_cast<const char*>(sc.value), sc.length);
             if (!is_valid_utf8(key)) return error(ev.start_mark, "key is not valid UTF-8");
             ERDMA_TRY(set_key(std::move(key), ev.start_mark));
-            if (sc.anchor != nullptr) anchors_[reinterpret_cast<const char*>(sc.anchor)] = Anchor{json(stack_.back().key), 1};
+            if (sc.anchor != nullptr)
+              anchors_[reinterpret_cast<const char*>(sc.anchor)] = Anchor{json(stack_.back().key), 1};
             break;
           }
           ERDMA_TRY_ASSIGN(auto v, scalar(ev));
@@ -132,11 +132,11 @@ class YamlLoader {
           Frame f = std::move(stack_.back());
           stack_.pop_back();
           const char* anchor = f.anchor.empty() ? nullptr : f.anchor.c_str();
-          ERDMA_TRY(add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor), ev.start_mark));
+          ERDMA_TRY(
+              add_value(std::move(f.value), f.count, reinterpret_cast<const yaml_char_t*>(anchor), ev.start_mark));
           break;
         }
-        default:
-          break;
+        default: break;
       }
     }
   }
@@ -149,7 +149,7 @@ class YamlLoader {
     std::string key;
     std::set<std::string, std::less<>> keys;  // keys written in this map (a repeat is refused)
     std::string anchor;
-    uint64_t count = 1;         // values inside, itself included
+    uint64_t count = 1;  // values inside, itself included
   };
   struct Anchor {
     json value;
@@ -183,9 +183,9 @@ class YamlLoader {
   Status set_key(std::string key, const yaml_mark_t& mark) {
     Frame& parent = stack_.back();
     if (!parent.keys.insert(key).second) {
-      return error(mark, "duplicate key \"" + key + "\"" +
-                             (schema_ == YamlSchema::Kubectl ? " (kubectl would silently keep the last one); remove one"
-                                                             : ""));
+      return error(
+          mark, "duplicate key \"" + key + "\"" +
+                    (schema_ == YamlSchema::Kubectl ? " (kubectl would silently keep the last one); remove one" : ""));
     }
     parent.key = std::move(key);
     parent.expecting_key = false;
@@ -248,7 +248,8 @@ class YamlLoader {
     }
     if (tag.empty()) {
       if (schema_ == YamlSchema::Kubectl && is_yaml_inf_or_nan(s)) {
-        return error(ev.start_mark, "\"" + s + "\" reads as a float with no JSON form (kubectl refuses it too); quote it");
+        return error(ev.start_mark,
+                     "\"" + s + "\" reads as a float with no JSON form (kubectl refuses it too); quote it");
       }
       return resolve_plain_scalar(s, schema_);
     }
@@ -333,8 +334,8 @@ Result<json> parse_document(std::string_view text, std::string_view source, cons
   ERDMA_TRY_ASSIGN(auto docs, parse_documents(text, source, limits));
   if (docs.empty()) return json::object();
   if (docs.size() > 1) {
-    return make_error(ErrorCode::InvalidArgument, std::string(source) + ": expected one document, found " +
-                                                      std::to_string(docs.size()));
+    return make_error(ErrorCode::InvalidArgument,
+                      std::string(source) + ": expected one document, found " + std::to_string(docs.size()));
   }
   return std::move(docs.front());
 }
@@ -344,7 +345,7 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   const std::string name = path == "-" ? std::string("<stdin>") : path;
   if (f == nullptr) {
     const int err = errno;
-    return make_error(err == ENOENT ? ErrorCode::NotFound
+    return make_error(err == ENOENT   ? ErrorCode::NotFound
                       : err == EACCES ? ErrorCode::PermissionDenied
                                       : ErrorCode::Unavailable,
                       name + ": cannot open: " + std::strerror(err));

@@ -20,8 +20,8 @@
 namespace erdma::common {
 
 struct ParseLimits {
-  size_t max_depth = 128;          // nesting of maps and lists
-  size_t max_nodes = 1'000'000;    // values after YAML aliases are expanded (guards alias bombs)
+  size_t max_depth = 128;        // nesting of maps and lists
+  size_t max_nodes = 1'000'000;  // values after YAML aliases are expanded (guards alias bombs)
 };
 
 // Parses every document of `text` (YAML may hold several, separated by '---'; JSON holds one).

@@ -105,7 +105,6 @@ json resolve_core(std::string_view s) {
   return std::string(s);
 }
 
-
 // --- YamlSchema::Kubectl: go-yaml v2's YAML 1.1 resolution ------------------------------------------
 
 // Go's strconv.ParseUint(s, 0, 64) digits after the sign: 0x / 0o / 0b prefixes, a leading 0
@@ -176,8 +175,8 @@ json resolve_kubectl(std::string_view s) {
 }  // namespace
 
 bool is_yaml_inf_or_nan(std::string_view s) {
-  for (std::string_view t : {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan",
-                             ".NaN", ".NAN"}) {
+  for (std::string_view t :
+       {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN"}) {
     if (s == t) return true;
   }
   return false;

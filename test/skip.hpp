@@ -34,8 +34,7 @@ namespace erdma::testing {
 // Something no install step can change: this kernel (SMC or not), RDMA hardware, an opt-in for a
 // test that rewrites the machine's state. A skip (exit 77) under CI=true too, and said so.
 [[noreturn]] inline void skip_test(const char* why) {
-  std::printf("SKIPPED: %s%s\n", why,
-              running_under_ci() ? " (also under CI=true: no install step provides this)" : "");
+  std::printf("SKIPPED: %s%s\n", why, running_under_ci() ? " (also under CI=true: no install step provides this)" : "");
   std::fflush(stdout);
   std::_Exit(77);
 }

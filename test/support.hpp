@@ -70,11 +70,11 @@ template <class R>
 // REQUIRE_OK(expr): `expr` (evaluated once) must be ok, else the test stops here and the report
 // shows the expression and its error. CHECK_OK records the failure and goes on. Variadic only so
 // that an expression with a top-level comma (a braced initializer) needs no extra parentheses.
-#define ERDMA_TESTING_OK(assert_message, ...)                                            \
-  do {                                                                                   \
-    const auto& erdma_testing_value_ = (__VA_ARGS__);                                    \
-    assert_message(erdma_testing_value_.ok(), #__VA_ARGS__ " is not ok: "                \
-                                                  << ::erdma::testing::error_text(erdma_testing_value_)); \
+#define ERDMA_TESTING_OK(assert_message, ...)                                                          \
+  do {                                                                                                 \
+    const auto& erdma_testing_value_ = (__VA_ARGS__);                                                  \
+    assert_message(erdma_testing_value_.ok(),                                                          \
+                   #__VA_ARGS__ " is not ok: " << ::erdma::testing::error_text(erdma_testing_value_)); \
   } while (false)
 #define REQUIRE_OK(...) ERDMA_TESTING_OK(REQUIRE_MESSAGE, __VA_ARGS__)
 #define CHECK_OK(...) ERDMA_TESTING_OK(CHECK_MESSAGE, __VA_ARGS__)

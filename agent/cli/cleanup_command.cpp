@@ -22,7 +22,8 @@ namespace {
 // A directory something is mounted on: another filesystem than its parent's, or a bind mount
 // listed in /proc/self/mountinfo (whose paths escape blanks as \040).
 bool is_mount_point(const std::string& dir) {
-  struct stat self {}, parent {};
+  struct stat self {};
+  struct stat parent {};
   if (::stat(dir.c_str(), &self) != 0 || ::stat((dir + "/..").c_str(), &parent) != 0) return false;
   if (self.st_dev != parent.st_dev) return true;
   std::error_code ec;
@@ -123,8 +124,8 @@ int run_cleanup(const std::vector<std::string>& args, std::ostream& out, std::os
   while (host_root.size() > 1 && host_root.back() == '/') host_root.pop_back();
   if (host_root == "/") host_root.clear();
   if (!host_root.empty() && host_root.front() != '/') {
-    err << "error: --host-root must be an absolute path (where the node's / is mounted, e.g. /host), got \"" << host_root
-        << "\"\n";
+    err << "error: --host-root must be an absolute path (where the node's / is mounted, e.g. /host), got \""
+        << host_root << "\"\n";
     return kExitUsage;
   }
   auto cfg = load_config_file(config.empty() ? default_config_path() : config);

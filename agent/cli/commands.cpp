@@ -30,7 +30,7 @@ struct Flags {
   std::string output = "table";
   std::string log_level;
   std::optional<std::string> metrics_listen;  // run --metrics-listen: replaces metricsListen
-  bool load_modules = false;                   // run --load-modules: driver.loadModules on
+  bool load_modules = false;                  // run --load-modules: driver.loadModules on
 };
 
 // The flags each command takes; common/flags.hpp spells them.
@@ -80,8 +80,7 @@ bool read_flags(const std::vector<std::string>& args, std::span<const common::Fl
 // read_flags, then the config file they name (or the default); says why and returns nullopt when
 // either is wrong.
 std::optional<AgentConfig> read_flags_and_config(const std::vector<std::string>& args,
-                                                 std::span<const common::FlagSpec> specs, Flags& f,
-                                                 std::ostream& err) {
+                                                 std::span<const common::FlagSpec> specs, Flags& f, std::ostream& err) {
   if (!read_flags(args, specs, f, err)) return std::nullopt;
   auto cfg = load_config_file(f.config);
   if (!cfg) {
@@ -118,9 +117,9 @@ std::string render_devices_table(const DeviceScan& scan, unsigned slots_per_devi
           << std::setw(10) << (d.uverbs.empty() ? "-" : d.uverbs) << std::setw(10)
           << (d.netdev.empty() ? "-" : d.netdev) << std::setw(6)
           << (d.numa_node < 0 ? std::string("-") : std::to_string(d.numa_node)) << std::setw(6)
-          << (p ? std::to_string(p->number) : "-") << std::setw(14) << (p ? to_string(p->state) : "-")
-          << std::setw(10) << (p && !p->link_layer.empty() ? p->link_layer : "-") << std::setw(11) << health
-          << std::setw(7) << slots << (p ? gid_list(*p) : "-") << "\n";
+          << (p ? std::to_string(p->number) : "-") << std::setw(14) << (p ? to_string(p->state) : "-") << std::setw(10)
+          << (p && !p->link_layer.empty() ? p->link_layer : "-") << std::setw(11) << health << std::setw(7) << slots
+          << (p ? gid_list(*p) : "-") << "\n";
     };
     if (d.ports.empty()) row(nullptr);
     for (const auto& p : d.ports) row(&p);
@@ -198,8 +197,8 @@ std::string render_status(const NodeStatus& st) {
   out << "driver:   " << v.line << "\n";
   out << "          wanted " << v.want << ", found " << v.have;
   if (st.facts.erdma_loaded) {
-    out << " (erdma" << (st.facts.erdma_version.empty() ? "" : " " + st.facts.erdma_version) << ", compat_mode="
-        << (st.facts.compat_mode ? (*st.facts.compat_mode ? "Y" : "N") : "-")
+    out << " (erdma" << (st.facts.erdma_version.empty() ? "" : " " + st.facts.erdma_version)
+        << ", compat_mode=" << (st.facts.compat_mode ? (*st.facts.compat_mode ? "Y" : "N") : "-")
         << ", ofed stack=" << (st.facts.ofed_stack ? "yes" : "no") << ")";
   }
   out << "\n";
@@ -231,7 +230,8 @@ std::string render_status(const NodeStatus& st) {
       out << (st.ueids.empty() ? std::string("(table empty)") : common::join(st.ueids, ", "));
       if (!st.configured_ueid.empty()) {
         const bool present = std::find(st.ueids.begin(), st.ueids.end(), st.configured_ueid) != st.ueids.end();
-        out << "; configured " << st.configured_ueid << (present ? " present" : " MISSING (the agent adds it at start)");
+        out << "; configured " << st.configured_ueid
+            << (present ? " present" : " MISSING (the agent adds it at start)");
       }
     }
     out << "\n";

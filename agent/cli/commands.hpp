@@ -10,10 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/core/config.hpp"
+#include "agent/core/driver_mode.hpp"
 #include "agent/daemon/config_file.hpp"
 #include "agent/daemon/device_source.hpp"
 #include "agent/daemon/exit_status.hpp"
-#include "agent/core/driver_mode.hpp"
 #include "agent/sys/rdma_devices.hpp"
 
 namespace erdma::agent {
@@ -29,10 +29,10 @@ struct NodeStatus {
   DriverFacts facts;
   DriverVerdict driver;
   DeviceScan scan;
-  std::string configured_ueid;                 // smcr.ueid ("" = not managed)
-  std::vector<std::string> ueids;              // the kernel's UEID table
-  std::string ueid_error;                      // why the table could not be read ("" = read)
-  std::string preload_path;                    // where the agent installs libsmc-preload.so
+  std::string configured_ueid;     // smcr.ueid ("" = not managed)
+  std::vector<std::string> ueids;  // the kernel's UEID table
+  std::string ueid_error;          // why the table could not be read ("" = read)
+  std::string preload_path;        // where the agent installs libsmc-preload.so
   bool preload_installed = false;
   bool smcr_enabled = true;
 };

@@ -13,9 +13,9 @@
 #include "agent/core/admin.hpp"
 #include "agent/sys/netlink_smc.hpp"
 #include "agent/sys/netns.hpp"
-#include "common/flags.hpp"
 #include "agent/sys/pod_netns.hpp"
 #include "agent/sys/pod_sources.hpp"
+#include "common/flags.hpp"
 
 namespace erdma::agent {
 namespace {
@@ -57,7 +57,8 @@ Result<Common> parse_common(const std::vector<std::string>& args, bool allow_all
       }
       c.netns = NetnsRef::of_pid(static_cast<pid_t>(pid));
     } else if (name == "--output") {
-      if (v != "json" && v != "text") return make_error(ErrorCode::InvalidArgument, "-o: expected json or text, got \"" + v + "\"");
+      if (v != "json" && v != "text")
+        return make_error(ErrorCode::InvalidArgument, "-o: expected json or text, got \"" + v + "\"");
       c.json = v == "json";
     } else if (name == "--all") {
       c.all = true;
@@ -94,7 +95,8 @@ std::optional<int> resolve_pod(Common& c, std::ostream& out, std::ostream& err) 
   }
   const auto timeout = std::chrono::milliseconds(cfg->smcr.call_timeout_ms);
   GrpcCriSandboxes cri(cfg->cri_socket, timeout);
-  auto found = find_pod_netns(cri, *c.pod, cfg->cri_socket, cfg->proc_root, std::chrono::steady_clock::now() + 2 * timeout);
+  auto found =
+      find_pod_netns(cri, *c.pod, cfg->cri_socket, cfg->proc_root, std::chrono::steady_clock::now() + 2 * timeout);
   if (!found) return fail(err, found.error());
   if (found->netns) {
     c.netns = found->netns;
@@ -130,8 +132,8 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (c->json) {
       nlohmann::json j = nlohmann::json::array();
       for (const auto& e : entries) {
-        nlohmann::json o{{"pnetId", e.pnet_id.str()}, {"type", e.kind == PnetEntryKind::Eth ? "eth" : "ib"},
-                         {"device", e.device}};
+        nlohmann::json o{
+            {"pnetId", e.pnet_id.str()}, {"type", e.kind == PnetEntryKind::Eth ? "eth" : "ib"}, {"device", e.device}};
         if (e.kind == PnetEntryKind::Ib) o["port"] = e.port;
         j.push_back(o);
       }
@@ -150,7 +152,8 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
     static constexpr common::FlagSpec kAddFlags[] = {{"--eth"}, {"--ib"}, {"--port"}};
     auto flags = common::parse_flags(pos, kAddFlags);
     if (!flags) return usage(err, "pnet add: " + flags.error().message);
-    if (flags->positional.size() > 1) return usage(err, "pnet add: unexpected argument \"" + flags->positional[1] + "\"");
+    if (flags->positional.size() > 1)
+      return usage(err, "pnet add: unexpected argument \"" + flags->positional[1] + "\"");
     const std::optional<std::string> id =
         flags->positional.empty() ? std::nullopt : std::optional<std::string>(flags->positional[0]);
     const std::string* eth = flags->get("--eth");
@@ -159,7 +162,8 @@ int cmd_pnet(const std::vector<std::string>& args, std::ostream& out, std::ostre
     if (p != "1" && p != "2") return usage(err, "pnet add: --port must be 1 or 2, got \"" + p + "\"");
     const auto port = static_cast<unsigned>(p[0] - '0');
     if (!id) return usage(err, "pnet add: missing PNETID");
-    if ((eth != nullptr) == (ib != nullptr)) return usage(err, "pnet add: give exactly one of --eth IFNAME or --ib DEVICE");
+    if ((eth != nullptr) == (ib != nullptr))
+      return usage(err, "pnet add: give exactly one of --eth IFNAME or --ib DEVICE");
     auto entry = eth ? PnetEntry::eth(*id, *eth) : PnetEntry::ib(*id, *ib, port);
     if (!entry) return usage(err, entry.error().message);
     Change change = Change::Changed;
@@ -291,8 +295,12 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
   if (c->json) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& s : shown) {
-      nlohmann::json o{{"state", smc_state_name(s.state)}, {"mode", smc_mode_name(s.mode)}, {"local", s.local},
-                       {"peer", s.peer}, {"inode", s.inode}, {"uid", s.uid}};
+      nlohmann::json o{{"state", smc_state_name(s.state)},
+                       {"mode", smc_mode_name(s.mode)},
+                       {"local", s.local},
+                       {"peer", s.peer},
+                       {"inode", s.inode},
+                       {"uid", s.uid}};
       if (s.fallback_reason) {
         o["fallbackReason"] = fallback_reason_name(*s.fallback_reason);
         o["fallbackCode"] = hex32(*s.fallback_reason);
@@ -317,8 +325,8 @@ int cmd_smc_status(const std::vector<std::string>& args, std::ostream& out, std:
   for (const auto& s : shown) {
     std::string detail;
     if (s.mode == SmcMode::Tcp && s.fallback_reason) {
-      detail = std::string(fallback_reason_name(*s.fallback_reason)) + " (" + hex32(*s.fallback_reason) + "): " +
-               std::string(fallback_reason_text(*s.fallback_reason));
+      detail = std::string(fallback_reason_name(*s.fallback_reason)) + " (" + hex32(*s.fallback_reason) +
+               "): " + std::string(fallback_reason_text(*s.fallback_reason));
     } else if (s.mode == SmcMode::Smcr && !s.ib_device.empty()) {
       detail = s.ib_device + "/" + std::to_string(s.ib_port) + (s.role ? (*s.role == 0 ? " client" : " server") : "");
     } else if (s.mode == SmcMode::Smcd) {
@@ -347,20 +355,26 @@ int cmd_smc_stats(const std::vector<std::string>& args, std::ostream& out, std::
   });
   if (!st) return fail(err, explain_smc_error(st.error(), SmcNeed::SmcInfo));
   auto tech = [](const SmcTechStats& t) {
-    return nlohmann::json{{"clientV1Success", t.client_v1_success}, {"clientV2Success", t.client_v2_success},
-                          {"serverV1Success", t.server_v1_success}, {"serverV2Success", t.server_v2_success},
-                          {"rxBytes", t.rx_bytes}, {"txBytes", t.tx_bytes}};
+    return nlohmann::json{{"clientV1Success", t.client_v1_success},
+                          {"clientV2Success", t.client_v2_success},
+                          {"serverV1Success", t.server_v1_success},
+                          {"serverV2Success", t.server_v2_success},
+                          {"rxBytes", t.rx_bytes},
+                          {"txBytes", t.tx_bytes}};
   };
   if (c->json) {
     nlohmann::json reasons = nlohmann::json::array();
     for (const auto& r : fb.reasons) {
-      reasons.push_back({{"side", r.server ? "server" : "client"}, {"reason", fallback_reason_name(r.code)},
-                         {"code", hex32(r.code)}, {"count", r.count}});
+      reasons.push_back({{"side", r.server ? "server" : "client"},
+                         {"reason", fallback_reason_name(r.code)},
+                         {"code", hex32(r.code)},
+                         {"count", r.count}});
     }
-    nlohmann::json j{{"smcr", tech(stats.smcr)},
-                     {"smcd", tech(stats.smcd)},
-                     {"handshakeErrors", {{"client", stats.client_handshake_errors}, {"server", stats.server_handshake_errors}}},
-                     {"fallbacks", {{"client", fb.client_total}, {"server", fb.server_total}, {"reasons", reasons}}}};
+    nlohmann::json j{
+        {"smcr", tech(stats.smcr)},
+        {"smcd", tech(stats.smcd)},
+        {"handshakeErrors", {{"client", stats.client_handshake_errors}, {"server", stats.server_handshake_errors}}},
+        {"fallbacks", {{"client", fb.client_total}, {"server", fb.server_total}, {"reasons", reasons}}}};
     out << j.dump(2) << "\n";
     return 0;
   }

@@ -12,7 +12,8 @@ std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
 std::string where_hint(const PodName& pod) {
   return "run the command in the erdma-agent pod on the pod's node: `kubectl get pod -n " + pod.namespace_ + " " +
-         pod.name + " -o wide` shows the node, `kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent "
+         pod.name +
+         " -o wide` shows the node, `kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent "
          "--field-selector spec.nodeName=NODE` its agent";
 }
 
@@ -31,8 +32,8 @@ Result<PodName> parse_pod_name(std::string_view text) {
                                                       common::describe(check, "a Kubernetes namespace name"));
   }
   if (const auto check = common::check_name(common::NameRule::Dns1123Subdomain, name); !check) {
-    return make_error(ErrorCode::InvalidArgument, "--pod " + quoted(text) + ": " + quoted(name) + " " +
-                                                      common::describe(check, "a pod name"));
+    return make_error(ErrorCode::InvalidArgument,
+                      "--pod " + quoted(text) + ": " + quoted(name) + " " + common::describe(check, "a pod name"));
   }
   return PodName{std::string(ns), std::string(name)};
 }
@@ -40,13 +41,15 @@ Result<PodName> parse_pod_name(std::string_view text) {
 Result<SandboxSummary> pick_pod_sandbox(const std::vector<SandboxSummary>& sandboxes, const PodName& pod) {
   std::vector<const SandboxSummary*> ready;
   for (const auto& s : sandboxes) {
-    if (s.state == SandboxState::Ready && s.pod_namespace == pod.namespace_ && s.pod_name == pod.name) ready.push_back(&s);
+    if (s.state == SandboxState::Ready && s.pod_namespace == pod.namespace_ && s.pod_name == pod.name)
+      ready.push_back(&s);
   }
   const std::string ref = pod.namespace_ + "/" + pod.name;
   if (ready.empty()) {
     return make_error(ErrorCode::NotFound, "pod " + ref +
                                                " has no ready sandbox on this node (it runs on another node, has not "
-                                               "started or is gone): " + where_hint(pod));
+                                               "started or is gone): " +
+                                               where_hint(pod));
   }
   if (ready.size() > 1) {
     std::string ids;
@@ -69,11 +72,13 @@ Error explain_cri_error(const Error& e, const std::string& cri_socket) {
             "pod (the DaemonSet mounts /run/containerd); pass the config with --config FILE";
       break;
     case ErrorCode::DeadlineExceeded:
-      fix = "the runtime at criSocket " + cri_socket + " did not answer in time (smcr.callTimeoutMs); check it with "
+      fix = "the runtime at criSocket " + cri_socket +
+            " did not answer in time (smcr.callTimeoutMs); check it with "
             "`crictl pods` on the node and retry";
       break;
     default:
-      fix = "the runtime at criSocket " + cri_socket + " answered unexpectedly; check it with `crictl pods` on the node";
+      fix =
+          "the runtime at criSocket " + cri_socket + " answered unexpectedly; check it with `crictl pods` on the node";
   }
   return make_error(e.code, e.message + ": " + fix);
 }
@@ -83,25 +88,28 @@ Error explain_smc_error(const Error& e, SmcNeed need) {
   if (no_smc) {
     const std::string modules = need == SmcNeed::SockDiag ? "modules smc and smc_diag" : "module smc";
     const std::string cmd = need == SmcNeed::SockDiag ? "modprobe smc smc_diag" : "modprobe smc";
-    return make_error(e.code, e.message + ": load the kernel " + modules + " on the node (`" + cmd +
-                                  "` as root, and a file in /etc/modules-load.d/ to keep it after a reboot); the "
-                                  "agent never loads modules, the node's administrator does (docs/node-preparation.md)");
+    return make_error(e.code,
+                      e.message + ": load the kernel " + modules + " on the node (`" + cmd +
+                          "` as root, and a file in /etc/modules-load.d/ to keep it after a reboot); the "
+                          "agent never loads modules, the node's administrator does (docs/node-preparation.md)");
   }
   switch (e.code) {
     case ErrorCode::PermissionDenied:
-      return make_error(e.code, e.message + ": run it as root with CAP_NET_ADMIN (and CAP_SYS_ADMIN, CAP_SYS_PTRACE for "
-                                            "another namespace), as the erdma-agent container has: `kubectl -n "
-                                            "erdma-system exec ds/erdma-agent -- erdma-agent ...`");
+      return make_error(e.code, e.message +
+                                    ": run it as root with CAP_NET_ADMIN (and CAP_SYS_ADMIN, CAP_SYS_PTRACE for "
+                                    "another namespace), as the erdma-agent container has: `kubectl -n "
+                                    "erdma-system exec ds/erdma-agent -- erdma-agent ...`");
     case ErrorCode::NotFound:
       return make_error(e.code, e.message + ": the network namespace is gone (its pod was deleted or restarted); look "
                                             "the pod up again with --pod NAMESPACE/NAME");
     case ErrorCode::InvalidArgument:
-      return make_error(e.code, e.message + ": give a network namespace file (/var/run/netns/NAME, /proc/PID/ns/net) or "
-                                            "--pod NAMESPACE/NAME");
+      return make_error(e.code, e.message +
+                                    ": give a network namespace file (/var/run/netns/NAME, /proc/PID/ns/net) or "
+                                    "--pod NAMESPACE/NAME");
     case ErrorCode::DeadlineExceeded:
-      return make_error(e.code, e.message + ": the kernel did not answer in 30 s; retry, and check `dmesg` on the node");
-    default:
-      return e;
+      return make_error(e.code,
+                        e.message + ": the kernel did not answer in 30 s; retry, and check `dmesg` on the node");
+    default: return e;
   }
 }
 
@@ -140,8 +148,8 @@ CleanupPlan plan_cleanup(const CleanupFacts& f) {
                  (e.kind == PnetEntryKind::Ib ? " port " + std::to_string(e.port) : std::string());
     }
     if (!devices.empty()) {
-      plan.actions.push_back({CleanupStep::RemovePnetId, f.pnet_id,
-                              "pnet entries " + f.pnet_id + " (" + devices + ")"});
+      plan.actions.push_back(
+          {CleanupStep::RemovePnetId, f.pnet_id, "pnet entries " + f.pnet_id + " (" + devices + ")"});
     }
     if (others > 0) {
       plan.notes.push_back("pnet table: " + std::to_string(others) + " entr" + (others == 1 ? "y" : "ies") +
@@ -193,7 +201,8 @@ bool mountinfo_lists(std::string_view mountinfo, std::string_view path) {
     for (size_t i = 0; i < field.size(); ++i) {
       const auto is_octal = [&](size_t k) { return k < field.size() && field[k] >= '0' && field[k] <= '7'; };
       if (field[i] == '\\' && is_octal(i + 1) && is_octal(i + 2) && is_octal(i + 3)) {
-        unescaped += static_cast<char>(((field[i + 1] - '0') << 6) | ((field[i + 2] - '0') << 3) | (field[i + 3] - '0'));
+        unescaped +=
+            static_cast<char>(((field[i + 1] - '0') << 6) | ((field[i + 2] - '0') << 3) | (field[i + 3] - '0'));
         i += 3;
       } else {
         unescaped += field[i];

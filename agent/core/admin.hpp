@@ -50,11 +50,11 @@ enum class SmcNeed { PnetTable, SmcInfo, SockDiag };
 
 // A file the agent installs on the node, and its directory: the preload library, the CDI hook.
 struct InstalledFile {
-  std::string file;                // <dir>/<name>
+  std::string file;  // <dir>/<name>
   bool present = false;
   std::string dir;
   bool dir_present = false;
-  size_t dir_other_entries = 0;    // entries of the directory besides the file
+  size_t dir_other_entries = 0;  // entries of the directory besides the file
   // The directory is a mount point where cleanup runs (the DaemonSet's hostPath inside the agent's
   // pod): it cannot be removed from there, and on the node it stays as an empty directory.
   bool dir_is_mount = false;
@@ -62,13 +62,13 @@ struct InstalledFile {
 
 // What is on the node, as the shell read it.
 struct CleanupFacts {
-  std::string pnet_id;                       // smcr.pnetId
+  std::string pnet_id;                                                   // smcr.pnetId
   Result<std::vector<PnetEntry>> pnet_table = std::vector<PnetEntry>{};  // the host's; an error when unreadable
-  std::string ueid;                          // smcr.ueid; "" = not managed by the agent
+  std::string ueid;                                                      // smcr.ueid; "" = not managed by the agent
   Result<std::vector<std::string>> ueid_table = std::vector<std::string>{};
-  InstalledFile preload;                     // <smcr.preloadHostDir>/libsmc-preload.so
-  InstalledFile cdi_hook;                    // <dra.hookDir>/erdma-cdi-hook; dir "" = dra.hookDir is empty
-  std::string nfd_file;                      // nfdFeatureFile; "" = not configured
+  InstalledFile preload;   // <smcr.preloadHostDir>/libsmc-preload.so
+  InstalledFile cdi_hook;  // <dra.hookDir>/erdma-cdi-hook; dir "" = dra.hookDir is empty
+  std::string nfd_file;    // nfdFeatureFile; "" = not configured
   bool nfd_present = false;
 };
 

@@ -52,8 +52,8 @@ json cdi_hook_entry(const CdiHookPaths& paths, std::string_view claim_uid) {
 
 Result<HookRequest> parse_hook_request(std::string_view bytes) {
   if (bytes.size() > kMaxHookRequestBytes) {
-    return make_error(ErrorCode::InvalidArgument, "the request is larger than " +
-                                                      std::to_string(kMaxHookRequestBytes) + " bytes");
+    return make_error(ErrorCode::InvalidArgument,
+                      "the request is larger than " + std::to_string(kMaxHookRequestBytes) + " bytes");
   }
   const auto eol = bytes.find('\n');
   if (eol == std::string_view::npos) {
@@ -62,15 +62,15 @@ Result<HookRequest> parse_hook_request(std::string_view bytes) {
   const auto words = words_of(bytes.substr(0, eol));
   const std::string want = std::string(ERDMA_CDI_HOOK_PROTOCOL) + " " + ERDMA_CDI_HOOK_MODE_SMCR + " <claim uid>";
   if (words.size() != 3 || words[0] != ERDMA_CDI_HOOK_PROTOCOL || words[1] != ERDMA_CDI_HOOK_MODE_SMCR) {
-    return make_error(ErrorCode::InvalidArgument, "the header line " +
-                                                      common::json_quote(common::cut_for_message(bytes.substr(0, eol), 80)) +
-                                                      " is not \"" + want + "\" (hook and agent of different versions?)");
+    return make_error(ErrorCode::InvalidArgument,
+                      "the header line " + common::json_quote(common::cut_for_message(bytes.substr(0, eol), 80)) +
+                          " is not \"" + want + "\" (hook and agent of different versions?)");
   }
   HookRequest out;
   out.claim_uid = words[2];
   if (!is_claim_uid(out.claim_uid)) {
-    return make_error(ErrorCode::InvalidArgument, "the claim UID " + common::json_quote(out.claim_uid) +
-                                                      " is not a Kubernetes UID");
+    return make_error(ErrorCode::InvalidArgument,
+                      "the claim UID " + common::json_quote(out.claim_uid) + " is not a Kubernetes UID");
   }
   const auto text = bytes.substr(eol + 1);
   const json state = json::parse(text.begin(), text.end(), nullptr, false);

@@ -1,5 +1,5 @@
-/* The wire format between erdma-cdi-hook and the agent (plain C, libc only: the hook, agent/cdihook, is a static C program;
- * agent/core/cdi_hook.hpp reads the same definitions).
+/* The wire format between erdma-cdi-hook and the agent (plain C, libc only: the hook, agent/cdihook, is a static C
+ * program; agent/core/cdi_hook.hpp reads the same definitions).
  *
  * One request per connection on the agent's unix socket:
  *   "erdma-cdi-hook/1 smcr <claim uid>\n" followed by the OCI state JSON the runtime gave the

@@ -18,7 +18,8 @@ bool is_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') 
 // specs-go/pkg/parser ValidateDeviceName: [A-Za-z0-9_.:-], first and last a letter or digit.
 bool is_cdi_device_name(std::string_view s) {
   if (s.empty() || !is_alnum(s.front()) || !is_alnum(s.back())) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == ':' || c == '-'; });
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == ':' || c == '-'; });
 }
 
 std::string claim_ref(const CdiClaim& c) { return "claim " + c.ns + "/" + c.name + " (" + c.uid + ")"; }
@@ -85,14 +86,16 @@ Result<CdiSpec> build_cdi_spec(const CdiClaim& claim, const std::vector<RdmaDevi
     for (const auto& card : out.cards) {
       const auto it = std::find_if(devices.begin(), devices.end(), [&](const RdmaDevice& d) { return d.name == card; });
       if (it == devices.end()) {
-        return make_error(ErrorCode::NotFound, claim_ref(claim) + ": card " + json_quote(card) + " is not on this node");
+        return make_error(ErrorCode::NotFound,
+                          claim_ref(claim) + ": card " + json_quote(card) + " is not on this node");
       }
       if (!is_healthy(*it)) out.notes.push_back("card " + card + " allocated while unhealthy");
       // The same read-only mount on every card's device: the runtime replaces a mount at the
       // same container path, so a claim with two cards still gets one.
-      per_card[card] = json{{"mounts", json::array({json{{"hostPath", options.preload_host_dir},
-                                                         {"containerPath", contract::kPreloadMountPath},
-                                                         {"options", json::array({"ro", "nosuid", "nodev", "bind"})}}})}};
+      per_card[card] =
+          json{{"mounts", json::array({json{{"hostPath", options.preload_host_dir},
+                                            {"containerPath", contract::kPreloadMountPath},
+                                            {"options", json::array({"ro", "nosuid", "nodev", "bind"})}}})}};
     }
     const std::map<std::string, std::string> envs = {
         {kDevicesEnv, common::join(out.cards, ",")},
@@ -120,7 +123,8 @@ Result<CdiSpec> build_cdi_spec(const CdiClaim& claim, const std::vector<RdmaDevi
         continue;
       }
       for (const auto& d : devices) {
-        if (std::find(out.cards.begin(), out.cards.end(), d.name) != out.cards.end() && uverbs_path(d) == node.container_path) {
+        if (std::find(out.cards.begin(), out.cards.end(), d.name) != out.cards.end() &&
+            uverbs_path(d) == node.container_path) {
           per_card[d.name] = json{{"deviceNodes", json::array({dn})}};
         }
       }

@@ -42,8 +42,8 @@ inline constexpr std::string_view kCdiSpecDir = "/var/run/cdi";
 inline constexpr std::string_view kLdPreloadEnv = "LD_PRELOAD";
 
 struct CdiClaim {
-  std::string uid;        // metadata.uid of the ResourceClaim
-  std::string ns;         // namespace and name, for messages
+  std::string uid;  // metadata.uid of the ResourceClaim
+  std::string ns;   // namespace and name, for messages
   std::string name;
   std::vector<std::string> cards;  // the cards of this driver allocated to the claim (any order)
   bool smcr = false;               // the claim's config asks for SMC-R
@@ -52,9 +52,9 @@ struct CdiClaim {
 struct CdiSpec {
   std::string file_name;  // inside kCdiSpecDir; deterministic per driver and claim UID
   nlohmann::json spec;
-  std::vector<std::string> cards;               // distinct, sorted
-  std::map<std::string, std::string> cdi_ids;   // card -> "<driver>/claim=<uid>-<card>"
-  std::vector<std::string> notes;               // e.g. a card allocated while unhealthy
+  std::vector<std::string> cards;              // distinct, sorted
+  std::map<std::string, std::string> cdi_ids;  // card -> "<driver>/claim=<uid>-<card>"
+  std::vector<std::string> notes;              // e.g. a card allocated while unhealthy
 };
 
 // "<driver>-claim_<uid>.json", the CDI library's transient spec naming (pkg/cdi spec.go

@@ -19,8 +19,8 @@
 namespace erdma::agent {
 namespace {
 
-using nlohmann::json;
 using common::json_quote;
+using nlohmann::json;
 
 namespace cfg = common::config;
 
@@ -83,17 +83,17 @@ Result<std::vector<RdmaDevice>> load_static(const json& devices, const std::stri
     if (auto fits = check_device_name_fits(name, slots); !fits) return cfg::error(p + ".name", fits.error().message);
     if (uverbs.empty()) return cfg::error(p + ".uverbs", "missing (the char device name, e.g. uverbs0)");
     if (!is_uverbs_name(uverbs)) {
-      return cfg::error(p + ".uverbs", "must look like \"uverbs0\" (the name under /dev/infiniband), got " +
-                                             json_quote(uverbs));
+      return cfg::error(p + ".uverbs",
+                        "must look like \"uverbs0\" (the name under /dev/infiniband), got " + json_quote(uverbs));
     }
     if (!netdev.empty() && !is_netdev_name(netdev)) {
       return cfg::error(p + ".netdev", "must be a network interface name (1-15 chars, no '/', ':' or blanks), got " +
-                                             json_quote(netdev));
+                                           json_quote(netdev));
     }
     const auto ps = parse_port_state_name(state);
     if (!ps || *ps == PortState::Unknown) {
-      return cfg::error(p + ".state", "must be one of ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER, got " +
-                                            json_quote(state));
+      return cfg::error(p + ".state",
+                        "must be one of ACTIVE, DOWN, INIT, ARMED, ACTIVE_DEFER, got " + json_quote(state));
     }
     for (const auto& other : out) {
       if (other.name == name) return cfg::error(p + ".name", "duplicate device " + name);
@@ -116,8 +116,7 @@ Result<std::string> get_socket_path(const json& obj, const char* key, std::strin
   ERDMA_TRY_ASSIGN(auto p, cfg::get_string(obj, key, key, std::move(fallback)));
   ERDMA_TRY(check_dir(p, key));
   if (p.size() > kMaxUnixPathLen) {
-    return cfg::error(key, "too long for a unix socket path (at most " + std::to_string(kMaxUnixPathLen) +
-                                 " bytes)");
+    return cfg::error(key, "too long for a unix socket path (at most " + std::to_string(kMaxUnixPathLen) + " bytes)");
   }
   return p;
 }
@@ -127,9 +126,9 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   if (smcr == nullptr) return {};
   if (!smcr->is_object()) return cfg::type_error(*smcr, "smcr", "a map");
   if (auto s = cfg::check_keys(*smcr, "smcr",
-                          {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource", "preloadHostDir",
-                           "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice", "allowedNamespaces",
-                           "smcdLoopback"});
+                               {"enabled", "pnetId", "ueid", "sysctls", "podInterface", "preloadSource",
+                                "preloadHostDir", "callTimeoutMs", "statsSeconds", "resourceName", "slotsPerDevice",
+                                "allowedNamespaces", "smcdLoopback"});
       !s) {
     return s;
   }
@@ -182,7 +181,8 @@ Status load_smcr(const json& doc, SmcrConfig& out) {
   if (auto s = check_dir(dir, "smcr.preloadHostDir"); !s) return s;
   out.preload_host_dir = cfg::trim_trailing_slashes(dir);
 
-  ERDMA_TRY_ASSIGN(auto timeout, cfg::get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000));
+  ERDMA_TRY_ASSIGN(auto timeout,
+                   cfg::get_int(*smcr, "callTimeoutMs", "smcr.callTimeoutMs", out.call_timeout_ms, 50, 20000));
   out.call_timeout_ms = static_cast<unsigned>(timeout);
 
   ERDMA_TRY_ASSIGN(auto stats, cfg::get_int(*smcr, "statsSeconds", "smcr.statsSeconds", out.stats_seconds, 1, 3600));
@@ -219,7 +219,8 @@ Status load_driver(const json& doc, DriverConfig& out) {
     return cfg::error("driver.modprobe", "must be an absolute path, got " + json_quote(modprobe));
   }
   out.modprobe = modprobe;
-  ERDMA_TRY_ASSIGN(auto prefer, cfg::get_string(*driver, "prefer", "driver.prefer", std::string(to_string(out.prefer))));
+  ERDMA_TRY_ASSIGN(auto prefer,
+                   cfg::get_string(*driver, "prefer", "driver.prefer", std::string(to_string(out.prefer))));
   bool found = false;
   for (auto m : {DriverMode::Default, DriverMode::Compat, DriverMode::Ofed, DriverMode::Auto}) {
     if (prefer == to_string(m)) {
@@ -228,9 +229,10 @@ Status load_driver(const json& doc, DriverConfig& out) {
     }
   }
   if (!found) {
-    return cfg::error("driver.prefer", "must be default (SMC-R application nodes), compat (RoCE-compatible), ofed "
-                                       "(GPU nodes running NCCL) or auto (ofed where an NVIDIA driver is loaded), got " +
-                                           json_quote(prefer));
+    return cfg::error("driver.prefer",
+                      "must be default (SMC-R application nodes), compat (RoCE-compatible), ofed "
+                      "(GPU nodes running NCCL) or auto (ofed where an NVIDIA driver is loaded), got " +
+                          json_quote(prefer));
   }
   return {};
 }
@@ -239,9 +241,9 @@ Status load_dra(const json& doc, DraConfig& out) {
   const json* dra = cfg::get(doc, "dra");
   if (dra == nullptr) return {};
   if (!dra->is_object()) return cfg::type_error(*dra, "dra", "a map with enabled");
-  ERDMA_TRY(cfg::check_keys(*dra, "dra", {"enabled", "extendedResource", "driverName", "registryDir", "pluginDir",
-                                          "cdiDir", "healthPolicy", "slotsPerDevice", "nodeName", "hookDir",
-                                          "hookSource"}));
+  ERDMA_TRY(cfg::check_keys(*dra, "dra",
+                            {"enabled", "extendedResource", "driverName", "registryDir", "pluginDir", "cdiDir",
+                             "healthPolicy", "slotsPerDevice", "nodeName", "hookDir", "hookSource"}));
   ERDMA_TRY_ASSIGN(out.enabled, cfg::get_bool(*dra, "enabled", "dra.enabled", out.enabled));
   ERDMA_TRY_ASSIGN(out.extended_resource,
                    cfg::get_bool(*dra, "extendedResource", "dra.extendedResource", out.extended_resource));
@@ -252,12 +254,13 @@ Status load_dra(const json& doc, DraConfig& out) {
   ERDMA_TRY_ASSIGN(out.driver_name, cfg::get_string(*dra, "driverName", "dra.driverName", out.driver_name));
   // A DNS subdomain of at most 63 characters (resource/v1 DriverNameMaxLength), as the API checks,
   // with a dot, like the DeviceClass selects.
-  ERDMA_TRY(cfg::check_name(out.driver_name, common::NameRule::Dns1123Subdomain, "dra.driverName",
-                            "a DRA driver name"));
+  ERDMA_TRY(
+      cfg::check_name(out.driver_name, common::NameRule::Dns1123Subdomain, "dra.driverName", "a DRA driver name"));
   if (out.driver_name.size() > kMaxDriverNameLen || out.driver_name.find('.') == std::string::npos) {
     return cfg::error("dra.driverName", "must be at most " + std::to_string(kMaxDriverNameLen) +
                                             " characters with a dot, like the DeviceClass selects (e.g. "
-                                            "erdma.aliyun.com), got " + json_quote(out.driver_name));
+                                            "erdma.aliyun.com), got " +
+                                            json_quote(out.driver_name));
   }
   for (auto [key, field] : {std::pair<const char*, std::string*>{"registryDir", &out.registry_dir},
                             {"pluginDir", &out.plugin_dir},
@@ -272,14 +275,15 @@ Status load_dra(const json& doc, DraConfig& out) {
   if (!hook_dir.empty()) ERDMA_TRY(check_dir(hook_dir, "dra.hookDir"));
   out.hook_dir = hook_dir.empty() ? hook_dir : cfg::trim_trailing_slashes(hook_dir);
   if (out.hook_dir.size() + 1 + std::string_view(ERDMA_CDI_HOOK_SOCKET).size() > kMaxUnixPathLen) {
-    return cfg::error("dra.hookDir", "too long: " + out.hook_dir + "/" + ERDMA_CDI_HOOK_SOCKET +
-                                         " must stay within " + std::to_string(kMaxUnixPathLen) + " bytes");
+    return cfg::error("dra.hookDir", "too long: " + out.hook_dir + "/" + ERDMA_CDI_HOOK_SOCKET + " must stay within " +
+                                         std::to_string(kMaxUnixPathLen) + " bytes");
   }
   ERDMA_TRY_ASSIGN(out.hook_source, cfg::get_string(*dra, "hookSource", "dra.hookSource", out.hook_source));
   if (!out.hook_source.empty()) ERDMA_TRY(check_dir(out.hook_source, "dra.hookSource"));
   if (out.registration_socket_path().size() > kMaxUnixPathLen || out.plugin_socket_path().size() > kMaxUnixPathLen) {
     return cfg::error("dra.pluginDir", "too long with dra.registryDir and dra.driverName: unix socket paths must stay "
-                                       "within " + std::to_string(kMaxUnixPathLen) + " bytes");
+                                       "within " +
+                                           std::to_string(kMaxUnixPathLen) + " bytes");
   }
   ERDMA_TRY_ASSIGN(auto health, cfg::get_string(*dra, "healthPolicy", "dra.healthPolicy",
                                                 out.health == DraHealthPolicy::Taint ? "taint" : "omit"));
@@ -293,7 +297,7 @@ Status load_dra(const json& doc, DraConfig& out) {
                                               json_quote(health));
   }
   ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(*dra, "slotsPerDevice", "dra.slotsPerDevice", out.slots_per_device, 0,
-                                             kMaxSlotsPerDevice));
+                                            kMaxSlotsPerDevice));
   out.slots_per_device = static_cast<unsigned>(slots);
   ERDMA_TRY_ASSIGN(out.node_name, cfg::get_string(*dra, "nodeName", "dra.nodeName", out.node_name));
   if (!out.node_name.empty()) {
@@ -327,7 +331,10 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   AgentConfig cfg;
   if (doc.is_null()) return cfg;
   if (!doc.is_object()) return cfg::type_error(doc, "config", "a map at the top level");
-  ERDMA_TRY(cfg::check_keys(doc, "", {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr", "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv", "ncclSocketIfname", "driver", "nfdFeatureFile", "dra"}));
+  ERDMA_TRY(cfg::check_keys(doc, "",
+                            {"resourceName", "devicePluginDir", "slotsPerDevice", "devices", "metricsListen", "smcr",
+                             "podResourcesSocket", "criSocket", "procRoot", "allocateAllDevices", "ncclEnv",
+                             "ncclSocketIfname", "driver", "nfdFeatureFile", "dra"}));
 
   ERDMA_TRY_ASSIGN(auto resource, cfg::get_string(doc, "resourceName", "resourceName", cfg.resource_name));
   ERDMA_TRY(cfg::check_name(resource, common::NameRule::ExtendedResourceName, "resourceName"));
@@ -339,10 +346,11 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
   cfg.device_plugin_dir = dir;
   if (cfg.plugin_socket_path().size() > kMaxUnixPathLen || cfg.kubelet_socket_path().size() > kMaxUnixPathLen) {
     return cfg::error("devicePluginDir", "too long: unix socket paths inside it must stay within " +
-                                               std::to_string(kMaxUnixPathLen) + " bytes");
+                                             std::to_string(kMaxUnixPathLen) + " bytes");
   }
 
-  ERDMA_TRY_ASSIGN(auto slots, cfg::get_int(doc, "slotsPerDevice", "slotsPerDevice", cfg.slots_per_device, 1, kMaxSlotsPerDevice));
+  ERDMA_TRY_ASSIGN(auto slots,
+                   cfg::get_int(doc, "slotsPerDevice", "slotsPerDevice", cfg.slots_per_device, 1, kMaxSlotsPerDevice));
   cfg.slots_per_device = static_cast<unsigned>(slots);
 
   ERDMA_TRY_ASSIGN(auto metrics, cfg::get_string(doc, "metricsListen", "metricsListen", cfg.metrics_listen));
@@ -361,7 +369,8 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
       cfg.source = DeviceSourceKind::Static;
     } else {
       return cfg::error("devices.source", "must be \"verbs\" (libibverbs discovery) or \"static\" (the devices.static "
-                                            "list), got " + json_quote(source));
+                                          "list), got " +
+                                              json_quote(source));
     }
     ERDMA_TRY_ASSIGN(auto drivers, load_drivers(*devices, "devices.drivers"));
     cfg.drivers = std::move(drivers);
@@ -370,7 +379,8 @@ Result<AgentConfig> AgentConfig::load(const json& doc) {
       return cfg::error("devices.static", "is only read with devices.source: static (source is verbs)");
     }
     cfg.static_devices = std::move(st);
-    ERDMA_TRY_ASSIGN(auto rescan, cfg::get_int(*devices, "rescanSeconds", "devices.rescanSeconds", cfg.rescan_seconds, 1, 3600));
+    ERDMA_TRY_ASSIGN(auto rescan,
+                     cfg::get_int(*devices, "rescanSeconds", "devices.rescanSeconds", cfg.rescan_seconds, 1, 3600));
     cfg.rescan_seconds = static_cast<unsigned>(rescan);
   }
 
@@ -422,50 +432,51 @@ json AgentConfig::to_json() const {
                        {"state", std::string(to_string(d.ports.empty() ? PortState::Unknown : d.ports.front().state))},
                        {"numaNode", d.numa_node}});
   }
-  return json{{"resourceName", resource_name},
-              {"devicePluginDir", device_plugin_dir},
-              {"slotsPerDevice", slots_per_device},
-              {"devices",
-               {{"source", source == DeviceSourceKind::Static ? "static" : "verbs"},
-                {"drivers", drivers},
-                {"static", statics},
-                {"rescanSeconds", rescan_seconds}}},
-              {"metricsListen", metrics_listen},
-              {"smcr",
-               {{"enabled", smcr.enabled},
-                {"pnetId", smcr.pnet_id.str()},
-                {"ueid", smcr.ueid},
-                {"sysctls", smcr.sysctls},
-                {"podInterface", smcr.pod_interface},
-                {"preloadSource", smcr.preload_source},
-                {"preloadHostDir", smcr.preload_host_dir},
-                {"callTimeoutMs", smcr.call_timeout_ms},
-                {"statsSeconds", smcr.stats_seconds},
-                {"resourceName", smcr.resource_name},
-                {"slotsPerDevice", smcr.slots_per_device},
-                {"allowedNamespaces", smcr.allowed_namespaces},
-                {"smcdLoopback", smcr.smcd_loopback}}},
-              {"allocateAllDevices", allocate_all_devices},
-              {"ncclEnv", nccl_env},
-              {"ncclSocketIfname", nccl_socket_ifname},
-              {"driver",
-               {{"prefer", to_string(driver.prefer)}, {"loadModules", driver.load_modules}, {"modprobe", driver.modprobe}}},
-              {"nfdFeatureFile", nfd_feature_file},
-              {"podResourcesSocket", pod_resources_socket},
-              {"criSocket", cri_socket},
-              {"procRoot", proc_root},
-              {"dra",
-               {{"enabled", dra.enabled},
-                {"extendedResource", dra.extended_resource},
-                {"driverName", dra.driver_name},
-                {"registryDir", dra.registry_dir},
-                {"pluginDir", dra.plugin_dir},
-                {"cdiDir", dra.cdi_dir},
-                {"healthPolicy", dra.health == DraHealthPolicy::Taint ? "taint" : "omit"},
-                {"slotsPerDevice", dra.slots_per_device},
-                {"nodeName", dra.node_name},
-                {"hookDir", dra.hook_dir},
-                {"hookSource", dra.hook_source}}}};
+  return json{
+      {"resourceName", resource_name},
+      {"devicePluginDir", device_plugin_dir},
+      {"slotsPerDevice", slots_per_device},
+      {"devices",
+       {{"source", source == DeviceSourceKind::Static ? "static" : "verbs"},
+        {"drivers", drivers},
+        {"static", statics},
+        {"rescanSeconds", rescan_seconds}}},
+      {"metricsListen", metrics_listen},
+      {"smcr",
+       {{"enabled", smcr.enabled},
+        {"pnetId", smcr.pnet_id.str()},
+        {"ueid", smcr.ueid},
+        {"sysctls", smcr.sysctls},
+        {"podInterface", smcr.pod_interface},
+        {"preloadSource", smcr.preload_source},
+        {"preloadHostDir", smcr.preload_host_dir},
+        {"callTimeoutMs", smcr.call_timeout_ms},
+        {"statsSeconds", smcr.stats_seconds},
+        {"resourceName", smcr.resource_name},
+        {"slotsPerDevice", smcr.slots_per_device},
+        {"allowedNamespaces", smcr.allowed_namespaces},
+        {"smcdLoopback", smcr.smcd_loopback}}},
+      {"allocateAllDevices", allocate_all_devices},
+      {"ncclEnv", nccl_env},
+      {"ncclSocketIfname", nccl_socket_ifname},
+      {"driver",
+       {{"prefer", to_string(driver.prefer)}, {"loadModules", driver.load_modules}, {"modprobe", driver.modprobe}}},
+      {"nfdFeatureFile", nfd_feature_file},
+      {"podResourcesSocket", pod_resources_socket},
+      {"criSocket", cri_socket},
+      {"procRoot", proc_root},
+      {"dra",
+       {{"enabled", dra.enabled},
+        {"extendedResource", dra.extended_resource},
+        {"driverName", dra.driver_name},
+        {"registryDir", dra.registry_dir},
+        {"pluginDir", dra.plugin_dir},
+        {"cdiDir", dra.cdi_dir},
+        {"healthPolicy", dra.health == DraHealthPolicy::Taint ? "taint" : "omit"},
+        {"slotsPerDevice", dra.slots_per_device},
+        {"nodeName", dra.node_name},
+        {"hookDir", dra.hook_dir},
+        {"hookSource", dra.hook_source}}}};
 }
 
 std::string AgentConfig::plugin_socket_path() const {
@@ -486,9 +497,7 @@ std::string DraConfig::registration_socket_path() const {
   return registry_dir + (registry_dir == "/" ? "" : "/") + driver_name + "-reg.sock";
 }
 
-std::string DraConfig::plugin_socket_dir() const {
-  return plugin_dir + (plugin_dir == "/" ? "" : "/") + driver_name;
-}
+std::string DraConfig::plugin_socket_dir() const { return plugin_dir + (plugin_dir == "/" ? "" : "/") + driver_name; }
 
 std::string DraConfig::plugin_socket_path() const { return plugin_socket_dir() + "/dra.sock"; }
 

@@ -35,15 +35,15 @@ enum class DeviceSourceKind { Verbs, Static };
 
 // smcr.*: SMC-R on the node and in SMC-R pods. Values are validated as the kernel validates them.
 struct SmcrConfig {
-  bool enabled = true;               // false: no host setup, no pod setup, no preload install
-  PnetId pnet_id = default_pnet_id();  // PNETID for every eRDMA port and netdev, parsed at load
-  std::string ueid = "ERDMA-CONTROLLER";  // SMC-Rv2 UEID, the same on every node; "" = leave the table alone
+  bool enabled = true;                         // false: no host setup, no pod setup, no preload install
+  PnetId pnet_id = default_pnet_id();          // PNETID for every eRDMA port and netdev, parsed at load
+  std::string ueid = "ERDMA-CONTROLLER";       // SMC-Rv2 UEID, the same on every node; "" = leave the table alone
   std::map<std::string, std::string> sysctls;  // net.smc.* written in each SMC-R pod's netns
   std::string pod_interface = "eth0";          // the pod-side interface that gets `-> pnetId`
   std::string preload_source{contract::kPreloadImagePath};  // "" = do not install
   std::string preload_host_dir{contract::kPreloadHostDir};
-  unsigned call_timeout_ms = 5000;   // each PodResources / CRI call (always inside PreStart's budget)
-  unsigned stats_seconds = 30;       // how often the kernel's SMC statistics are read for metrics
+  unsigned call_timeout_ms = 5000;  // each PodResources / CRI call (always inside PreStart's budget)
+  unsigned stats_seconds = 30;      // how often the kernel's SMC statistics are read for metrics
   // The resource SMC-R containers hold (contract::kSmcrResourceName): Allocate mounts only the
   // preload library. "" = not advertised (the webhook then gives SMC-R containers resourceName).
   std::string resource_name{contract::kSmcrResourceName};
@@ -126,7 +126,7 @@ struct AgentConfig {
   bool nccl_env = true;               // Allocate sets NCCL_IB_HCA / NCCL_IB_GID_INDEX per device
   bool nccl_socket_ifname = false;    // ... and NCCL_SOCKET_IFNAME (right only for hostNetwork pods)
   DriverConfig driver;
-  std::string nfd_feature_file;       // "" = none; else an NFD local feature file the agent keeps
+  std::string nfd_feature_file;  // "" = none; else an NFD local feature file the agent keeps
   std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
   std::string cri_socket = "/run/containerd/containerd.sock";  // containerd's CRI endpoint
   std::string proc_root = "/proc";  // the host's procfs (a DaemonSet mounts it at e.g. /host/proc)

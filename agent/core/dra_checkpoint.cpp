@@ -11,16 +11,16 @@
 #include "agent/core/cdi_spec.hpp"
 #include "agent/core/dra_slices.hpp"
 #include "agent/core/rdma_device.hpp"
-#include "common/k8s_names.hpp"
 #include "common/json_read.hpp"
+#include "common/k8s_names.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
 namespace {
 
+using common::json_quote;
 using common::JsonAt;
 using common::JsonKind;
-using common::json_quote;
 using nlohmann::json;
 
 constexpr std::string_view kChecksumPrefix = "crc32:";
@@ -37,7 +37,8 @@ std::string hex8(uint32_t v) {
 }
 
 json device_json(const PreparedDevice& d) {
-  json out{{"requests", d.requests}, {"pool", d.pool}, {"device", d.device}, {"card", d.card}, {"cdiDeviceIds", d.cdi_ids}};
+  json out{
+      {"requests", d.requests}, {"pool", d.pool}, {"device", d.device}, {"card", d.card}, {"cdiDeviceIds", d.cdi_ids}};
   if (!d.share_id.empty()) out["shareID"] = d.share_id;  // optional: files without shares read as before
   return out;
 }
@@ -45,8 +46,12 @@ json device_json(const PreparedDevice& d) {
 json claim_json(const PreparedClaim& c) {
   json devices = json::array();
   for (const auto& d : c.devices) devices.push_back(device_json(d));
-  return json{{"uid", c.uid},         {"namespace", c.ns},  {"name", c.name},
-              {"smcr", c.smcr},       {"cdiSpecFile", c.cdi_spec_file}, {"devices", std::move(devices)}};
+  return json{{"uid", c.uid},
+              {"namespace", c.ns},
+              {"name", c.name},
+              {"smcr", c.smcr},
+              {"cdiSpecFile", c.cdi_spec_file},
+              {"devices", std::move(devices)}};
 }
 
 json body_of(const Checkpoint& cp) {
@@ -94,7 +99,8 @@ class Fields {
   Result<std::string> string(std::string_view key, bool (*valid)(std::string_view), std::string_view rule) const {
     const auto s = at_.member(key).if_string();
     if (!s) return bad(std::string(key) + " is not a string");
-    if (!valid(*s)) return bad(std::string(key) + " " + json_quote(common::cut_for_message(*s, 80)) + " is not " + std::string(rule));
+    if (!valid(*s))
+      return bad(std::string(key) + " " + json_quote(common::cut_for_message(*s, 80)) + " is not " + std::string(rule));
     return *s;
   }
   Result<bool> boolean(std::string_view key) const {
@@ -111,9 +117,10 @@ class Fields {
     for (size_t i = 0; i < v.size(); ++i) {
       auto e = v.element(i).if_string();
       if (!e || !valid(*e)) {
-        return bad(std::string(key) + " holds " +
-                   common::cut_for_message(v.element(i).get()->dump(-1, ' ', false, json::error_handler_t::replace), 80) +
-                   ", not " + std::string(rule));
+        return bad(
+            std::string(key) + " holds " +
+            common::cut_for_message(v.element(i).get()->dump(-1, ' ', false, json::error_handler_t::replace), 80) +
+            ", not " + std::string(rule));
       }
       out.push_back(std::move(*e));
     }
@@ -240,8 +247,9 @@ Result<Checkpoint> decode_checkpoint(std::string_view text) {
   if (at.member("kind").if_string() != kCheckpointKind) {
     const json* kind = at.member("kind").get();
     return bad("is not a " + json_quote(kCheckpointKind) + " file (kind " +
-               (kind != nullptr ? common::cut_for_message(kind->dump(-1, ' ', false, json::error_handler_t::replace), 80)
-                                : std::string("missing")) +
+               (kind != nullptr
+                    ? common::cut_for_message(kind->dump(-1, ' ', false, json::error_handler_t::replace), 80)
+                    : std::string("missing")) +
                ")");
   }
   const auto version = at.member("version").if_int64();
@@ -260,14 +268,16 @@ Result<Checkpoint> decode_checkpoint(std::string_view text) {
   if (!checksum) return bad("checksum is not a string");
   json body = doc;
   body.erase("checksum");
-  const std::string want = std::string(kChecksumPrefix) + hex8(crc32(body.dump(-1, ' ', false, json::error_handler_t::replace)));
+  const std::string want =
+      std::string(kChecksumPrefix) + hex8(crc32(body.dump(-1, ' ', false, json::error_handler_t::replace)));
   if (*checksum != want) {
     return bad("is corrupt: checksum " + json_quote(common::cut_for_message(*checksum, 40)) + ", content gives " +
                json_quote(want));
   }
   const JsonAt claims = at.member("claims");
   if (!claims.is(JsonKind::Array)) return bad("claims is not an array");
-  if (claims.size() > kMaxCheckpointClaims) return bad("lists more than " + std::to_string(kMaxCheckpointClaims) + " claims");
+  if (claims.size() > kMaxCheckpointClaims)
+    return bad("lists more than " + std::to_string(kMaxCheckpointClaims) + " claims");
   Checkpoint cp;
   for (size_t i = 0; i < claims.size(); ++i) {
     auto c = read_claim(*claims.element(i).get(), i);
@@ -287,7 +297,8 @@ PreparedClaim normalized(PreparedClaim claim) {
 }
 
 Result<PrepareDecision> decide_prepare(const Checkpoint& checkpoint, const PreparedClaim& wanted) {
-  if (wanted.uid.empty()) return make_error(ErrorCode::InvalidArgument, "claim " + wanted.ns + "/" + wanted.name + " has no UID");
+  if (wanted.uid.empty())
+    return make_error(ErrorCode::InvalidArgument, "claim " + wanted.ns + "/" + wanted.name + " has no UID");
   if (wanted.devices.empty()) {
     return make_error(ErrorCode::InvalidArgument,
                       "claim " + wanted.ns + "/" + wanted.name + " (" + wanted.uid + ") has no devices of this driver");
@@ -297,12 +308,13 @@ Result<PrepareDecision> decide_prepare(const Checkpoint& checkpoint, const Prepa
   if (it == checkpoint.claims.end()) return PrepareDecision{PrepareVerdict::Prepare, std::move(want)};
   const PreparedClaim have = normalized(it->second);
   if (!same_allocation(have, want)) {
-    return make_error(ErrorCode::FailedPrecondition,
-                      "claim " + want.ns + "/" + want.name + " (" + want.uid + ") is already prepared on this node with " +
-                          describe_devices(have) + (have.smcr ? " for SMC-R" : "") + ", and is now asked for " +
-                          describe_devices(want) + (want.smcr ? " for SMC-R" : "") +
-                          "; an allocation never changes, so one side is wrong: delete the pods using the claim and the "
-                          "claim, then let it be allocated again");
+    return make_error(
+        ErrorCode::FailedPrecondition,
+        "claim " + want.ns + "/" + want.name + " (" + want.uid + ") is already prepared on this node with " +
+            describe_devices(have) + (have.smcr ? " for SMC-R" : "") + ", and is now asked for " +
+            describe_devices(want) + (want.smcr ? " for SMC-R" : "") +
+            "; an allocation never changes, so one side is wrong: delete the pods using the claim and the "
+            "claim, then let it be allocated again");
   }
   return PrepareDecision{PrepareVerdict::AlreadyPrepared, have};
 }

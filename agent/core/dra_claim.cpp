@@ -13,9 +13,9 @@
 namespace erdma::agent {
 namespace {
 
+using common::json_quote;
 using common::JsonAt;
 using common::JsonKind;
-using common::json_quote;
 using nlohmann::json;
 
 std::string ref_text(const ClaimRef& r) { return "claim " + r.ns + "/" + r.name + " (" + r.uid + ")"; }
@@ -98,8 +98,8 @@ Result<ClaimMode> parse_erdma_config(const json& parameters) {
   }
   ERDMA_TRY_ASSIGN(const auto kind, member("kind"));
   if (kind != kErdmaConfigKind) {
-    return make_error(ErrorCode::InvalidArgument, "opaque parameters: kind " + json_quote(kind) + " is not " +
-                                                      std::string(kErdmaConfigKind));
+    return make_error(ErrorCode::InvalidArgument,
+                      "opaque parameters: kind " + json_quote(kind) + " is not " + std::string(kErdmaConfigKind));
   }
   ERDMA_TRY_ASSIGN(const auto mode, member("mode"));
   if (mode == "rdma") return ClaimMode::Rdma;
@@ -114,7 +114,8 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
   const JsonAt at(claim, who);
   const JsonAt meta = at.member("metadata");
   if (!meta.is(JsonKind::Object)) {
-    return make_error(ErrorCode::InvalidArgument, who + ": the API server's answer is not a ResourceClaim (no metadata)");
+    return make_error(ErrorCode::InvalidArgument,
+                      who + ": the API server's answer is not a ResourceClaim (no metadata)");
   }
   ERDMA_TRY_ASSIGN(const std::string uid, meta.member("uid").string_or(""));
   if (uid != ref.uid) {
@@ -166,9 +167,9 @@ Result<ClaimPlan> plan_claim(const json& claim, const ClaimRef& ref, const std::
     }
     auto mode = parse_erdma_config(*params.get());
     if (!mode) {
-      return make_error(ErrorCode::InvalidArgument,
-                        c.where() + " (" + (oc.from_claim ? "from the claim" : "from the DeviceClass") +
-                            "): " + mode.error().message);
+      return make_error(ErrorCode::InvalidArgument, c.where() + " (" +
+                                                        (oc.from_claim ? "from the claim" : "from the DeviceClass") +
+                                                        "): " + mode.error().message);
     }
     oc.mode = *mode;
     ours.push_back(std::move(oc));
@@ -306,10 +307,12 @@ Result<json> device_status_entries(const PreparedClaim& claim, const std::map<st
       std::set<std::string> seen;
       for (const auto& ip : n.ips) {
         if (!is_cidr(ip)) {
-          return make_error(ErrorCode::InvalidArgument, where + "IP " + json_quote(ip) +
-                                                            " is not an address with a prefix length (\"10.0.0.5/24\")");
+          return make_error(ErrorCode::InvalidArgument,
+                            where + "IP " + json_quote(ip) +
+                                " is not an address with a prefix length (\"10.0.0.5/24\")");
         }
-        if (!seen.insert(ip).second) return make_error(ErrorCode::InvalidArgument, where + "IP " + ip + " listed twice");
+        if (!seen.insert(ip).second)
+          return make_error(ErrorCode::InvalidArgument, where + "IP " + ip + " listed twice");
       }
       json nd = json::object();
       if (!n.interface_name.empty()) nd["interfaceName"] = n.interface_name;

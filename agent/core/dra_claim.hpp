@@ -100,9 +100,9 @@ struct ClaimPlan {
 
 // The network facts of one card that a claim's status may carry.
 struct CardNetwork {
-  std::string interface_name;        // the card's netdev, e.g. "eth0"
-  std::vector<std::string> ips;      // CIDR, e.g. "10.0.0.5/24", "2001:db8::5/64"
-  std::string hardware_address;      // e.g. "00:16:3e:00:00:01"
+  std::string interface_name;    // the card's netdev, e.g. "eth0"
+  std::vector<std::string> ips;  // CIDR, e.g. "10.0.0.5/24", "2001:db8::5/64"
+  std::string hardware_address;  // e.g. "00:16:3e:00:00:01"
 };
 
 // status.devices[] entries for a prepared claim: per device {driver, pool, device, networkData:

@@ -5,16 +5,16 @@
 #include <set>
 
 #include "agent/core/plugin_model.hpp"
-#include "common/k8s_names.hpp"
 #include "common/json_read.hpp"
+#include "common/k8s_names.hpp"
 #include "common/text.hpp"
 
 namespace erdma::agent {
 namespace {
 
+using common::json_quote;
 using common::JsonAt;
 using common::JsonKind;
-using common::json_quote;
 using nlohmann::json;
 
 bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
@@ -151,9 +151,8 @@ json device_of(const RdmaDevice& card, const std::string& name, const SliceFacts
   if (!is_healthy(card)) {
     // types.go DeviceTaint: key a label name, value a label value, effect None/NoSchedule/NoExecute.
     // NoSchedule, not NoExecute: a card that flaps must not evict the pods that hold it.
-    dev["taints"] = json::array({json{{"key", f.driver + "/unhealthy"},
-                                      {"value", unhealthy_reason(card)},
-                                      {"effect", "NoSchedule"}}});
+    dev["taints"] = json::array(
+        {json{{"key", f.driver + "/unhealthy"}, {"value", unhealthy_reason(card)}, {"effect", "NoSchedule"}}});
     notes.push_back("card " + card.name + " is unhealthy (" + unhealthy_reason(card) + "): published as " + name +
                     " with a NoSchedule taint");
   }
@@ -180,9 +179,8 @@ bool is_semver(std::string_view s) noexcept {
     return !p.empty() && std::all_of(p.begin(), p.end(), is_digit) && (p.size() == 1 || p.front() != '0');
   };
   auto ident_chars = [](std::string_view p) {
-    return !p.empty() && std::all_of(p.begin(), p.end(), [](char c) {
-      return is_lower_alnum(c) || (c >= 'A' && c <= 'Z') || c == '-';
-    });
+    return !p.empty() && std::all_of(p.begin(), p.end(),
+                                     [](char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z') || c == '-'; });
   };
   // dot-separated identifiers; numeric ones without leading zeros when `strict_numbers`
   auto idents = [&](std::string_view p, bool strict_numbers) {
@@ -209,7 +207,8 @@ bool is_semver(std::string_view s) noexcept {
   size_t parts = 0;
   for (size_t start = 0;; ++parts) {
     const size_t dot = core.find('.', start);
-    if (!numeric(core.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start))) return false;
+    if (!numeric(core.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start)))
+      return false;
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
@@ -236,13 +235,14 @@ bool is_pcie_root(std::string_view s) noexcept {
 
 Result<std::string> pcie_root_of(std::string_view device_path) {
   const auto malformed = [&](std::string_view why) {
-    return make_error(ErrorCode::InvalidArgument, "sysfs device path " + json_quote(device_path) + " " +
-                                                      std::string(why));
+    return make_error(ErrorCode::InvalidArgument,
+                      "sysfs device path " + json_quote(device_path) + " " + std::string(why));
   };
   std::vector<std::string_view> parts;
   for (size_t start = 0;;) {
     const size_t slash = device_path.find('/', start);
-    parts.push_back(device_path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
+    parts.push_back(
+        device_path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start));
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
@@ -259,7 +259,8 @@ Result<std::string> pcie_root_of(std::string_view device_path) {
                                                " is not under a PCI root complex (devices/pci<domain>:<bus>/...)");
   }
   if (parts.size() < 3 || !is_pci_address(parts.back())) {
-    return malformed("does not end in a PCI function (an extended BDF such as \"0000:00:05.0\") below its root complex");
+    return malformed(
+        "does not end in a PCI function (an extended BDF such as \"0000:00:05.0\") below its root complex");
   }
   return std::string(parts[1]);
 }
@@ -318,7 +319,8 @@ Result<SliceSet> build_slices(const std::vector<RdmaDevice>& cards, const SliceF
   std::map<std::string, const RdmaDevice*> by_name;  // DRA device name -> card, sorted
   std::vector<const RdmaDevice*> sorted;
   for (const auto& c : cards) sorted.push_back(&c);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const RdmaDevice* a, const RdmaDevice* b) { return a->name < b->name; });
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const RdmaDevice* a, const RdmaDevice* b) { return a->name < b->name; });
   for (const RdmaDevice* c : sorted) {
     auto name = dra_device_name(c->name);
     if (!name) {
@@ -362,11 +364,11 @@ Result<SliceSet> build_slices(const std::vector<RdmaDevice>& cards, const SliceF
                                                   {"uid", facts.node_uid},
                                                   {"controller", true}}});
     }
-    json spec = {{"driver", facts.driver},
-                 {"nodeName", facts.node_name},
-                 {"pool", json{{"name", pool},
-                               {"generation", facts.generation},
-                               {"resourceSliceCount", static_cast<int64_t>(count)}}}};
+    json spec = {
+        {"driver", facts.driver},
+        {"nodeName", facts.node_name},
+        {"pool",
+         json{{"name", pool}, {"generation", facts.generation}, {"resourceSliceCount", static_cast<int64_t>(count)}}}};
     // `devices` is omitempty in the API: an empty list would come back absent.
     const size_t first = i * per_slice, last = std::min(devices.size(), first + per_slice);
     if (first < last) {
@@ -496,7 +498,8 @@ bool slice_has_content(const json& wanted, const json& existing) {
 }
 
 Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& existing) {
-  if (wanted.empty()) return make_error(ErrorCode::InvalidArgument, "no ResourceSlices wanted (build_slices gives one at least)");
+  if (wanted.empty())
+    return make_error(ErrorCode::InvalidArgument, "no ResourceSlices wanted (build_slices gives one at least)");
   // The wanted slices are build_slices' own, read through the checked reader all the same: a
   // caller's slip is an Internal error, never an exception.
   const auto internal = [](Error e) {
@@ -569,10 +572,11 @@ Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& exist
     const std::string& name = wanted_names_in_order[i];
     wanted_names.insert(name);
     if (others.count(name) != 0) {
-      return make_error(ErrorCode::FailedPrecondition,
-                        "ResourceSlice " + name + " exists but belongs to driver " + json_quote(others.at(name).driver) +
-                            " on node " + json_quote(others.at(name).node) + "; delete it, or give this agent "
-                            "another driver name");
+      return make_error(ErrorCode::FailedPrecondition, "ResourceSlice " + name + " exists but belongs to driver " +
+                                                           json_quote(others.at(name).driver) + " on node " +
+                                                           json_quote(others.at(name).node) +
+                                                           "; delete it, or give this agent "
+                                                           "another driver name");
     }
     json spec = w["spec"];  // checked above: present, an object
     spec["pool"]["generation"] = plan.generation;
@@ -592,7 +596,8 @@ Result<SlicePlan> plan_slices(const std::vector<json>& wanted, const json& exist
     plan.actions.push_back(SliceAction{SliceOp::Update, name, it->second.resource_version, std::move(obj)});
   }
   for (const auto& [name, e] : ours) {
-    if (wanted_names.count(name) == 0) plan.actions.push_back(SliceAction{SliceOp::Delete, name, e.resource_version, json()});
+    if (wanted_names.count(name) == 0)
+      plan.actions.push_back(SliceAction{SliceOp::Delete, name, e.resource_version, json()});
   }
   return plan;
 }

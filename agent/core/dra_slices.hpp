@@ -57,11 +57,11 @@ struct SliceFacts {
   std::string node_uid;   // the Node's metadata.uid: the slices are owned by the Node (garbage
                           // collected with it); "" = no ownerReference
   std::string driver{contract::kDraDriverName};
-  std::string pool_name;  // "" = the node name
-  int64_t generation = 0; // spec.pool.generation (plan_slices chooses the one to publish)
-  std::string driver_mode;      // "default", "compat" or "ofed" (driver_mode.hpp found_mode); "" = unknown
-  bool smcr_capable = false;    // judge_driver's verdict: default mode and the smc module loaded
-  std::string driver_version;   // /sys/module/erdma/version; published when it is a semantic version
+  std::string pool_name;       // "" = the node name
+  int64_t generation = 0;      // spec.pool.generation (plan_slices chooses the one to publish)
+  std::string driver_mode;     // "default", "compat" or "ofed" (driver_mode.hpp found_mode); "" = unknown
+  bool smcr_capable = false;   // judge_driver's verdict: default mode and the smc module loaded
+  std::string driver_version;  // /sys/module/erdma/version; published when it is a semantic version
   // The RDMA subsystem's netns mode (`rdma system show`): "shared" or "exclusive"; "" = unknown.
   // In exclusive mode a pod on the pod network cannot open a card of the node's namespace.
   std::string rdma_netns_mode;

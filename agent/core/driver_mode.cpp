@@ -31,12 +31,12 @@ DriverVerdict judge_driver(DriverMode prefer, const DriverFacts& f) {
   v.have = found_mode(f);
   v.mismatch = v.have != v.want;
   v.smcr_capable = v.have == "default" && f.smc_loaded;
-  const std::string auto_note = prefer == DriverMode::Auto
-                                    ? std::string(" (driver.prefer: auto, ") +
-                                          (f.nvidia_loaded ? "NVIDIA driver loaded)" : "no NVIDIA driver)")
-                                    : std::string();
-  const std::string install = "install the eRDMA driver in " + v.want + " mode (ACK add-on: preferDriver: " +
-                              v.want + ")";
+  const std::string auto_note =
+      prefer == DriverMode::Auto
+          ? std::string(" (driver.prefer: auto, ") + (f.nvidia_loaded ? "NVIDIA driver loaded)" : "no NVIDIA driver)")
+          : std::string();
+  const std::string install =
+      "install the eRDMA driver in " + v.want + " mode (ACK add-on: preferDriver: " + v.want + ")";
   if (v.have == "none") {
     v.line = "driver mode mismatch: want " + v.want + auto_note +
              ", have none: the erdma kernel module is not loaded; " + install +
@@ -56,7 +56,8 @@ DriverVerdict judge_driver(DriverMode prefer, const DriverFacts& f) {
   } else {  // want compat
     v.line = "driver mode mismatch: want compat" + auto_note + ", have " + v.have +
              ": reload the module in compat mode (`modprobe -r erdma && modprobe erdma compat_mode=Y`, with no "
-             "RDMA user running) or " + install;
+             "RDMA user running) or " +
+             install;
   }
   if (v.have != "none" && !f.smc_loaded && v.want == "default") {
     v.notes.push_back("the smc kernel module is not loaded: SMC-R pods fall back to TCP until `modprobe smc`");

@@ -13,13 +13,13 @@ namespace erdma::agent {
 
 // What /sys/module and /sys/class/infiniband say about the node's RDMA drivers.
 struct DriverFacts {
-  bool erdma_loaded = false;          // /sys/module/erdma exists
-  std::optional<bool> compat_mode;    // /sys/module/erdma/parameters/compat_mode (Y/N); nullopt: no such parameter
-  std::string erdma_version;          // /sys/module/erdma/version ("" for in-tree builds without one)
-  bool ofed_stack = false;            // /sys/module/mlx_compat exists: the RDMA core comes from MLNX_OFED
-  bool nvidia_loaded = false;         // /sys/module/nvidia exists (an NVIDIA GPU driver is loaded)
-  bool nvidia_peermem_loaded = false; // /sys/module/nvidia_peermem exists (GPUDirect RDMA)
-  bool smc_loaded = false;            // /sys/module/smc exists
+  bool erdma_loaded = false;           // /sys/module/erdma exists
+  std::optional<bool> compat_mode;     // /sys/module/erdma/parameters/compat_mode (Y/N); nullopt: no such parameter
+  std::string erdma_version;           // /sys/module/erdma/version ("" for in-tree builds without one)
+  bool ofed_stack = false;             // /sys/module/mlx_compat exists: the RDMA core comes from MLNX_OFED
+  bool nvidia_loaded = false;          // /sys/module/nvidia exists (an NVIDIA GPU driver is loaded)
+  bool nvidia_peermem_loaded = false;  // /sys/module/nvidia_peermem exists (GPUDirect RDMA)
+  bool smc_loaded = false;             // /sys/module/smc exists
   // node_type of each erdma device (/sys/class/infiniband/DEV/node_type): "CA" or "RNIC".
   std::vector<std::pair<std::string, std::string>> node_types;
 };
@@ -31,11 +31,11 @@ struct DriverFacts {
 [[nodiscard]] DriverMode wanted_mode(DriverMode prefer, const DriverFacts& facts);
 
 struct DriverVerdict {
-  std::string want;           // default, compat or ofed
-  std::string have;           // none, default, compat or ofed
+  std::string want;  // default, compat or ofed
+  std::string have;  // none, default, compat or ofed
   bool mismatch = false;
-  bool smcr_capable = false;  // SMC-R can work: default mode and the smc module loaded
-  std::string line;           // one line for operators: what is wrong and how to fix it, or that all is well
+  bool smcr_capable = false;       // SMC-R can work: default mode and the smc module loaded
+  std::string line;                // one line for operators: what is wrong and how to fix it, or that all is well
   std::vector<std::string> notes;  // secondary findings (e.g. GPUDirect RDMA without nvidia_peermem)
   std::vector<std::string> modules_to_load;  // missing modules an operator could modprobe
 

@@ -71,11 +71,11 @@ SetupPlan plan_host_setup(const std::vector<PnetEntry>& desired, const std::vect
     for (const auto& h : have) {
       if (h.same_device(w) && h.pnet_id != w.pnet_id) {
         blocked.insert(w);
-        plan.conflicts.push_back(
-            (w.kind == PnetEntryKind::Ib ? "RDMA device " + w.device + " port " + std::to_string(w.port)
-                                         : "interface " + w.device) +
-            " is already mapped to PNETID " + h.pnet_id.str() + ", not " + w.pnet_id.str() +
-            "; left unchanged (delete PNETID " + h.pnet_id.str() + " to let the agent set it)");
+        plan.conflicts.push_back((w.kind == PnetEntryKind::Ib
+                                      ? "RDMA device " + w.device + " port " + std::to_string(w.port)
+                                      : "interface " + w.device) +
+                                 " is already mapped to PNETID " + h.pnet_id.str() + ", not " + w.pnet_id.str() +
+                                 "; left unchanged (delete PNETID " + h.pnet_id.str() + " to let the agent set it)");
       }
     }
   }
@@ -106,7 +106,8 @@ Status validate_smc_sysctl(std::string_view name, std::string_view value) {
   constexpr std::string_view kPrefix = "net.smc.";
   const std::string what = "sysctl " + std::string(name) + ": ";
   if (name.substr(0, kPrefix.size()) != kPrefix || name.size() == kPrefix.size()) {
-    return make_error(ErrorCode::InvalidArgument, "sysctl \"" + std::string(name) + "\": only net.smc.<name> is allowed");
+    return make_error(ErrorCode::InvalidArgument,
+                      "sysctl \"" + std::string(name) + "\": only net.smc.<name> is allowed");
   }
   for (char c : name.substr(kPrefix.size())) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
@@ -119,7 +120,8 @@ Status validate_smc_sysctl(std::string_view name, std::string_view value) {
   for (char c : value) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == ' ' || c == '.' ||
           c == '-' || c == '_')) {
-      return make_error(ErrorCode::InvalidArgument, what + "value may only contain letters, digits, ' ', '.', '-', '_'");
+      return make_error(ErrorCode::InvalidArgument,
+                        what + "value may only contain letters, digits, ' ', '.', '-', '_'");
     }
   }
   return {};

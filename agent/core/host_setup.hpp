@@ -30,7 +30,8 @@ struct SmcrPort {
 // The host entries for `ports`: an IB entry per port and an ETH entry per distinct netdev, all on
 // `pnet_id`, sorted and without duplicates. InvalidArgument names the port whose names or port
 // number the kernel would refuse.
-[[nodiscard]] Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id, const std::vector<SmcrPort>& ports);
+[[nodiscard]] Result<std::vector<PnetEntry>> host_pnet_entries(const PnetId& pnet_id,
+                                                               const std::vector<SmcrPort>& ports);
 
 // The PNETID the agent puts on the kernel's SMC-D loopback device to turn it off
 // (smcr.smcdLoopback: false). No netdev carries it, so SMC-D never matches a connection's
@@ -40,7 +41,8 @@ struct SmcrPort {
 // The pnet entries smcr.smcdLoopback asks for: none when `smcd_loopback` is true or the kernel
 // has no loopback device (`loopback_device` ""), else `loopback_device port 1 -> smcd_off_pnet_id()`
 // (the kernel applies an IB entry to the SMC-D device of that name).
-[[nodiscard]] Result<std::vector<PnetEntry>> smcd_loopback_entries(bool smcd_loopback, std::string_view loopback_device);
+[[nodiscard]] Result<std::vector<PnetEntry>> smcd_loopback_entries(bool smcd_loopback,
+                                                                   std::string_view loopback_device);
 
 struct AddEntry {
   PnetEntry entry;
@@ -60,8 +62,8 @@ using SetupOp = std::variant<RemovePnetId, AddEntry, AddUeid>;
 [[nodiscard]] std::string describe(const SetupOp& op);
 
 struct SetupPlan {
-  std::vector<SetupOp> ops;             // apply in order: removals, then additions
-  std::vector<std::string> conflicts;   // what cannot be reached without touching others' entries
+  std::vector<SetupOp> ops;            // apply in order: removals, then additions
+  std::vector<std::string> conflicts;  // what cannot be reached without touching others' entries
 };
 
 // Compares desired with actual state:

@@ -81,7 +81,8 @@ Result<SlotRef> parse_slot_id(std::string_view id, unsigned slots_per_device) {
   unsigned index = 0;
   for (char c : num) index = index * 10 + static_cast<unsigned>(c - '0');
   if (index >= slots_per_device) {
-    return bad("has slot " + std::to_string(index) + " but devices have " + std::to_string(slots_per_device) + " slots");
+    return bad("has slot " + std::to_string(index) + " but devices have " + std::to_string(slots_per_device) +
+               " slots");
   }
   return SlotRef{std::string(device), index};
 }
@@ -90,11 +91,13 @@ Advertisement advertised_devices(const std::vector<RdmaDevice>& devices, unsigne
   Advertisement out;
   std::vector<const RdmaDevice*> sorted;
   for (const auto& d : devices) sorted.push_back(&d);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const RdmaDevice* a, const RdmaDevice* b) { return a->name < b->name; });
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const RdmaDevice* a, const RdmaDevice* b) { return a->name < b->name; });
   const RdmaDevice* prev = nullptr;
   for (const RdmaDevice* d : sorted) {
     if (!is_device_name(d->name)) {
-      out.notes.push_back("device " + json_quote(d->name) + " left out: not a usable device name ([A-Za-z0-9_.-], 1-63)");
+      out.notes.push_back("device " + json_quote(d->name) +
+                          " left out: not a usable device name ([A-Za-z0-9_.-], 1-63)");
       continue;
     }
     if (auto fits = check_device_name_fits(d->name, slots_per_device); !fits) {
@@ -174,7 +177,8 @@ void add_nccl_env(const std::vector<std::string>& names, const std::vector<RdmaD
     if (disagree) {
       out.notes.push_back("devices disagree on the IPv4 RoCE v2 GID index (" + common::join(per_device, ", ") +
                           "); NCCL takes one index for all devices, so " + std::string(kNcclGidIndexEnv) + "=" +
-                          std::to_string(*chosen) + " (" + chosen_from + "'s) is set; set NCCL_IB_GID_INDEX=-1 "
+                          std::to_string(*chosen) + " (" + chosen_from +
+                          "'s) is set; set NCCL_IB_GID_INDEX=-1 "
                           "with NCCL_IB_ADDR_RANGE in the pod spec to let NCCL pick per device");
     }
   }
@@ -254,7 +258,8 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
     return make_error(ErrorCode::InvalidArgument,
                       "malformed device IDs " + quote_some(malformed) + " (" + first_error + ")");
   }
-  if (!duplicate.empty()) return make_error(ErrorCode::InvalidArgument, "duplicate device IDs " + quote_some(duplicate));
+  if (!duplicate.empty())
+    return make_error(ErrorCode::InvalidArgument, "duplicate device IDs " + quote_some(duplicate));
   if (!unknown.empty()) {
     std::vector<std::string> known;
     for (const auto& d : devices) known.push_back(d.name);
@@ -279,7 +284,8 @@ Result<ContainerAllocation> allocate_container(const std::vector<std::string>& i
   for (const auto& name : out.devices) {
     const RdmaDevice& d = *find_device(devices, name);
     if (d.uverbs.empty()) {
-      return make_error(ErrorCode::FailedPrecondition, "device " + name + " has no uverbs char device; it cannot be used");
+      return make_error(ErrorCode::FailedPrecondition,
+                        "device " + name + " has no uverbs char device; it cannot be used");
     }
     if (!is_healthy(d)) out.notes.push_back("device " + name + " allocated while unhealthy (" + port_states(d) + ")");
     const auto path = uverbs_path(d);

@@ -95,10 +95,10 @@ struct HostMount {
 
 // What Allocate hands out besides the slots it was asked for.
 struct AllocateOptions {
-  bool rdma_cm_present = true;       // /dev/infiniband/rdma_cm exists on the host
-  bool all_devices = false;          // allocateAllDevices: every device of the node, whatever the slots
-  bool nccl_env = true;              // ncclEnv: NCCL_IB_HCA and NCCL_IB_GID_INDEX for the devices
-  bool nccl_socket_ifname = false;   // ncclSocketIfname: NCCL_SOCKET_IFNAME = the devices' netdevs
+  bool rdma_cm_present = true;      // /dev/infiniband/rdma_cm exists on the host
+  bool all_devices = false;         // allocateAllDevices: every device of the node, whatever the slots
+  bool nccl_env = true;             // ncclEnv: NCCL_IB_HCA and NCCL_IB_GID_INDEX for the devices
+  bool nccl_socket_ifname = false;  // ncclSocketIfname: NCCL_SOCKET_IFNAME = the devices' netdevs
   // The SMC-R preload library's host directory, mounted read-only at contract::kPreloadMountPath
   // in every container ("" = none, smcr.enabled off). The webhook preloads the library exactly in
   // the containers holding the resource, so this mount is how the file gets there.
@@ -130,11 +130,11 @@ struct PluginEndpoint {
 [[nodiscard]] std::optional<PluginEndpoint> smcr_endpoint(const AgentConfig& cfg);
 
 struct ContainerAllocation {
-  std::vector<std::string> devices;          // distinct device names, sorted
-  std::map<std::string, std::string> envs;   // ERDMA_DEVICES=..., NCCL_* (see AllocateOptions)
-  std::vector<DeviceNode> device_nodes;      // uverbs of each device, then rdma_cm
-  std::vector<HostMount> mounts;             // the preload library directory (see AllocateOptions)
-  std::vector<std::string> notes;            // e.g. a device that is unhealthy right now
+  std::vector<std::string> devices;         // distinct device names, sorted
+  std::map<std::string, std::string> envs;  // ERDMA_DEVICES=..., NCCL_* (see AllocateOptions)
+  std::vector<DeviceNode> device_nodes;     // uverbs of each device, then rdma_cm
+  std::vector<HostMount> mounts;            // the preload library directory (see AllocateOptions)
+  std::vector<std::string> notes;           // e.g. a device that is unhealthy right now
 };
 
 // What one container gets for the slot IDs kubelet allocated to it: the uverbs node of every
@@ -143,8 +143,8 @@ struct ContainerAllocation {
 // preload library directory when configured, and env.
 // With `nccl_env`: NCCL_IB_HCA="=dev0,dev1" naming exactly those devices, and NCCL_IB_GID_INDEX
 // from the first device (by name) that has an IPv4 RoCE v2 GID; devices that disagree, or lack
-// one while others have one, are noted (NCCL takes one index for all devices). Errors: InvalidArgument for an empty list, malformed or
-// duplicate IDs and absurd sizes; NotFound for IDs of devices that are not on the node;
+// one while others have one, are noted (NCCL takes one index for all devices). Errors: InvalidArgument for an empty
+// list, malformed or duplicate IDs and absurd sizes; NotFound for IDs of devices that are not on the node;
 // FailedPrecondition for a device without a uverbs char device. Messages name the offending IDs.
 [[nodiscard]] Result<ContainerAllocation> allocate_container(const std::vector<std::string>& ids,
                                                              const std::vector<RdmaDevice>& devices,

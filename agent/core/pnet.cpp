@@ -73,8 +73,8 @@ Status validate_ifname(std::string_view name) {
 Status validate_ibdev_name(std::string_view name) {
   if (name.empty()) return make_error(ErrorCode::InvalidArgument, "RDMA device name must not be empty");
   if (name.size() > kMaxIbDevNameLen) {
-    return make_error(ErrorCode::InvalidArgument, "RDMA device name " + quoted(name) + ": exceeds " +
-                                                      std::to_string(kMaxIbDevNameLen) + " chars");
+    return make_error(ErrorCode::InvalidArgument,
+                      "RDMA device name " + quoted(name) + ": exceeds " + std::to_string(kMaxIbDevNameLen) + " chars");
   }
   for (char c : name) {
     auto u = static_cast<unsigned char>(c);

@@ -146,7 +146,8 @@ PodSetupResult result_of(const Error& e) noexcept {
 
 NetnsChoice choose_pod_netns(const SandboxFacts& f) {
   if (!f.wants_smcr) {
-    return PodSetupStop{PodSetupResult::NotRequested, "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""};
+    return PodSetupStop{PodSetupResult::NotRequested,
+                        "the pod does not carry " + std::string(kSmcrAnnotation) + ": \"true\""};
   }
   return locate_sandbox_netns(f);
 }
@@ -157,7 +158,8 @@ NetnsChoice locate_sandbox_netns(const SandboxFacts& f) {
     return PodSetupStop{PodSetupResult::HostNetwork,
                         "the pod uses the node's network namespace; the host setup already covers it"};
   }
-  if (f.netns.closed) return PodSetupStop{PodSetupResult::SandboxGone, "the runtime reports the sandbox's netns closed"};
+  if (f.netns.closed)
+    return PodSetupStop{PodSetupResult::SandboxGone, "the runtime reports the sandbox's netns closed"};
   // The netns file the runtime names, if this process can see it; else the sandbox process's.
   if (f.netns.path && f.path_visible) return *f.netns.path;
   if (f.netns.pid) return f.proc_root + "/" + std::to_string(*f.netns.pid) + "/ns/net";
@@ -172,8 +174,9 @@ NetnsChoice locate_sandbox_netns(const SandboxFacts& f) {
 
 std::optional<PodSetupStop> refuse_pod_netns(const NetnsTargetFacts& f) {
   if (!f.host_readable) {
-    return PodSetupStop{PodSetupResult::Failed, "cannot compare with the host's netns: " + f.host_readable.error().message +
-                                                    " (is procRoot the host's /proc?)"};
+    return PodSetupStop{PodSetupResult::Failed,
+                        "cannot compare with the host's netns: " + f.host_readable.error().message +
+                            " (is procRoot the host's /proc?)"};
   }
   if (!f.same_as_host) {
     return PodSetupStop{PodSetupResult::Failed, "the sandbox's netns " + f.netns + " was not compared with the host's"};

@@ -93,27 +93,25 @@ struct SandboxNetns {
 
 // How one pod setup ended (the `result` label of erdma_agent_smcr_pod_setups_total).
 enum class PodSetupResult {
-  Configured,     // pnet entry (and sysctls) in place
-  NotRequested,   // the pod does not ask for SMC-R
-  NotAllowed,     // the pod asks for SMC-R in a namespace smcr.allowedNamespaces leaves out
-  HostNetwork,    // the pod uses the node's netns: nothing to do, the host setup covers it
+  Configured,        // pnet entry (and sysctls) in place
+  NotRequested,      // the pod does not ask for SMC-R
+  NotAllowed,        // the pod asks for SMC-R in a namespace smcr.allowedNamespaces leaves out
+  HostNetwork,       // the pod uses the node's netns: nothing to do, the host setup covers it
   HostNetnsRefused,  // the runtime names the host's netns for a pod-network sandbox: never touched
-  PodNotFound,    // PodResources does not know the devices (yet, or any more)
-  SandboxGone,    // no ready sandbox, or its netns vanished meanwhile
-  Timeout,        // the budget ran out (a hung runtime or kernel)
-  Failed,         // anything else; logged with the reason
+  PodNotFound,       // PodResources does not know the devices (yet, or any more)
+  SandboxGone,       // no ready sandbox, or its netns vanished meanwhile
+  Timeout,           // the budget ran out (a hung runtime or kernel)
+  Failed,            // anything else; logged with the reason
 };
 inline constexpr PodSetupResult kAllPodSetupResults[] = {
-    PodSetupResult::Configured,       PodSetupResult::NotRequested, PodSetupResult::NotAllowed,
-    PodSetupResult::HostNetwork,
-    PodSetupResult::HostNetnsRefused, PodSetupResult::PodNotFound,  PodSetupResult::SandboxGone,
-    PodSetupResult::Timeout,          PodSetupResult::Failed};
+    PodSetupResult::Configured,  PodSetupResult::NotRequested,     PodSetupResult::NotAllowed,
+    PodSetupResult::HostNetwork, PodSetupResult::HostNetnsRefused, PodSetupResult::PodNotFound,
+    PodSetupResult::SandboxGone, PodSetupResult::Timeout,          PodSetupResult::Failed};
 [[nodiscard]] std::string_view to_string(PodSetupResult r) noexcept;
 
 // The result a failed step maps to: NotFound -> SandboxGone (a vanished netns or sandbox),
 // DeadlineExceeded -> Timeout, everything else -> Failed.
 [[nodiscard]] PodSetupResult result_of(const Error& e) noexcept;
-
 
 // Why a pod setup stops before (or instead of) changing the pod's netns.
 struct PodSetupStop {
@@ -124,11 +122,11 @@ struct PodSetupStop {
 
 // What the shell knows about a sandbox once the runtime answered PodSandboxStatus.
 struct SandboxFacts {
-  bool wants_smcr = false;                  // wants_smcr() of the status's annotations
+  bool wants_smcr = false;  // wants_smcr() of the status's annotations
   SandboxState state = SandboxState::NotReady;
-  SandboxNetns netns;                       // parse_sandbox_netns() of the status
-  bool path_visible = false;                // stat(netns.path) succeeded in the agent's mount namespace
-  std::string proc_root = "/proc";          // the host's procfs as the agent sees it
+  SandboxNetns netns;               // parse_sandbox_netns() of the status
+  bool path_visible = false;        // stat(netns.path) succeeded in the agent's mount namespace
+  std::string proc_root = "/proc";  // the host's procfs as the agent sees it
 };
 
 // The namespace file to enter, or why not. In order: a pod without the annotation is

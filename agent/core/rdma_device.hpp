@@ -26,26 +26,26 @@ struct Gid {
   unsigned index = 0;
   std::string address;  // "fe80:0000:0000:0000:0216:3eff:fe00:0001", as sysfs prints it
   GidType type = GidType::Unknown;
-  std::string netdev;   // the netdev the GID belongs to (RoCE), "" when the kernel has none
+  std::string netdev;  // the netdev the GID belongs to (RoCE), "" when the kernel has none
 
   friend bool operator==(const Gid&, const Gid&) = default;
 };
 
 struct RdmaPort {
-  unsigned number = 1;            // 1-based, as in verbs
+  unsigned number = 1;  // 1-based, as in verbs
   PortState state = PortState::Unknown;
-  std::string link_layer;         // "Ethernet", "InfiniBand"; "" when unknown
-  std::vector<Gid> gids;          // valid entries only (all-zero entries are left out)
+  std::string link_layer;  // "Ethernet", "InfiniBand"; "" when unknown
+  std::vector<Gid> gids;   // valid entries only (all-zero entries are left out)
 
   friend bool operator==(const RdmaPort&, const RdmaPort&) = default;
 };
 
 struct RdmaDevice {
-  std::string name;     // IB device name, e.g. "erdma_0"
-  std::string driver;   // kernel driver / verbs provider, e.g. "erdma", "rxe"
-  std::string uverbs;   // char device name under /dev/infiniband, e.g. "uverbs0"; "" = none
-  std::string netdev;   // the Ethernet device it is bound to, e.g. "eth0"; "" when unknown
-  int numa_node = -1;   // -1 = unknown / no NUMA
+  std::string name;    // IB device name, e.g. "erdma_0"
+  std::string driver;  // kernel driver / verbs provider, e.g. "erdma", "rxe"
+  std::string uverbs;  // char device name under /dev/infiniband, e.g. "uverbs0"; "" = none
+  std::string netdev;  // the Ethernet device it is bound to, e.g. "eth0"; "" when unknown
+  int numa_node = -1;  // -1 = unknown / no NUMA
   std::vector<RdmaPort> ports;
 
   friend bool operator==(const RdmaDevice&, const RdmaDevice&) = default;

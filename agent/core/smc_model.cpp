@@ -15,7 +15,8 @@ struct Reason {
 
 constexpr std::array kReasons{
     Reason{0x01010000, "MEM", "insufficient memory resources"},
-    Reason{0x02010000, "TIMEOUT_CL", "timeout waiting for the RDMA link to be confirmed (CLC handshake done, no RoCE traffic got through)"},
+    Reason{0x02010000, "TIMEOUT_CL",
+           "timeout waiting for the RDMA link to be confirmed (CLC handshake done, no RoCE traffic got through)"},
     Reason{0x02020000, "TIMEOUT_AL", "timeout waiting for a second RDMA link to be added"},
     Reason{0x03000000, "CNFERR", "configuration error"},
     Reason{0x03010000, "PEERNOSMC", "the peer did not offer SMC"},

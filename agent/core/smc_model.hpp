@@ -13,9 +13,9 @@
 namespace erdma::agent {
 
 struct SmcSystemInfo {
-  uint8_t version = 0;   // SMC protocol version the kernel speaks (2 on v2-capable kernels)
+  uint8_t version = 0;  // SMC protocol version the kernel speaks (2 on v2-capable kernels)
   uint8_t release = 0;
-  bool ism_v2 = false;   // SMC-Dv2 capable
+  bool ism_v2 = false;          // SMC-Dv2 capable
   std::optional<bool> smcr_v2;  // absent on kernels that do not report it
   std::string local_host;
   std::string seid;
@@ -23,7 +23,7 @@ struct SmcSystemInfo {
 
 struct SmcrLink {
   uint8_t id = 0;
-  uint32_t state = 0;      // enum smc_link_state
+  uint32_t state = 0;  // enum smc_link_state
   uint32_t conn_count = 0;
   std::string ib_device;
   uint8_t ib_port = 0;
@@ -64,7 +64,7 @@ struct SmcStats {
 struct FallbackReasonCount {
   bool server = false;  // counted on the listening side (else on the connecting side)
   uint32_t code = 0;
-  uint32_t count = 0;   // the kernel keeps a 16-bit counter per reason
+  uint32_t count = 0;  // the kernel keeps a 16-bit counter per reason
 };
 
 struct FallbackStats {
@@ -77,21 +77,21 @@ enum class SmcMode { Smcr, Tcp, Smcd, Unknown };
 
 // One SMC socket as sock_diag reports it. Addresses are those of the internal TCP (CLC) socket.
 struct SmcSocket {
-  uint8_t family = 0;   // AF_SMC, or AF_INET/AF_INET6 for IPPROTO_SMC sockets
-  uint8_t state = 0;    // SMC's own state numbers (smc_state_name)
+  uint8_t family = 0;  // AF_SMC, or AF_INET/AF_INET6 for IPPROTO_SMC sockets
+  uint8_t state = 0;   // SMC's own state numbers (smc_state_name)
   SmcMode mode = SmcMode::Unknown;
   uint8_t raw_mode = 0;
-  std::string local;    // "10.0.0.1:5000" or "[fe80::1]:5000"
+  std::string local;  // "10.0.0.1:5000" or "[fe80::1]:5000"
   std::string peer;
   uint32_t uid = 0;
   uint64_t inode = 0;
-  std::optional<uint32_t> fallback_reason;     // mode Tcp: why
-  std::optional<uint32_t> peer_diagnosis;      // mode Tcp: what the peer said
-  std::string ib_device;                       // mode Smcr: first link's device
+  std::optional<uint32_t> fallback_reason;  // mode Tcp: why
+  std::optional<uint32_t> peer_diagnosis;   // mode Tcp: what the peer said
+  std::string ib_device;                    // mode Smcr: first link's device
   uint8_t ib_port = 0;
   std::string gid;
   std::string peer_gid;
-  std::optional<uint8_t> role;                 // mode Smcr: 0 client, 1 server
+  std::optional<uint8_t> role;  // mode Smcr: 0 client, 1 server
 };
 
 // Fallback/decline reason names (net/smc/smc_clc.h SMC_CLC_DECL_*), e.g. 0x03030002 -> "NOSMCRDEV".

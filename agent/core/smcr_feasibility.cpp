@@ -9,8 +9,8 @@ namespace erdma::agent {
 namespace {
 
 std::string ipv4_text(uint32_t a) {
-  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xff) + "." + std::to_string((a >> 8) & 0xff) + "." +
-         std::to_string(a & 0xff);
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 0xff) + "." + std::to_string((a >> 8) & 0xff) +
+         "." + std::to_string(a & 0xff);
 }
 
 std::string addresses_text(const std::vector<NodeRdmaNetdev>& rdma) {
@@ -39,7 +39,8 @@ constexpr const char* kUseRdmaUpper =
 
 Result<Ipv4Prefix> Ipv4Prefix::parse(std::string_view text) {
   auto bad = [&] {
-    return make_error(ErrorCode::InvalidArgument, "\"" + std::string(text) + "\" is not an IPv4 address like 10.0.0.1/24");
+    return make_error(ErrorCode::InvalidArgument,
+                      "\"" + std::string(text) + "\" is not an IPv4 address like 10.0.0.1/24");
   };
   Ipv4Prefix out;
   std::string_view addr = text;
@@ -192,13 +193,13 @@ SameNodePrediction predict_same_node(const SmcrPodFacts& f) {
                 "of two nodes do"};
   }
   return {SameNodeMode::SmcdLoopback,
-          "connections to pods of this node use SMC-D through the kernel's loopback device " +
-              f.smcd_loopback_device +
+          "connections to pods of this node use SMC-D through the kernel's loopback device " + f.smcd_loopback_device +
               ", which the kernel offers before SMC-R (smcss shows SMCD; smcr.smcdLoopback: false turns it off)"};
 }
 
 SmcrPrediction unknown_prediction(const std::string& why) {
-  return make(SmcrReason::FactsUnavailable, "", SmcrSide::None, "the agent could not look at the pod's network: " + why);
+  return make(SmcrReason::FactsUnavailable, "", SmcrSide::None,
+              "the agent could not look at the pod's network: " + why);
 }
 
 namespace {
@@ -214,18 +215,21 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
   // smc_ib_determine_gid_rcu(): a RoCE v2 GID needs an IPv4 address on its netdev.
   if (!any_rdma_netdev || (f.host_network && with_ipv4.empty())) {
     return make(SmcrReason::NoRdmaNetdev, "NOSMCDEV", SmcrSide::Client,
-                f.rdma.empty() ? "the node has no RDMA device: check `erdma-agent devices` (driver loaded? NIC attached?)"
-                               : "no RDMA netdev of the node has an IPv4 address (" + addresses_text(f.rdma) +
-                                     "): give the eRDMA NIC its address");
+                f.rdma.empty()
+                    ? "the node has no RDMA device: check `erdma-agent devices` (driver loaded? NIC attached?)"
+                    : "no RDMA netdev of the node has an IPv4 address (" + addresses_text(f.rdma) +
+                          "): give the eRDMA NIC its address");
   }
   // smc_find_proposal_devices(): SMC-R v2 is proposed only with a UEID (smc_clc_ueid_count()).
   if (!f.ueid_set) {
-    return make(SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client,
-                "the kernel's UEID table is empty, so SMC-R v2 is never proposed: set smcr.ueid, the same on every node");
+    return make(
+        SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client,
+        "the kernel's UEID table is empty, so SMC-R v2 is never proposed: set smcr.ueid, the same on every node");
   }
   if (f.host_network) {
     return make(SmcrReason::HostNetwork, "", SmcrSide::None,
-                "the pod uses the node's netns: SMC-R v2 forms node to node over " + addresses_text({*with_ipv4.front()}) +
+                "the pod uses the node's netns: SMC-R v2 forms node to node over " +
+                    addresses_text({*with_ipv4.front()}) +
                     " when the peer has the same UEID and connects to an address in that subnet");
   }
   const std::string& ifname = f.interface;
@@ -235,7 +239,8 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
   }
   if (f.kind == PodLinkKind::Other) {
     return make(SmcrReason::PodInterfaceKindOther, "", SmcrSide::None,
-                ifname + " is " + (f.kind_name.empty() ? std::string("a device without a link kind") : "a " + f.kind_name) +
+                ifname + " is " +
+                    (f.kind_name.empty() ? std::string("a device without a link kind") : "a " + f.kind_name) +
                     ": the agent predicts veth, ipvlan and macvlan pods only");
   }
   // smc_find_proposal_devices(): SMC-R v2 needs an AF_INET socket.
@@ -261,8 +266,8 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
                 ifname + " carries its own RDMA device " + f.pod_rdma_device + " in the pod's netns, so pod IP " +
                     pod_ip + " is a RoCE v2 GID of it: SMC-R v2 forms from the pod's netns when the peer has one too");
   }
-  const bool in_node_subnet =
-      std::any_of(with_ipv4.begin(), with_ipv4.end(), [&](const NodeRdmaNetdev* n) { return netdev_contains(*n, src); });
+  const bool in_node_subnet = std::any_of(with_ipv4.begin(), with_ipv4.end(),
+                                          [&](const NodeRdmaNetdev* n) { return netdev_contains(*n, src); });
 
   if (f.kind == PodLinkKind::Ipvlan || f.kind == PodLinkKind::Macvlan) {
     const std::string kind(to_string(f.kind));
@@ -320,7 +325,8 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
     return make(SmcrReason::LowerNotRdmaNetdev, "NOSMCRDEV", SmcrSide::Server,
                 ifname + " is a " + kind + " on " + f.lower + ", which has no RDMA device; pod IP " + pod_ip +
                     " is in an RDMA netdev's subnet, so the client proposes the node's GID and the server's route "
-                    "check fails: put the pod's " + kind + " on the eRDMA netdev");
+                    "check fails: put the pod's " +
+                    kind + " on the eRDMA netdev");
   }
 
   // veth: no upper device of the RDMA netdev, so no GID of its own.
@@ -341,7 +347,8 @@ SmcrPrediction predict_v2(const SmcrPodFacts& f) {
   return make(SmcrReason::VethNodeSubnetRoute, "NOSMCRDEV", SmcrSide::Server,
               "pod IP " + pod_ip + " on veth " + ifname +
                   " is inside an RDMA netdev's subnet, so the client proposes the node's GID, and the server's route "
-                  "check from the pod IP in the node's netns fails (the client sees PEERDECL); " + kUseRdmaUpper);
+                  "check from the pod IP in the node's netns fails (the client sees PEERDECL); " +
+                  kUseRdmaUpper);
 }
 
 }  // namespace
@@ -351,9 +358,9 @@ SmcrPrediction predict_smcr(const SmcrPodFacts& f) {
   p.same_node = predict_same_node(f);
   // SMC-R v1 needs no IPv4 and no UEID; it is proposed when the device found has RoCE v1 GIDs
   // (smc_ib_determine_gid_rcu() without smcrv2). rxe has RoCE v2 GIDs only.
-  const bool v2_rule = p.reason == SmcrReason::PodSubnetOutsideRdmaNetdev || p.reason == SmcrReason::VethNodeSubnetRoute ||
-                       p.reason == SmcrReason::LowerNotRdmaNetdev || p.reason == SmcrReason::NoUeid ||
-                       p.reason == SmcrReason::NoPodIpv4;
+  const bool v2_rule = p.reason == SmcrReason::PodSubnetOutsideRdmaNetdev ||
+                       p.reason == SmcrReason::VethNodeSubnetRoute || p.reason == SmcrReason::LowerNotRdmaNetdev ||
+                       p.reason == SmcrReason::NoUeid || p.reason == SmcrReason::NoPodIpv4;
   const bool device_found = f.host_network || f.pod_pnet_entry;
   auto v1 = std::find_if(f.rdma.begin(), f.rdma.end(), [](const NodeRdmaNetdev& n) { return n.roce_v1_gids; });
   if (p.verdict == SmcrVerdict::WillFallBack && v2_rule && device_found && v1 != f.rdma.end()) {

@@ -43,8 +43,8 @@ enum class RdmaDriverKind { Rxe, Erdma, Other };
 
 // One RDMA netdev of the node, as seen in the node's network namespace.
 struct NodeRdmaNetdev {
-  std::string netdev;                 // "eth0"
-  std::string ib_device;              // "erdma_0", "rxe0"
+  std::string netdev;     // "eth0"
+  std::string ib_device;  // "erdma_0", "rxe0"
   RdmaDriverKind kind = RdmaDriverKind::Other;
   std::vector<Ipv4Prefix> addresses;  // IPv4 addresses on the netdev
   bool roce_v1_gids = false;          // the port has RoCE v1 GIDs (SMC-R v1 could be proposed)
@@ -65,16 +65,14 @@ struct SmcrPodFacts {
   // eRDMA device, or Soft-RoCE created there. Its GIDs are the pod's own addresses.
   std::string pod_rdma_device;
   RdmaDriverKind pod_rdma_kind = RdmaDriverKind::Other;
-  int kernel_major = 0;               // the node kernel's major version (0 when unknown)
-  std::vector<NodeRdmaNetdev> rdma;   // the node's RDMA netdevs
-  bool ueid_set = false;              // the kernel's UEID table is not empty (SMC-R v2 needs one)
+  int kernel_major = 0;              // the node kernel's major version (0 when unknown)
+  std::vector<NodeRdmaNetdev> rdma;  // the node's RDMA netdevs
+  bool ueid_set = false;             // the kernel's UEID table is not empty (SMC-R v2 needs one)
   // The kernel's SMC-D loopback device ("lo" on 7.x with DIBS_LO; "" when it has none) and the
   // PNETID on it ("" for none: SMC-D is offered to every connection within the node).
   std::string smcd_loopback_device;
   std::string smcd_loopback_pnet_id;
 };
-
-
 
 // WillBreak: SMC-R forms at one end only, and that end's connections abort (the application sees
 // an error, not a fallback): worse than TCP.
@@ -103,14 +101,25 @@ enum class SmcrReason {
   RoceV1Possible,              // v2 cannot form, but the device has RoCE v1 GIDs
   FactsUnavailable,            // the shell could not gather the facts
 };
-inline constexpr SmcrReason kAllSmcrReasons[] = {
-    SmcrReason::HostNetwork,         SmcrReason::NoRdmaNetdev,          SmcrReason::NoUeid,
-    SmcrReason::PodInterfaceMissing, SmcrReason::NoPodIpv4,             SmcrReason::PodSubnetOutsideRdmaNetdev,
-    SmcrReason::NoPodPnetEntry,      SmcrReason::VethNodeSubnetRoute,   SmcrReason::LowerNotRdmaNetdev,
-    SmcrReason::LowerDeviceUnknown,  SmcrReason::IpvlanSoftroceRouting, SmcrReason::IpvlanOnRdmaNetdev,
-    SmcrReason::IpvlanPodSubnetDiffers, SmcrReason::PodRdmaDevice,      SmcrReason::PodSoftroceInitialNetns,
-    SmcrReason::PodInterfaceKindOther,  SmcrReason::RoceV1Possible,     SmcrReason::FactsUnavailable,
-    SmcrReason::IpvlanSoftroceLinkBreaks};
+inline constexpr SmcrReason kAllSmcrReasons[] = {SmcrReason::HostNetwork,
+                                                 SmcrReason::NoRdmaNetdev,
+                                                 SmcrReason::NoUeid,
+                                                 SmcrReason::PodInterfaceMissing,
+                                                 SmcrReason::NoPodIpv4,
+                                                 SmcrReason::PodSubnetOutsideRdmaNetdev,
+                                                 SmcrReason::NoPodPnetEntry,
+                                                 SmcrReason::VethNodeSubnetRoute,
+                                                 SmcrReason::LowerNotRdmaNetdev,
+                                                 SmcrReason::LowerDeviceUnknown,
+                                                 SmcrReason::IpvlanSoftroceRouting,
+                                                 SmcrReason::IpvlanOnRdmaNetdev,
+                                                 SmcrReason::IpvlanPodSubnetDiffers,
+                                                 SmcrReason::PodRdmaDevice,
+                                                 SmcrReason::PodSoftroceInitialNetns,
+                                                 SmcrReason::PodInterfaceKindOther,
+                                                 SmcrReason::RoceV1Possible,
+                                                 SmcrReason::FactsUnavailable,
+                                                 SmcrReason::IpvlanSoftroceLinkBreaks};
 // "host-network", "no-rdma-netdev", ... (kebab case).
 [[nodiscard]] std::string_view to_string(SmcrReason r) noexcept;
 // The verdict a reason always comes with (each reason has exactly one).
@@ -144,7 +153,7 @@ struct SmcrPrediction {
   SmcrReason reason = SmcrReason::FactsUnavailable;
   std::string fallback;  // the kernel's decline name it predicts ("NOSMCDEV"), "" for none
   SmcrSide side = SmcrSide::None;
-  std::string detail;    // what was found and what to change, one line
+  std::string detail;            // what was found and what to change, one line
   SameNodePrediction same_node;  // connections to pods of the same node (empty detail: not known)
 
   // "will-fall-back (pod-subnet-outside-rdma-netdev): <detail>"

@@ -11,8 +11,8 @@
 
 namespace erdma::agent {
 
-inline constexpr size_t kUeidLen = 32;    // SMC_MAX_EID_LEN: the wire form is 32 bytes + NUL
-inline constexpr size_t kMaxUeids = 4;    // SMC_MAX_UEID
+inline constexpr size_t kUeidLen = 32;  // SMC_MAX_EID_LEN: the wire form is 32 bytes + NUL
+inline constexpr size_t kMaxUeids = 4;  // SMC_MAX_UEID
 
 class Ueid {
  public:

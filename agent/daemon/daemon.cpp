@@ -40,14 +40,15 @@ namespace {
 // The CDI hook's requests become SMC-R pod setups (agent/core/cdi_hook.hpp); the answer says what
 // was done, and a pod on the host's network needs nothing.
 ClaimPodSetupFn claim_pod_setup(SmcrPodSetup& pods) {
-  return [&pods](const std::string& sandbox, const PreparedClaim& claim, std::chrono::steady_clock::time_point deadline) {
-    const auto out = pods.set_up_claim_pod(sandbox, claim.ns, deadline);
-    const bool ok = out.result == PodSetupResult::Configured || out.result == PodSetupResult::HostNetwork;
-    std::string text(to_string(out.result));
-    if (!out.pod.empty()) text += " pod " + out.pod;
-    if (!out.message.empty()) text += ": " + out.message;
-    return dra::ClaimHookOutcome{ok, std::move(text)};
-  };
+  return
+      [&pods](const std::string& sandbox, const PreparedClaim& claim, std::chrono::steady_clock::time_point deadline) {
+        const auto out = pods.set_up_claim_pod(sandbox, claim.ns, deadline);
+        const bool ok = out.result == PodSetupResult::Configured || out.result == PodSetupResult::HostNetwork;
+        std::string text(to_string(out.result));
+        if (!out.pod.empty()) text += " pod " + out.pod;
+        if (!out.message.empty()) text += ": " + out.message;
+        return dra::ClaimHookOutcome{ok, std::move(text)};
+      };
 }
 
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and returns them: the daemon's thread
@@ -96,9 +97,9 @@ SmcrParts::SmcrParts(const AgentConfig& cfg, AgentMetrics& metrics) {
   pod_resources = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, call_timeout);
   sandboxes = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, call_timeout);
   configurator = std::make_unique<KernelPodNetns>(netns, netlink_pnet_opener());
-  inspector = std::make_unique<KernelPodNetworkInspector>(inspector_netns, NetnsRef::of_path(cfg.proc_root + "/1/ns/net"),
-                                                          sysfs_rdma_lister(), netlink_pnet_opener(),
-                                                          netlink_smc_info_opener());
+  inspector = std::make_unique<KernelPodNetworkInspector>(
+      inspector_netns, NetnsRef::of_path(cfg.proc_root + "/1/ns/net"), sysfs_rdma_lister(), netlink_pnet_opener(),
+      netlink_smc_info_opener());
   pod_setup = std::make_unique<SmcrPodSetup>(cfg, *pod_resources, *sandboxes, *configurator, &metrics, *inspector);
   host_setup = std::make_unique<SmcrHostSetup>(cfg.smcr, netlink_pnet_opener(), netlink_smc_info_opener(),
                                                [] { return sysfs::SysfsRdmaReader().smcd_loopback_device(); });
@@ -134,8 +135,10 @@ class MetricsPort {
     }
     log::info("serving metrics").kv("listen", listen).kv("port", static_cast<unsigned>(server_->port()));
     // A handler's exception leaves io_context::run; running it again serves on.
-    thread_ = std::thread(
-        [this] { common::run_restarting("metrics server", [this] { ioc_.run(); }, [this] { return ioc_.stopped(); }); });
+    thread_ = std::thread([this] {
+      common::run_restarting(
+          "metrics server", [this] { ioc_.run(); }, [this] { return ioc_.stopped(); });
+    });
     return true;
   }
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <string>
 
-#include "common/text.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 
 namespace erdma::agent {
 namespace log = common::log;
@@ -124,7 +124,9 @@ void fill_list_and_watch(const DeviceState::Snapshot& snapshot, v1beta1::ListAnd
 // ---- HookRunner
 
 HookRunner::HookRunner(PreStartHook& hook, size_t workers, size_t capacity)
-    : hook_(hook), capacity_(capacity), queue_(workers, capacity, [this](Job&& job, bool stopping) { run(std::move(job), stopping); }) {}
+    : hook_(hook),
+      capacity_(capacity),
+      queue_(workers, capacity, [this](Job&& job, bool stopping) { run(std::move(job), stopping); }) {}
 
 void HookRunner::submit(std::vector<std::string> ids, std::vector<std::string> devices,
                         std::chrono::steady_clock::time_point deadline, Done done) {
@@ -166,8 +168,8 @@ grpc::ServerUnaryReactor* DevicePluginService::GetDevicePluginOptions(grpc::Call
   return finish(ctx, grpc::Status::OK);
 }
 
-grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* DevicePluginService::ListAndWatch(
-    grpc::CallbackServerContext*, const v1beta1::Empty*) {
+grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* DevicePluginService::ListAndWatch(grpc::CallbackServerContext*,
+                                                                                           const v1beta1::Empty*) {
   log::info("ListAndWatch stream opened");
   return new ListAndWatchReactor(state_, metrics_);
 }
@@ -293,8 +295,7 @@ grpc::ServerUnaryReactor* DevicePluginService::PreStartContainer(grpc::CallbackS
 // ---- LoggingPreStartHook
 
 Status LoggingPreStartHook::pre_start(const std::vector<std::string>& device_ids,
-                                      const std::vector<std::string>& devices,
-                                      std::chrono::steady_clock::time_point) {
+                                      const std::vector<std::string>& devices, std::chrono::steady_clock::time_point) {
   log::info("PreStartContainer")
       .kv("devices", common::join(devices, ","))
       .kv("slots", static_cast<uint64_t>(device_ids.size()));

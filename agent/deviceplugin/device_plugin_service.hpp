@@ -77,7 +77,7 @@ class DevicePluginService final : public v1beta1::DevicePlugin::CallbackService 
   grpc::ServerUnaryReactor* GetDevicePluginOptions(grpc::CallbackServerContext* ctx, const v1beta1::Empty* request,
                                                    v1beta1::DevicePluginOptions* response) override;
   grpc::ServerWriteReactor<v1beta1::ListAndWatchResponse>* ListAndWatch(grpc::CallbackServerContext* ctx,
-                                                                       const v1beta1::Empty* request) override;
+                                                                        const v1beta1::Empty* request) override;
   grpc::ServerUnaryReactor* GetPreferredAllocation(grpc::CallbackServerContext* ctx,
                                                    const v1beta1::PreferredAllocationRequest* request,
                                                    v1beta1::PreferredAllocationResponse* response) override;

@@ -24,14 +24,15 @@ int64_t ms_between(Clock::time_point a, Clock::time_point b) {
 
 std::string health_summary(const RdmaDevice& d) {
   std::string s;
-  for (const auto& p : d.ports) s += (s.empty() ? "" : ",") + std::to_string(p.number) + ":" + std::string(to_string(p.state));
+  for (const auto& p : d.ports)
+    s += (s.empty() ? "" : ",") + std::to_string(p.number) + ":" + std::string(to_string(p.state));
   return s;
 }
 
 }  // namespace
 
-PluginRuntime::PluginRuntime(const AgentConfig& cfg, PluginEndpoint endpoint, RdmaDevices& devices,
-                             PreStartHook& hook, AgentMetrics* metrics, RuntimeTiming timing)
+PluginRuntime::PluginRuntime(const AgentConfig& cfg, PluginEndpoint endpoint, RdmaDevices& devices, PreStartHook& hook,
+                             AgentMetrics* metrics, RuntimeTiming timing)
     : cfg_(cfg),
       endpoint_(std::move(endpoint)),
       devices_(devices),
@@ -39,16 +40,16 @@ PluginRuntime::PluginRuntime(const AgentConfig& cfg, PluginEndpoint endpoint, Rd
       timing_(timing),
       state_(endpoint_.slots_per_device),
       hooks_(hook),
-      service_(state_, hooks_, metrics, [this] { request_rescan(); }, endpoint_.allocate),
+      service_(
+          state_, hooks_, metrics, [this] { request_rescan(); }, endpoint_.allocate),
       server_(service_),
-      keeper_("device plugin loop",
-              {{cfg_.device_plugin_dir,
-                IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF,
-                "the device plugin directory"}},
-              timing_.socket_check, kubelet::SocketKeeper::Owner{[this] { return act(); },
-                                                                 [this](const kubelet::SocketKeeper::Pass& pass) {
-                                                                   handle(pass);
-                                                                 }}) {}
+      keeper_(
+          "device plugin loop",
+          {{cfg_.device_plugin_dir, IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF,
+            "the device plugin directory"}},
+          timing_.socket_check,
+          kubelet::SocketKeeper::Owner{[this] { return act(); },
+                                       [this](const kubelet::SocketKeeper::Pass& pass) { handle(pass); }}) {}
 
 PluginRuntime::PluginRuntime(const AgentConfig& cfg, RdmaDevices& devices, PreStartHook& hook, AgentMetrics* metrics,
                              RuntimeTiming timing)
@@ -171,8 +172,9 @@ void PluginRuntime::try_register() {
     backoff_ = std::clamp(backoff_ * 2, timing_.register_backoff_min, timing_.register_backoff_max);
     next_register_ = Clock::now() + backoff_;
     if (register_errors_.failed(s.error().message)) {
-      log::warn("registration with kubelet failed; retrying").kv("error", s.error().message).kv("retry_ms",
-                                                                                               backoff_.count());
+      log::warn("registration with kubelet failed; retrying")
+          .kv("error", s.error().message)
+          .kv("retry_ms", backoff_.count());
     }
     return;
   }

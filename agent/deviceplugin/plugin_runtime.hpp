@@ -31,11 +31,11 @@
 namespace erdma::agent {
 
 struct RuntimeTiming {
-  std::chrono::milliseconds register_timeout{5000};   // per Register attempt
+  std::chrono::milliseconds register_timeout{5000};  // per Register attempt
   std::chrono::milliseconds register_backoff_min{100};
   std::chrono::milliseconds register_backoff_max{5000};
-  std::chrono::milliseconds socket_check{1000};        // own-socket inode check
-  std::chrono::milliseconds shutdown_grace{500};       // open calls get this long on stop/restart
+  std::chrono::milliseconds socket_check{1000};   // own-socket inode check
+  std::chrono::milliseconds shutdown_grace{500};  // open calls get this long on stop/restart
 };
 
 class PluginRuntime {

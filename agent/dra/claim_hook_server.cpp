@@ -38,7 +38,9 @@ int wait_fd(int fd, short events, Clock::time_point deadline) {
   }
 }
 
-Error sys_error(const std::string& what) { return make_error(ErrorCode::Unavailable, what + ": " + std::strerror(errno)); }
+Error sys_error(const std::string& what) {
+  return make_error(ErrorCode::Unavailable, what + ": " + std::strerror(errno));
+}
 
 // The whole request, until the hook shuts down its side; an error when it is larger than the
 // protocol allows or does not end by the deadline.
@@ -57,8 +59,8 @@ Result<std::string> read_request(int fd, Clock::time_point deadline) {
     }
     buf.append(chunk, static_cast<size_t>(n));
     if (buf.size() > kMaxHookRequestBytes) {
-      return make_error(ErrorCode::InvalidArgument, "the request is larger than " +
-                                                        std::to_string(kMaxHookRequestBytes) + " bytes");
+      return make_error(ErrorCode::InvalidArgument,
+                        "the request is larger than " + std::to_string(kMaxHookRequestBytes) + " bytes");
     }
   }
 }
@@ -136,7 +138,8 @@ void ClaimHookServer::loop() {
     const int n = ::poll(fds, 2, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
-      log::error("CDI hook server: poll failed; SMC-R claims' pods are no longer set up").kv("error", std::strerror(errno));
+      log::error("CDI hook server: poll failed; SMC-R claims' pods are no longer set up")
+          .kv("error", std::strerror(errno));
       return;
     }
     if (fds[1].revents != 0) return;

@@ -59,7 +59,7 @@ class ClaimHookServer {
   const std::chrono::milliseconds read_timeout_;
   const std::chrono::milliseconds handle_within_;
   common::UniqueFd listener_;
-  common::UniqueFd wake_read_;   // a pipe: stop() writes, the loop's poll wakes
+  common::UniqueFd wake_read_;  // a pipe: stop() writes, the loop's poll wakes
   common::UniqueFd wake_write_;
   std::thread thread_;
   std::atomic<uint64_t> ok_{0};

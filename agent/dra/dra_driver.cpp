@@ -24,9 +24,7 @@ std::string uid_of(const nlohmann::json& object) {
 }  // namespace
 
 ApiPodEvents::ApiPodEvents(kube::Api& api, std::string node_name)
-    : api_(api),
-      poster_(api, std::move(node_name)),
-      queue_(1, kEventQueue, [this](Job&& job, bool stopping) {
+    : api_(api), poster_(api, std::move(node_name)), queue_(1, kEventQueue, [this](Job&& job, bool stopping) {
         if (!stopping) post(job);
       }) {}
 
@@ -58,7 +56,10 @@ void ApiPodEvents::post(const Job& job) {
     const std::string ns = job.pod.substr(0, slash);
     auto claim = api_.get(kube::resource_claim_path(ns, job.pod.substr(slash + 1)));
     if (!claim) {
-      log::warn("cannot post a claim's Event").kv("claim", job.pod).kv("reason", job.reason).kv("error", claim.error().message);
+      log::warn("cannot post a claim's Event")
+          .kv("claim", job.pod)
+          .kv("reason", job.reason)
+          .kv("error", claim.error().message);
       return;
     }
     for (const auto& pod : reserved_pods(*claim)) {
@@ -75,7 +76,10 @@ void ApiPodEvents::post(const Job& job) {
   const kube::PodRef ref{job.pod.substr(0, slash), job.pod.substr(slash + 1), job.uid};
   auto posted = poster_.post(ref, job.type, job.reason, job.message);
   if (!posted) {
-    log::warn("cannot post a pod Event").kv("pod", job.pod).kv("reason", job.reason).kv("error", posted.error().message);
+    log::warn("cannot post a pod Event")
+        .kv("pod", job.pod)
+        .kv("reason", job.reason)
+        .kv("error", posted.error().message);
   }
 }
 
@@ -112,15 +116,16 @@ Status DraDriver::start() {
   pc.on_prepared = [this](const std::string& pod, const std::string& uid, const std::string& message) {
     events_->normal(pod, uid, kEventClaimPrepared, message);
   };
-  plugin_ = std::make_unique<dra::DraKubeletPlugin>(pc, *api_, [this] { return state_.snapshot()->devices; },
-                                                     &registry_);
+  plugin_ = std::make_unique<dra::DraKubeletPlugin>(
+      pc, *api_, [this] { return state_.snapshot()->devices; }, &registry_);
   ERDMA_TRY(plugin_->start());
   hook_plugin_.store(plugin_.get());
 
   SlicePublisherOptions po;
   po.node_name = node_name_;
   po.driver = cfg_.dra.driver_name;
-  publisher_ = std::make_unique<SlicePublisher>(*api_, [this] { return wanted(); }, po, &registry_);
+  publisher_ = std::make_unique<SlicePublisher>(
+      *api_, [this] { return wanted(); }, po, &registry_);
   publisher_->start();
   // The first tick looks at every card a prepared claim holds as if it had been healthy: a card
   // that went down while the agent was away is told to its pods too.
@@ -258,11 +263,11 @@ void DraDriver::tick() {
        last_stats_.publishes_ok);
   grow(r.counter("erdma_agent_dra_slice_publishes_total", kPublishes, {{"result", "error"}}), s.publishes_failed,
        last_stats_.publishes_failed);
-  grow(r.counter("erdma_agent_dra_slice_repairs_total", "Publishes caused by a change someone else made to the node's slices"),
+  grow(r.counter("erdma_agent_dra_slice_repairs_total",
+                 "Publishes caused by a change someone else made to the node's slices"),
        s.repairs, last_stats_.repairs);
   last_stats_ = s;
-  registry_
-      .gauge("erdma_agent_dra_registered", "1 while the kubelet has accepted the DRA driver's registration")
+  registry_.gauge("erdma_agent_dra_registered", "1 while the kubelet has accepted the DRA driver's registration")
       .set(plugin_->registration().registered ? 1 : 0);
 }
 
@@ -292,7 +297,8 @@ void DraDriver::report_lost_cards(const DeviceState::Snapshot& now) {
     events_->claim_warning(claim.ns + "/" + claim.name, kEventCardUnavailable,
                            "eRDMA card " + what + " of claim " + claim.name +
                                " is unavailable: RDMA on it fails until it recovers; new claims do not get it "
-                               "(tainted). Check the card with `erdma-agent devices` on node " + node_name_);
+                               "(tainted). Check the card with `erdma-agent devices` on node " +
+                               node_name_);
   }
 }
 

@@ -28,9 +28,9 @@
 namespace erdma::agent {
 
 // PodEventSink over the API: the Event is posted on the pod the caller names with its UID (never
-// looked up: the agent has no RBAC to read pods), once per window (kube::EventPoster). A small queue and one worker thread: warning() never blocks; when
-// the queue is full the Event is dropped and the log line says so (the pod's own log line and
-// metric were written already).
+// looked up: the agent has no RBAC to read pods), once per window (kube::EventPoster). A small queue and one worker
+// thread: warning() never blocks; when the queue is full the Event is dropped and the log line says so (the pod's own
+// log line and metric were written already).
 class ApiPodEvents final : public PodEventSink {
  public:
   ApiPodEvents(kube::Api& api, std::string node_name);

@@ -55,8 +55,8 @@ SliceFacts read_slice_facts(const AgentConfig& cfg, const std::string& node_name
   auto pci = sysfs::pci_addresses(sys_root, names, notes);
   auto pcie = sysfs::pcie_roots(sys_root, names, notes);
   auto ipv4 = ipv4_by_netdev(notes);
-  SliceFacts f = slice_facts(cfg, node_name, node_uid, read_driver_facts(sys_root), cfg.driver.prefer,
-                             std::move(pci), std::move(pcie), std::move(ipv4));
+  SliceFacts f = slice_facts(cfg, node_name, node_uid, read_driver_facts(sys_root), cfg.driver.prefer, std::move(pci),
+                             std::move(pcie), std::move(ipv4));
   if (auto mode = read_rdma_netns_mode()) {
     f.rdma_netns_mode = std::string(to_string(*mode));
   } else {

@@ -27,7 +27,8 @@ healthpb::NodeWatchResourcesResponse health_report(const std::vector<RdmaDevice>
     if (why.empty()) {
       why = "card " + card.name + " has no active port (";
       for (size_t i = 0; i < card.ports.size(); ++i) {
-        why += (i ? ", " : "") + std::to_string(card.ports[i].number) + ": " + std::string(to_string(card.ports[i].state));
+        why +=
+            (i ? ", " : "") + std::to_string(card.ports[i].number) + ": " + std::string(to_string(card.ports[i].state));
       }
       why += ")";
     }

@@ -15,8 +15,7 @@ namespace erdma::agent {
 // the high end holds the kubelet's 45 s call timeout. 5 s is a bound, so an alert threshold there
 // compares exactly instead of interpolating inside a bucket.
 [[nodiscard]] inline std::vector<double> dra_latency_buckets() {
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-          0.1,    0.25,    0.5,    1,     2.5,    5,     10,   25,    50};
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50};
 }
 
 // The two series of one histogram; null members (no registry given) record nothing. Callers register

@@ -94,8 +94,9 @@ DraKubeletPlugin::DraKubeletPlugin(DraPluginConfig config, kube::Api& api, Devic
       scan_(std::move(scan)),
       metrics_(metrics),
       registration_(config_.driver, config_.dra_socket(),
-                    config_.health ? std::vector<std::string>{std::string(kDraServiceV1), std::string(kDraHealthServiceV1)}
-                                   : std::vector<std::string>{std::string(kDraServiceV1)}),
+                    config_.health
+                        ? std::vector<std::string>{std::string(kDraServiceV1), std::string(kDraHealthServiceV1)}
+                        : std::vector<std::string>{std::string(kDraServiceV1)}),
       reg_server_(registration_) {}
 
 DraKubeletPlugin::~DraKubeletPlugin() { stop(); }

@@ -9,9 +9,9 @@
 // (pkg/kubelet/cm/dra/plugin) takes `name` as the driver, `endpoint` as the service socket it
 // dials ("unix:" + endpoint) and `supported_versions` as the gRPC services served there, of which
 // it knows "v1.DRAPlugin" and "v1beta1.DRAPlugin" (and "v1.DRAResourceHealth" /
-// "v1alpha1.DRAResourceHealth" as the optional health service, which it watches when listed). A kubelet restart does not delete
-// the registry's sockets; it finds them again. Removing the registration socket deregisters the
-// driver, so the loop serves a new one at once when that happens.
+// "v1alpha1.DRAResourceHealth" as the optional health service, which it watches when listed). A kubelet restart does
+// not delete the registry's sockets; it finds them again. Removing the registration socket deregisters the driver, so
+// the loop serves a new one at once when that happens.
 #pragma once
 
 #include <atomic>
@@ -56,7 +56,8 @@ class RegistrationService final : public ::pluginregistration::Registration::Ser
 
   grpc::Status GetInfo(grpc::ServerContext* ctx, const ::pluginregistration::InfoRequest* request,
                        ::pluginregistration::PluginInfo* info) override;
-  grpc::Status NotifyRegistrationStatus(grpc::ServerContext* ctx, const ::pluginregistration::RegistrationStatus* status,
+  grpc::Status NotifyRegistrationStatus(grpc::ServerContext* ctx,
+                                        const ::pluginregistration::RegistrationStatus* status,
                                         ::pluginregistration::RegistrationStatusResponse* response) override;
 
   [[nodiscard]] RegistrationState state() const;
@@ -73,18 +74,19 @@ class RegistrationService final : public ::pluginregistration::Registration::Ser
 
 struct DraPluginConfig {
   std::string driver{contract::kDraDriverName};
-  std::string node_name;                               // the pool: ResourceSlices publish under it
-  std::string registry_dir{kKubeletRegistryDir};       // the kubelet's plugins_registry
-  std::string plugin_dir;                              // "" = <kKubeletPluginsDir>/<driver>
+  std::string node_name;                          // the pool: ResourceSlices publish under it
+  std::string registry_dir{kKubeletRegistryDir};  // the kubelet's plugins_registry
+  std::string plugin_dir;                         // "" = <kKubeletPluginsDir>/<driver>
   std::string cdi_dir{kCdiSpecDir};
   AllocateOptions allocate;
-  bool report_status = false;                          // DraServiceConfig::report_status
+  bool report_status = false;  // DraServiceConfig::report_status
   CardNetworkFn networks;
-  std::function<void(const std::string&, const std::string&, const std::string&)> on_prepared;  // DraServiceConfig::on_prepared
+  std::function<void(const std::string&, const std::string&, const std::string&)>
+      on_prepared;                                   // DraServiceConfig::on_prepared
   std::vector<std::string> smcr_allowed_namespaces;  // DraServiceConfig::smcr_allowed_namespaces
-  bool health = true;                                  // serve v1.DRAResourceHealth beside the DRA service
-  std::chrono::milliseconds health_refresh{10000};     // health list sent at least this often
-  std::chrono::milliseconds socket_check{1000};        // own sockets' inode check (inotify's backstop)
+  bool health = true;                                // serve v1.DRAResourceHealth beside the DRA service
+  std::chrono::milliseconds health_refresh{10000};   // health list sent at least this often
+  std::chrono::milliseconds socket_check{1000};      // own sockets' inode check (inotify's backstop)
   std::chrono::milliseconds shutdown_grace{500};
 
   [[nodiscard]] std::string plugin_dir_or_default() const;

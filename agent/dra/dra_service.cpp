@@ -31,7 +31,9 @@ constexpr const char* kPrepareHelp =
 constexpr const char* kUnprepareHelp =
     "Time to answer one NodeUnprepareResources call, by result (error: at least one claim answered with an error)";
 
-std::string claim_text(const drapb::Claim& c) { return "claim " + c.namespace_() + "/" + c.name() + " (" + c.uid() + ")"; }
+std::string claim_text(const drapb::Claim& c) {
+  return "claim " + c.namespace_() + "/" + c.name() + " (" + c.uid() + ")";
+}
 
 void fill_devices(const PreparedClaim& claim, drapb::NodePrepareResourceResponse& out) {
   out.clear_devices();
@@ -51,12 +53,12 @@ Status check_ref(const drapb::Claim& c) {
     return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": the UID is not a Kubernetes UID");
   }
   if (const auto check = common::check_name(common::NameRule::Dns1123Label, c.namespace_()); !check) {
-    return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": the namespace " +
-                                                      common::describe(check, "a namespace name"));
+    return make_error(ErrorCode::InvalidArgument,
+                      claim_text(c) + ": the namespace " + common::describe(check, "a namespace name"));
   }
   if (const auto check = common::check_name(common::NameRule::Dns1123Subdomain, c.name()); !check) {
-    return make_error(ErrorCode::InvalidArgument, claim_text(c) + ": the name " +
-                                                      common::describe(check, "a ResourceClaim name"));
+    return make_error(ErrorCode::InvalidArgument,
+                      claim_text(c) + ": the name " + common::describe(check, "a ResourceClaim name"));
   }
   return {};
 }
@@ -74,7 +76,8 @@ DraService::DraService(DraServiceConfig config, kube::Api& api, DeviceScanFn sca
   if (metrics == nullptr) return;
   auto& r = *metrics;
   const auto buckets = dra_latency_buckets();
-  prepare_latency_.ok = &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "ok"}});
+  prepare_latency_.ok =
+      &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "ok"}});
   prepare_latency_.error =
       &r.histogram("erdma_agent_dra_prepare_duration_seconds", kPrepareHelp, buckets, {{"result", "error"}});
   unprepare_latency_.ok =
@@ -95,8 +98,10 @@ Result<std::unique_ptr<DraService>> DraService::open(DraServiceConfig config, ku
     auto decoded = decode_checkpoint(text->content);
     if (!decoded) {
       return make_error(ErrorCode::InvalidArgument,
-                        "DRA checkpoint " + full + " is unreadable, so the claims prepared on this node are unknown; "
-                        "the DRA driver does not start and deletes nothing. " + decoded.error().message);
+                        "DRA checkpoint " + full +
+                            " is unreadable, so the claims prepared on this node are unknown; "
+                            "the DRA driver does not start and deletes nothing. " +
+                            decoded.error().message);
     }
     checkpoint = std::move(*decoded);
   } else {
@@ -157,7 +162,10 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
     out.set_error(e.message);
     std::lock_guard lock(mu_);
     ++counters_.prepare_errors;
-    log::warn("claim not prepared").kv("claim", c.namespace_() + "/" + c.name()).kv("uid", c.uid()).kv("error", e.message);
+    log::warn("claim not prepared")
+        .kv("claim", c.namespace_() + "/" + c.name())
+        .kv("uid", c.uid())
+        .kv("error", e.message);
     return out;
   };
   if (auto s = check_ref(c); !s) return fail(s.error());
@@ -169,10 +177,10 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
   // The API read, outside the lock: calls for other claims go on meanwhile.
   auto object = api_.get(kube::resource_claim_path(c.namespace_(), c.name()));
   if (!object) {
-    return fail(make_error(object.error().code, claim_text(c) + ": reading it from the API server failed: " +
-                                                    object.error().message +
-                                                    " (the kubelet retries; check the agent's RBAC: get "
-                                                    "resourceclaims in resource.k8s.io)"));
+    return fail(make_error(object.error().code,
+                           claim_text(c) + ": reading it from the API server failed: " + object.error().message +
+                               " (the kubelet retries; check the agent's RBAC: get "
+                               "resourceclaims in resource.k8s.io)"));
   }
   std::unique_lock lock(mu_);
   if (auto recorded = answer_recorded(c.uid(), out); recorded && *recorded) return out;
@@ -209,8 +217,8 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
   auto written = cdi_dir_.write_atomically(spec->file_name, spec->spec.dump(2) + "\n", kSpecMode);
   if (!written) {
     lock.unlock();
-    return fail(make_error(written.error().code, claim_text(c) + ": writing its CDI spec failed: " +
-                                                     written.error().message));
+    return fail(
+        make_error(written.error().code, claim_text(c) + ": writing its CDI spec failed: " + written.error().message));
   }
   if (*written) ++counters_.spec_writes;
   const bool is_new = decision->verdict == PrepareVerdict::Prepare;
@@ -220,8 +228,8 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
       // Nobody owns the spec now: remove it rather than leave it to the next start.
       (void)cdi_dir_.remove(spec->file_name);
       lock.unlock();
-      return fail(make_error(s.error().code, claim_text(c) + ": recording it in the checkpoint failed: " +
-                                                 s.error().message));
+      return fail(
+          make_error(s.error().code, claim_text(c) + ": recording it in the checkpoint failed: " + s.error().message));
     }
     checkpoint_ = std::move(next);
     ++counters_.prepared;
@@ -251,8 +259,8 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
     ++(ok ? counters_.status_reports : counters_.status_errors);
     if (!ok) log::warn("claim's device status not written").kv("uid", c.uid()).kv("error", why);
   };
-  auto entries = device_status_entries(claim, config_.networks ? config_.networks() : std::map<std::string, CardNetwork>{},
-                                       config_.driver);
+  auto entries = device_status_entries(
+      claim, config_.networks ? config_.networks() : std::map<std::string, CardNetwork>{}, config_.driver);
   if (!entries) return count(false, entries.error().message);
   const std::string path = kube::resource_claim_status_path(c.namespace_(), c.name());
   // Two tries: a 409 (someone else wrote the claim meanwhile) is answered with a fresh read.
@@ -296,8 +304,8 @@ std::string DraService::unprepare_one(const drapb::Claim& c) {
   if (auto s = write_checkpoint(next); !s) {
     ++counters_.unprepare_errors;
     log::warn("claim not unprepared").kv("uid", c.uid()).kv("error", s.error().message);
-    return claim_text(c) + ": its CDI spec is removed, but updating the checkpoint failed (the kubelet retries): " +
-           s.error().message;
+    return claim_text(c) +
+           ": its CDI spec is removed, but updating the checkpoint failed (the kubelet retries): " + s.error().message;
   }
   checkpoint_ = std::move(next);
   ++counters_.unprepared;
@@ -341,7 +349,8 @@ grpc::Status DraService::NodePrepareResources(grpc::ServerContext*, const drapb:
   return grpc::Status::OK;
 }
 
-grpc::Status DraService::NodeUnprepareResources(grpc::ServerContext*, const drapb::NodeUnprepareResourcesRequest* request,
+grpc::Status DraService::NodeUnprepareResources(grpc::ServerContext*,
+                                                const drapb::NodeUnprepareResourcesRequest* request,
                                                 drapb::NodeUnprepareResourcesResponse* response) {
   *response = unprepare(*request);
   return grpc::Status::OK;

@@ -54,16 +54,16 @@ using CardNetworkFn = std::function<std::map<std::string, CardNetwork>()>;
 
 struct DraServiceConfig {
   std::string driver{contract::kDraDriverName};
-  std::string pool;             // this node's pool: the node name (dra_slices SliceFacts pool_name)
-  std::string plugin_dir;       // /var/lib/kubelet/plugins/<driver>: holds the checkpoint
+  std::string pool;        // this node's pool: the node name (dra_slices SliceFacts pool_name)
+  std::string plugin_dir;  // /var/lib/kubelet/plugins/<driver>: holds the checkpoint
   std::string cdi_dir{kCdiSpecDir};
-  AllocateOptions allocate;     // what the CDI specs give (cdi_spec.hpp)
+  AllocateOptions allocate;  // what the CDI specs give (cdi_spec.hpp)
   // After preparing a claim, write this driver's entries of its status.devices (PUT
   // resourceclaims/<name>/status; needs RBAC update on resourceclaims/status and
   // associated-node:update on resourceclaims/driver for the driver's name). A failure is logged
   // and counted; the claim stays prepared.
   bool report_status = false;
-  CardNetworkFn networks;       // null = entries without networkData
+  CardNetworkFn networks;  // null = entries without networkData
   // Called after a claim is newly prepared, once per pod the claim is reserved for
   // (status.reservedFor), with "namespace/name", the pod's UID as the entry gives it, and a line
   // saying what was prepared: the daemon posts it as a Normal Event, so `kubectl describe pod`
@@ -134,7 +134,7 @@ class DraService final : public drapb::DRAPlugin::Service {
   SafeDir plugin_dir_;
   SafeDir cdi_dir_;
   std::vector<std::string> removed_at_start_;
-  LatencyByResult prepare_latency_;    // null members without a registry
+  LatencyByResult prepare_latency_;  // null members without a registry
   LatencyByResult unprepare_latency_;
 
   mutable std::mutex mu_;

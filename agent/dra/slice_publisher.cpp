@@ -42,8 +42,7 @@ Result<bool> slice_event_needs_publish(const json& event, const std::vector<json
   ERDMA_TRY_ASSIGN(const std::string node, spec.member("nodeName").string_or(""));
   ERDMA_TRY_ASSIGN(const std::string slice_driver, spec.member("driver").string_or(""));
   ERDMA_TRY(spec.member("devices").expect_optional(JsonKind::Array));
-  const auto want =
-      std::find_if(wanted.begin(), wanted.end(), [&](const json& w) { return wanted_name(w) == name; });
+  const auto want = std::find_if(wanted.begin(), wanted.end(), [&](const json& w) { return wanted_name(w) == name; });
   if (type == "DELETED") return want != wanted.end();
   if (want != wanted.end()) return !slice_has_content(*want, *object.get());
   // Not one of ours by name: news only when it claims our node and driver (an extra slice).
@@ -52,12 +51,15 @@ Result<bool> slice_event_needs_publish(const json& event, const std::vector<json
 
 SlicePublisher::SlicePublisher(kube::Api& api, WantedFn wanted, SlicePublisherOptions options,
                                common::metrics::Registry* metrics)
-    : api_(api), wanted_fn_(std::move(wanted)), options_(std::move(options)),
+    : api_(api),
+      wanted_fn_(std::move(wanted)),
+      options_(std::move(options)),
       list_path_(kube::node_resource_slices_path(options_.node_name, options_.driver)) {
   if (metrics == nullptr) return;
   auto& r = *metrics;
   const auto buckets = dra_latency_buckets();
-  publish_latency_.ok = &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "ok"}});
+  publish_latency_.ok =
+      &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "ok"}});
   publish_latency_.error =
       &r.histogram("erdma_agent_dra_publish_duration_seconds", kPublishHelp, buckets, {{"result", "error"}});
 }
@@ -142,7 +144,8 @@ Result<PublishSummary> SlicePublisher::publish_rounds() {
                     "publishing ResourceSlices of node " + options_.node_name + ": still conflicting after " +
                         std::to_string(options_.max_attempts) +
                         " rounds (another writer keeps changing them: is a second agent running for this node "
-                        "and driver?); " + summary.notes.back());
+                        "and driver?); " +
+                        summary.notes.back());
 }
 
 void SlicePublisher::start() {
@@ -160,11 +163,13 @@ void SlicePublisher::start() {
     stats_.last_error = "unexpected: " + error;
   };
   loop_thread_ = std::thread([this, backoff, stopping, record] {
-    common::run_restarting("resource slice publisher", [this] { run_loop(); }, stopping, backoff, record);
+    common::run_restarting(
+        "resource slice publisher", [this] { run_loop(); }, stopping, backoff, record);
   });
   if (api_.can_watch()) {
     watch_thread_ = std::thread([this, backoff, stopping] {
-      common::run_restarting("resource slice watch", [this] { run_watch(stop_.get_token()); }, stopping, backoff);
+      common::run_restarting(
+          "resource slice watch", [this] { run_watch(stop_.get_token()); }, stopping, backoff);
     });
   } else {
     log::warn("resource slices are not watched (the API client cannot); edits by others are repaired at the "
@@ -206,7 +211,7 @@ PublisherStats SlicePublisher::stats() const {
 void SlicePublisher::run_loop() {
   const std::stop_token stop = stop_.get_token();
   auto backoff = options_.backoff_initial;
-  Clock::time_point retry_at{};        // while failing: not before this
+  Clock::time_point retry_at{};  // while failing: not before this
   bool failing = false;
   auto next_resync = Clock::now() + options_.resync;
   common::RepeatFilter errors;

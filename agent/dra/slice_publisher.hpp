@@ -31,24 +31,24 @@
 namespace erdma::agent {
 
 struct SlicePublisherOptions {
-  std::string node_name;                                   // spec.nodeName of the slices
-  std::string driver{contract::kDraDriverName};            // spec.driver
-  std::chrono::milliseconds resync{std::chrono::seconds(60)};       // publish this often regardless
+  std::string node_name;                                               // spec.nodeName of the slices
+  std::string driver{contract::kDraDriverName};                        // spec.driver
+  std::chrono::milliseconds resync{std::chrono::seconds(60)};          // publish this often regardless
   std::chrono::milliseconds backoff_initial{std::chrono::seconds(1)};  // after a failed publish,
   std::chrono::milliseconds backoff_max{std::chrono::seconds(60)};     // doubling up to this
   // How long a change seen by the watch waits before the publish it causes: a burst of events
   // (a kubectl edit, a deleted pool) becomes one publish.
   std::chrono::milliseconds repair_delay{std::chrono::milliseconds(500)};
-  int max_attempts = 5;              // list-plan-execute rounds per publish when writes conflict
-  int watch_timeout_seconds = 300;   // timeoutSeconds of each watch request (the server ends it)
+  int max_attempts = 5;             // list-plan-execute rounds per publish when writes conflict
+  int watch_timeout_seconds = 300;  // timeoutSeconds of each watch request (the server ends it)
 };
 
 struct PublishSummary {
   size_t created = 0;
   size_t updated = 0;
   size_t deleted = 0;
-  int64_t generation = 0;  // the pool generation the slices carry now
-  int attempts = 0;        // list-plan-execute rounds it took (1 without conflicts)
+  int64_t generation = 0;          // the pool generation the slices carry now
+  int attempts = 0;                // list-plan-execute rounds it took (1 without conflicts)
   std::vector<std::string> notes;  // build_slices' and plan_slices' notes, and conflicts met
 
   [[nodiscard]] size_t writes() const { return created + updated + deleted; }
@@ -58,10 +58,10 @@ struct PublishSummary {
 struct PublisherStats {
   uint64_t publishes_ok = 0;
   uint64_t publishes_failed = 0;
-  uint64_t writes = 0;           // creates + updates + deletes sent and accepted
-  uint64_t repairs = 0;          // publishes a watch event asked for
-  uint64_t ignored_events = 0;   // watch events of the wrong shape, logged and skipped
-  std::string last_error;        // "" after a success
+  uint64_t writes = 0;          // creates + updates + deletes sent and accepted
+  uint64_t repairs = 0;         // publishes a watch event asked for
+  uint64_t ignored_events = 0;  // watch events of the wrong shape, logged and skipped
+  std::string last_error;       // "" after a success
 };
 
 // True when a watch event on this node's slices means the server no longer holds `wanted`:

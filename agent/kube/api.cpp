@@ -73,8 +73,7 @@ Error error_from_answer(std::string_view verb, std::string_view path, unsigned h
   std::string reason;
   std::string detail;
   const auto status = nlohmann::json::parse(body, nullptr, false);
-  if (!status.is_discarded() && status.is_object() &&
-      (status.contains("reason") || status.contains("message"))) {
+  if (!status.is_discarded() && status.is_object() && (status.contains("reason") || status.contains("message"))) {
     const common::JsonAt at(status, "Status");
     reason = at.member("reason").if_string().value_or("");
     detail = at.member("message").if_string().value_or("");

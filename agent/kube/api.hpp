@@ -31,9 +31,9 @@
 namespace erdma::agent::kube {
 
 struct ApiConfig {
-  std::string server;      // "https://host:port"
-  std::string token_file;  // bearer token; read again when the file changes (projected tokens rotate)
-  std::string ca_file;     // PEM bundle that signs the API server's certificate
+  std::string server;                        // "https://host:port"
+  std::string token_file;                    // bearer token; read again when the file changes (projected tokens rotate)
+  std::string ca_file;                       // PEM bundle that signs the API server's certificate
   std::chrono::milliseconds timeout{10000};  // per request: connect, send, answer
   // A watch stream that brings nothing (not even a BOOKMARK) for this long is taken as dead and
   // ended with DeadlineExceeded; watch with timeoutSeconds below it (the server then ends it).

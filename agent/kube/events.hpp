@@ -5,8 +5,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -58,8 +58,9 @@ class EventPoster {
  public:
   using NowFn = std::function<std::chrono::system_clock::time_point()>;
 
-  EventPoster(Api& api, std::string node_name, std::chrono::seconds window = std::chrono::minutes(10),
-              NowFn now = [] { return std::chrono::system_clock::now(); });
+  EventPoster(
+      Api& api, std::string node_name, std::chrono::seconds window = std::chrono::minutes(10),
+      NowFn now = [] { return std::chrono::system_clock::now(); });
 
   // True when posted, false when suppressed as a repeat. Errors: the Api's (PermissionDenied
   // when RBAC lacks events create, Unavailable, ...), the path named.

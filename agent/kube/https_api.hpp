@@ -22,8 +22,11 @@ inline constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
 class HttpsApi final : public Api {
  public:
   HttpsApi(ApiConfig config, Endpoint endpoint, std::unique_ptr<ssl::context> tls)
-      : config_(std::move(config)), endpoint_(std::move(endpoint)), tls_(std::move(tls)),
-        token_(config_.token_file), conn_(*tls_, endpoint_) {}
+      : config_(std::move(config)),
+        endpoint_(std::move(endpoint)),
+        tls_(std::move(tls)),
+        token_(config_.token_file),
+        conn_(*tls_, endpoint_) {}
 
   // Api
   Result<nlohmann::json> get(std::string_view path) override { return call(http::verb::get, path, nullptr); }

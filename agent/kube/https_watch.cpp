@@ -77,9 +77,9 @@ Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std:
       return {};
     }
     if (ec == beast::error::timeout) {
-      return make_error(ErrorCode::DeadlineExceeded,
-                        what + ": nothing for " + std::to_string(config_.watch_idle_timeout.count()) +
-                            " ms; the stream is taken as dead (watch again)");
+      return make_error(ErrorCode::DeadlineExceeded, what + ": nothing for " +
+                                                         std::to_string(config_.watch_idle_timeout.count()) +
+                                                         " ms; the stream is taken as dead (watch again)");
     }
     if (ec) return Connection::unavailable(what, ec);
   }

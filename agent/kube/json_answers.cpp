@@ -8,8 +8,8 @@
 
 namespace erdma::agent::kube::https {
 
-Result<nlohmann::json> call_answer(std::string_view verb, std::string_view path, unsigned status,
-                                   std::string_view body, std::string_view content_type, bool want_object) {
+Result<nlohmann::json> call_answer(std::string_view verb, std::string_view path, unsigned status, std::string_view body,
+                                   std::string_view content_type, bool want_object) {
   if (status < 200 || status > 299) return error_from_answer(verb, path, status, body);
   if (!want_object) return nlohmann::json();
   auto doc = nlohmann::json::parse(body, nullptr, false);
@@ -22,8 +22,7 @@ Result<nlohmann::json> call_answer(std::string_view verb, std::string_view path,
   return doc;
 }
 
-Result<std::optional<nlohmann::json>> watch_event(std::string_view what, std::string_view path,
-                                                  std::string_view line) {
+Result<std::optional<nlohmann::json>> watch_event(std::string_view what, std::string_view path, std::string_view line) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return std::optional<nlohmann::json>();
   auto event = nlohmann::json::parse(line, nullptr, false);
   if (event.is_discarded() || !event.is_object() || !event.contains("type")) {

@@ -8,9 +8,8 @@ namespace net = boost::asio;
 
 Result<Endpoint> parse_server(std::string_view server) {
   const auto bad = [&](std::string_view why) {
-    return make_error(ErrorCode::FailedPrecondition,
-                      "API server address \"" + std::string(server) + "\": " + std::string(why) +
-                          " (want https://host[:port])");
+    return make_error(ErrorCode::FailedPrecondition, "API server address \"" + std::string(server) +
+                                                         "\": " + std::string(why) + " (want https://host[:port])");
   };
   constexpr std::string_view kScheme = "https://";
   if (server.substr(0, kScheme.size()) != kScheme) return bad("not https");

@@ -10,8 +10,8 @@
 namespace erdma::agent::kube::https {
 
 struct Endpoint {
-  std::string host;         // a name, or an IP address without brackets
-  std::string port;         // decimal
+  std::string host;  // a name, or an IP address without brackets
+  std::string port;  // decimal
   bool is_ip = false;
   std::string host_header;  // Host: as sent ("[::1]:6443")
 };

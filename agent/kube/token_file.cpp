@@ -22,8 +22,7 @@ Result<std::string> TokenFile::current() {
   std::lock_guard<std::mutex> lock(mu_);
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
-    return make_error(ErrorCode::FailedPrecondition, "service-account token " + path_ + ": " +
-                                                         std::strerror(errno) +
+    return make_error(ErrorCode::FailedPrecondition, "service-account token " + path_ + ": " + std::strerror(errno) +
                                                          " (is automountServiceAccountToken off?)");
   }
   const bool changed = !have_ || st.st_ino != ino_ || st.st_dev != dev_ || st.st_size != size_ ||

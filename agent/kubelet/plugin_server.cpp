@@ -29,8 +29,8 @@ Status PluginServer::start(const std::string& socket_path, std::chrono::millisec
   const auto slash = socket_path.rfind('/');
   const std::string dir = slash == std::string::npos || slash == 0 ? "/" : socket_path.substr(0, slash);
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return make_error(ErrorCode::Unavailable, "directory " + dir +
-                                                  " does not exist (kubelet creates it; is it mounted into the agent?)");
+    return make_error(ErrorCode::Unavailable,
+                      "directory " + dir + " does not exist (kubelet creates it; is it mounted into the agent?)");
   }
   if (::lstat(socket_path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
@@ -38,7 +38,8 @@ Status PluginServer::start(const std::string& socket_path, std::chrono::millisec
                         socket_path + " exists and is not a socket; refusing to replace it");
     }
     if (::unlink(socket_path.c_str()) != 0 && errno != ENOENT) {
-      return make_error(ErrorCode::Unavailable, "cannot remove stale socket " + socket_path + ": " + std::strerror(errno));
+      return make_error(ErrorCode::Unavailable,
+                        "cannot remove stale socket " + socket_path + ": " + std::strerror(errno));
     }
   }
   grpc::ServerBuilder builder;
@@ -47,8 +48,8 @@ Status PluginServer::start(const std::string& socket_path, std::chrono::millisec
   for (auto* service : services_) builder.RegisterService(service);
   auto server = builder.BuildAndStart();
   if (!server) {
-    return make_error(ErrorCode::Unavailable, "cannot serve on " + socket_path +
-                                                  " (does the directory exist and is it writable?)");
+    return make_error(ErrorCode::Unavailable,
+                      "cannot serve on " + socket_path + " (does the directory exist and is it writable?)");
   }
   if (::lstat(socket_path.c_str(), &st) != 0) {
     server->Shutdown(std::chrono::system_clock::now());

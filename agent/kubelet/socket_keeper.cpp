@@ -28,7 +28,10 @@ Status SocketKeeper::start() {
   watches_.assign(dirs_.size(), -1);
   watch_errors_.assign(dirs_.size(), common::RepeatFilter{});
   stopping_ = false;
-  thread_ = std::thread([this] { common::run_restarting(name_, [this] { loop(); }, [this] { return stopping_.load(); }); });
+  thread_ = std::thread([this] {
+    common::run_restarting(
+        name_, [this] { loop(); }, [this] { return stopping_.load(); });
+  });
   return {};
 }
 
@@ -49,7 +52,9 @@ void SocketKeeper::ensure_watches() {
     auto wd = files_->watch_dir(dirs_[i].path, dirs_[i].mask);
     if (!wd) {
       if (!dirs_[i].what.empty() && watch_errors_[i].failed(wd.error().message)) {
-        log::warn("cannot watch " + dirs_[i].what + "; retrying").kv("dir", dirs_[i].path).kv("error", wd.error().message);
+        log::warn("cannot watch " + dirs_[i].what + "; retrying")
+            .kv("dir", dirs_[i].path)
+            .kv("error", wd.error().message);
       }
       continue;
     }
@@ -69,7 +74,8 @@ void SocketKeeper::loop() {
         wake_at <= now ? 0 : std::min<int64_t>(std::chrono::duration_cast<milliseconds>(wake_at - now).count(), 1000);
     auto woke = files_->wait(milliseconds(wait));
     if (!woke.error) {
-      if (poll_errors_.failed(woke.error.error().message)) log::error("poll failed").kv("error", woke.error.error().message);
+      if (poll_errors_.failed(woke.error.error().message))
+        log::error("poll failed").kv("error", woke.error.error().message);
       ::usleep(100'000);  // bounded back-off; never spin
     } else {
       poll_errors_.succeeded();

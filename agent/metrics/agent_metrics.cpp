@@ -70,7 +70,8 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
       preload_installed(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "installed"}})),
       preload_unchanged(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "unchanged"}})),
       preload_error(r.counter("erdma_agent_preload_installs_total", kPreload, {{"result", "error"}})),
-      smcr_pods(r.gauge("erdma_agent_smcr_pods", "SMC-R pod network namespaces configured by the agent and still there")),
+      smcr_pods(
+          r.gauge("erdma_agent_smcr_pods", "SMC-R pod network namespaces configured by the agent and still there")),
       smcr_predictions_pending(r.gauge("erdma_agent_smcr_pod_predictions_pending",
                                        "SMC-R predictions queued after PreStartContainer answered, not yet logged")) {
   for (auto result : kAllPodSetupResults) {
@@ -78,9 +79,9 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
         &r.counter("erdma_agent_smcr_pod_setups_total", kPodSetups, {{"result", std::string(to_string(result))}});
   }
   for (auto reason : kAllSmcrReasons) {
-    pod_predictions[static_cast<size_t>(reason)] =
-        &r.counter("erdma_agent_smcr_pod_prediction_total", kPredictions,
-                   {{"verdict", std::string(to_string(verdict_of(reason)))}, {"reason", std::string(to_string(reason))}});
+    pod_predictions[static_cast<size_t>(reason)] = &r.counter(
+        "erdma_agent_smcr_pod_prediction_total", kPredictions,
+        {{"verdict", std::string(to_string(verdict_of(reason)))}, {"reason", std::string(to_string(reason))}});
   }
   for (const char* scope : {"host", "pods"}) {
     for (const char* side : {"client", "server"}) {
@@ -91,8 +92,7 @@ AgentMetrics::AgentMetrics(common::metrics::Registry& r)
     }
   }
   // Which release each node runs, as erdma_webhook_build_info says for each webhook replica.
-  r.gauge("erdma_agent_build_info", "Build information; the value is always 1.", {{"version", erdma::kVersion}})
-      .set(1);
+  r.gauge("erdma_agent_build_info", "Build information; the value is always 1.", {{"version", erdma::kVersion}}).set(1);
 }
 
 common::metrics::Gauge& AgentMetrics::smcr_connections(const std::string& scope, const std::string& side,
@@ -119,7 +119,8 @@ common::metrics::Gauge& AgentMetrics::smc_fallbacks(const std::string& scope, co
   auto key = std::make_tuple(scope, side, reason);
   auto it = fallbacks_.find(key);
   if (it != fallbacks_.end()) return *it->second;
-  auto& g = registry.gauge("erdma_agent_smc_fallbacks", kFallbacks, {{"scope", scope}, {"side", side}, {"reason", reason}});
+  auto& g =
+      registry.gauge("erdma_agent_smc_fallbacks", kFallbacks, {{"scope", scope}, {"side", side}, {"reason", reason}});
   fallbacks_.emplace(key, &g);
   return g;
 }

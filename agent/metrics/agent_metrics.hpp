@@ -21,22 +21,22 @@ struct AgentMetrics {
 
   common::metrics::Registry& registry;
 
-  common::metrics::Gauge& devices_healthy;      // erdma_agent_devices{health="healthy"}
-  common::metrics::Gauge& devices_unhealthy;    // erdma_agent_devices{health="unhealthy"}
-  common::metrics::Gauge& slots_advertised;     // erdma_agent_slots_advertised
-  common::metrics::Counter& slots_allocated;    // erdma_agent_slots_allocated_total
-  common::metrics::Counter& allocate_ok;        // erdma_agent_allocate_requests_total{result="ok"}
-  common::metrics::Counter& allocate_error;     // ... {result="error"}
-  common::metrics::Histogram& allocate_seconds; // erdma_agent_allocate_duration_seconds
-  common::metrics::Counter& registrations_ok;   // erdma_agent_registrations_total{result="ok"}
+  common::metrics::Gauge& devices_healthy;       // erdma_agent_devices{health="healthy"}
+  common::metrics::Gauge& devices_unhealthy;     // erdma_agent_devices{health="unhealthy"}
+  common::metrics::Gauge& slots_advertised;      // erdma_agent_slots_advertised
+  common::metrics::Counter& slots_allocated;     // erdma_agent_slots_allocated_total
+  common::metrics::Counter& allocate_ok;         // erdma_agent_allocate_requests_total{result="ok"}
+  common::metrics::Counter& allocate_error;      // ... {result="error"}
+  common::metrics::Histogram& allocate_seconds;  // erdma_agent_allocate_duration_seconds
+  common::metrics::Counter& registrations_ok;    // erdma_agent_registrations_total{result="ok"}
   common::metrics::Counter& registrations_error;
-  common::metrics::Counter& kubelet_restarts;   // erdma_agent_kubelet_restarts_total
-  common::metrics::Gauge& kubelet_registered;   // erdma_agent_kubelet_registered (1 registered, 0 not)
-  common::metrics::Counter& scans_ok;           // erdma_agent_scans_total{result="ok"}
+  common::metrics::Counter& kubelet_restarts;  // erdma_agent_kubelet_restarts_total
+  common::metrics::Gauge& kubelet_registered;  // erdma_agent_kubelet_registered (1 registered, 0 not)
+  common::metrics::Counter& scans_ok;          // erdma_agent_scans_total{result="ok"}
   common::metrics::Counter& scans_error;
-  common::metrics::Counter& health_changes;     // erdma_agent_health_changes_total
-  common::metrics::Gauge& watch_streams;        // erdma_agent_list_and_watch_streams
-  common::metrics::Counter& pre_start_ok;       // erdma_agent_pre_start_total{result="ok"}
+  common::metrics::Counter& health_changes;  // erdma_agent_health_changes_total
+  common::metrics::Gauge& watch_streams;     // erdma_agent_list_and_watch_streams
+  common::metrics::Counter& pre_start_ok;    // erdma_agent_pre_start_total{result="ok"}
   common::metrics::Counter& pre_start_error;
 
   // SMC-R.
@@ -48,14 +48,14 @@ struct AgentMetrics {
   common::metrics::Histogram& step_runtime_seconds;        // {step="runtime"}
   common::metrics::Histogram& step_netns_seconds;          // {step="netns"}
   common::metrics::Histogram& step_prediction_seconds;     // {step="prediction"}
-  common::metrics::Counter& host_setups_ok;       // erdma_agent_smcr_host_setups_total{result="ok"}
-  common::metrics::Counter& host_setups_error;    // ... {result="error"} (incl. conflicts)
-  common::metrics::Counter& host_setup_ops;       // erdma_agent_smcr_host_setup_ops_total
-  common::metrics::Counter& preload_installed;    // erdma_agent_preload_installs_total{result="installed"}
-  common::metrics::Counter& preload_unchanged;    // ... {result="unchanged"}
-  common::metrics::Counter& preload_error;        // ... {result="error"}
-  common::metrics::Gauge& smcr_pods;              // erdma_agent_smcr_pods (configured pod netns alive)
-  common::metrics::Gauge& smcr_predictions_pending;  // erdma_agent_smcr_pod_predictions_pending
+  common::metrics::Counter& host_setups_ok;                // erdma_agent_smcr_host_setups_total{result="ok"}
+  common::metrics::Counter& host_setups_error;             // ... {result="error"} (incl. conflicts)
+  common::metrics::Counter& host_setup_ops;                // erdma_agent_smcr_host_setup_ops_total
+  common::metrics::Counter& preload_installed;             // erdma_agent_preload_installs_total{result="installed"}
+  common::metrics::Counter& preload_unchanged;             // ... {result="unchanged"}
+  common::metrics::Counter& preload_error;                 // ... {result="error"}
+  common::metrics::Gauge& smcr_pods;                       // erdma_agent_smcr_pods (configured pod netns alive)
+  common::metrics::Gauge& smcr_predictions_pending;        // erdma_agent_smcr_pod_predictions_pending
   // erdma_agent_smcr_pod_prediction_total{verdict, reason}, indexed by SmcrReason (each reason
   // has one verdict).
   std::array<common::metrics::Counter*, std::size(kAllSmcrReasons)> pod_predictions{};

@@ -79,7 +79,7 @@ void SmcStatsCollector::publish(const std::string& scope, const SmcCounters& c) 
 }
 
 SmcStatsCollector::Reading SmcStatsCollector::collect(const std::vector<TrackedPod>& pods,
-                                                     std::chrono::steady_clock::time_point deadline) {
+                                                      std::chrono::steady_clock::time_point deadline) {
   Reading reading;
   if (auto host = read_counters(open_info_); host) {
     reading.host_ok = true;

@@ -29,8 +29,9 @@ using SmcdLoopbackProbe = std::function<std::string()>;
 
 class SmcrHostSetup {
  public:
-  SmcrHostSetup(const SmcrConfig& cfg, PnetTableOpener open_table, SmcInfoOpener open_info,
-                SmcdLoopbackProbe smcd_loopback = [] { return std::string(); });
+  SmcrHostSetup(
+      const SmcrConfig& cfg, PnetTableOpener open_table, SmcInfoOpener open_info,
+      SmcdLoopbackProbe smcd_loopback = [] { return std::string(); });
 
   // Brings the host's pnet table and UEID table to what `devices` need. Errors: the tables
   // cannot be read or changed (Unavailable "the kernel has no SMC", PermissionDenied without

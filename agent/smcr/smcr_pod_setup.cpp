@@ -35,7 +35,8 @@ SmcrPodSetup::SmcrPodSetup(const AgentConfig& cfg, PodResourcesSource& pods, San
       metrics_(metrics),
       inspector_(inspector),
       predictions_(
-          1, kMaxQueuedPredictions, [this](QueuedPrediction&& job, bool stopping) { make_prediction(std::move(job), stopping); },
+          1, kMaxQueuedPredictions,
+          [this](QueuedPrediction&& job, bool stopping) { make_prediction(std::move(job), stopping); },
           [metrics](size_t pending) {
             if (metrics != nullptr) metrics->smcr_predictions_pending.set(static_cast<double>(pending));
           }) {}
@@ -90,11 +91,11 @@ void SmcrPodSetup::queue_prediction(PodSetupOutcome outcome, std::optional<Netns
   QueuedPrediction job{std::move(outcome), std::move(pod), trigger};
   const auto refused = predictions_.submit(job);
   if (!refused) return;
-  job.outcome.prediction = unknown_prediction(
-      *refused == common::WorkQueue<QueuedPrediction>::Refusal::Stopping
-          ? std::string("the agent is stopping; this pod was not predicted")
-          : "SMC-R predictions waiting: " + std::to_string(queue_limit_.load()) +
-                " (the most the agent queues); this pod was not predicted");
+  job.outcome.prediction =
+      unknown_prediction(*refused == common::WorkQueue<QueuedPrediction>::Refusal::Stopping
+                             ? std::string("the agent is stopping; this pod was not predicted")
+                             : "SMC-R predictions waiting: " + std::to_string(queue_limit_.load()) +
+                                   " (the most the agent queues); this pod was not predicted");
   report(job.trigger, job.outcome, false);
 }
 
@@ -172,13 +173,14 @@ PodSetupOutcome SmcrPodSetup::run_setup(const std::string& resource, const std::
   auto pods = pods_.list(deadline);
   out.steps.pod_resources = since(t0);
   if (!pods) {
-    return finish(with(out, pods.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout
-                                                                               : PodSetupResult::Failed,
-                       pods.error().message));
+    return finish(
+        with(out, pods.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout : PodSetupResult::Failed,
+             pods.error().message));
   }
   auto pod = find_pod_for_devices(*pods, resource, device_ids);
   if (!pod) {
-    return finish(with(out, pod.error().code == ErrorCode::NotFound ? PodSetupResult::PodNotFound : PodSetupResult::Failed,
+    return finish(with(out,
+                       pod.error().code == ErrorCode::NotFound ? PodSetupResult::PodNotFound : PodSetupResult::Failed,
                        pod.error().message));
   }
   out.pod = to_string(*pod);
@@ -191,9 +193,9 @@ PodSetupOutcome SmcrPodSetup::run_setup(const std::string& resource, const std::
   auto list = sandboxes_.list_ready_of(PodName{pod->namespace_, pod->name}, deadline);
   out.steps.runtime = since(t_list);
   if (!list) {
-    return finish(with(out, list.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout
-                                                                               : PodSetupResult::Failed,
-                       list.error().message));
+    return finish(
+        with(out, list.error().code == ErrorCode::DeadlineExceeded ? PodSetupResult::Timeout : PodSetupResult::Failed,
+             list.error().message));
   }
   auto sandbox = choose_sandbox(*list, pod->namespace_, pod->name);
   if (!sandbox) return finish(with(out, PodSetupResult::SandboxGone, sandbox.error().message));
@@ -290,9 +292,9 @@ PodSetupOutcome SmcrPodSetup::configure_sandbox(const std::string& sandbox_id, D
     tracked_[sandbox_id] = TrackedPod{sandbox_id, out.pod, ref.by_identity()};
     if (metrics_ != nullptr) metrics_->smcr_pods.set(static_cast<double>(tracked_.size()));
   }
-  out = with(out, PodSetupResult::Configured,
-             describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set,
-                                 done->own_rdma_device));
+  out = with(
+      out, PodSetupResult::Configured,
+      describe_configured(entry->to_string(), done->pnet == Change::Changed, done->sysctls_set, done->own_rdma_device));
   predict_into(out, ref, deadline, later);
   return out;
 }
@@ -412,16 +414,16 @@ void SmcrPodSetup::report(const char* trigger, const PodSetupOutcome& o, bool co
   if (events != nullptr && bad && !o.pod.empty()) {
     if (breaks) {
       events->warning(o.pod, o.pod_uid, kEventSmcrWillBreak,
-                       "SMC-R will break this pod's connections (" + std::string(to_string(o.prediction->reason)) +
-                           "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
+                      "SMC-R will break this pod's connections (" + std::string(to_string(o.prediction->reason)) +
+                          "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
     } else if (o.prediction && o.prediction->verdict == SmcrVerdict::WillFallBack) {
       events->warning(o.pod, o.pod_uid, kEventSmcrWillFallBack,
-                       "SMC-R will fall back to TCP (" + std::string(to_string(o.prediction->reason)) +
-                           "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
+                      "SMC-R will fall back to TCP (" + std::string(to_string(o.prediction->reason)) +
+                          "): " + o.prediction->detail + " (docs/smcr-pod-networks.md)");
     } else if (o.result != PodSetupResult::Configured && o.result != PodSetupResult::HostNetwork) {
       events->warning(o.pod, o.pod_uid, kEventSmcrSetupFailed,
-                       "SMC-R pod setup " + std::string(to_string(o.result)) + ": " + o.message +
-                           "; the pod's TCP stays plain TCP (docs/troubleshooting.md)");
+                      "SMC-R pod setup " + std::string(to_string(o.result)) + ": " + o.message +
+                          "; the pod's TCP stays plain TCP (docs/troubleshooting.md)");
     }
   }
 }

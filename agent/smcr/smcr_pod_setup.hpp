@@ -72,7 +72,7 @@ struct ResyncSummary {
   size_t sandboxes = 0;  // ready sandboxes the runtime listed for pods holding the resource
   size_t smcr = 0;       // of which ask for SMC-R
   size_t configured = 0;
-  size_t failed = 0;     // any result other than Configured, HostNetwork or SandboxGone
+  size_t failed = 0;  // any result other than Configured, HostNetwork or SandboxGone
 };
 
 class SmcrPodSetup final : public PreStartHook {
@@ -166,8 +166,8 @@ class SmcrPodSetup final : public PreStartHook {
   // The outcome for a pod of a namespace smcr.allowedNamespaces leaves out.
   [[nodiscard]] PodSetupOutcome not_allowed(PodSetupOutcome out, const std::string& namespace_) const;
   // `resource`: the resource whose slot IDs kubelet passed.
-  PodSetupOutcome run_setup(const std::string& resource, const std::vector<std::string>& device_ids,
-                            Deadline deadline, PredictionTarget* later);
+  PodSetupOutcome run_setup(const std::string& resource, const std::vector<std::string>& device_ids, Deadline deadline,
+                            PredictionTarget* later);
   // `require_namespace` (not empty): a claim's pod, set up without the annotation (the claim is its
   // request); a sandbox of a pod of another namespace is refused.
   PodSetupOutcome configure_sandbox(const std::string& sandbox_id, Deadline deadline, PodSetupOutcome out,
@@ -202,7 +202,7 @@ class SmcrPodSetup final : public PreStartHook {
   std::map<std::string, TrackedPod> tracked_;  // by sandbox ID
 
   std::atomic<size_t> queue_limit_{kMaxQueuedPredictions};  // for the refusal's message
-  common::WorkQueue<QueuedPrediction> predictions_;        // last: its worker uses the members above
+  common::WorkQueue<QueuedPrediction> predictions_;         // last: its worker uses the members above
 };
 
 }  // namespace erdma::agent

@@ -25,10 +25,12 @@ void SmcrService::start() {
     cv_.notify_all();
   });
   thread_ = std::thread([this] {
-    common::run_restarting("SMC-R service loop", [this] { loop(); }, [this] {
-      std::lock_guard lock(mu_);
-      return stopping_;
-    });
+    common::run_restarting(
+        "SMC-R service loop", [this] { loop(); },
+        [this] {
+          std::lock_guard lock(mu_);
+          return stopping_;
+        });
   });
 }
 
@@ -161,7 +163,8 @@ Status install_preload(const SmcrConfig& cfg, AgentMetrics* metrics) {
         .kv("error", r.error().message);
     return r.error();
   }
-  if (metrics != nullptr) (*r == InstallResult::Installed ? metrics->preload_installed : metrics->preload_unchanged).inc();
+  if (metrics != nullptr)
+    (*r == InstallResult::Installed ? metrics->preload_installed : metrics->preload_unchanged).inc();
   log::info("preload library")
       .kv("path", cfg.preload_host_dir + "/" + std::string(kPreloadFileName))
       .kv("result", *r == InstallResult::Installed ? "installed" : "unchanged");

@@ -25,10 +25,10 @@
 namespace erdma::agent {
 
 struct SmcrServiceTiming {
-  std::chrono::milliseconds host_period{60000};   // re-check the host tables
-  std::chrono::milliseconds host_retry{10000};    // after a failed host setup
-  std::chrono::milliseconds resync_retry{30000};  // until the runtime could be listed once
-  std::chrono::milliseconds resync_budget{60000}; // one resync pass
+  std::chrono::milliseconds host_period{60000};    // re-check the host tables
+  std::chrono::milliseconds host_retry{10000};     // after a failed host setup
+  std::chrono::milliseconds resync_retry{30000};   // until the runtime could be listed once
+  std::chrono::milliseconds resync_budget{60000};  // one resync pass
 };
 
 class SmcrService {

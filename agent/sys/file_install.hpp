@@ -1,6 +1,6 @@
 // Installing a file so that readers never see a partial one: write a temporary file beside the
-// target, fsync it, rename it over the target, all relative to the checked directory (safe_dir.hpp). Used for libsmc-preload.so, which running pods
-// map from the host directory while the agent may be replacing it.
+// target, fsync it, rename it over the target, all relative to the checked directory (safe_dir.hpp). Used for
+// libsmc-preload.so, which running pods map from the host directory while the agent may be replacing it.
 #pragma once
 
 #include <string>

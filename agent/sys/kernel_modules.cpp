@@ -93,7 +93,8 @@ Result<bool> write_file_atomically(const std::string& path, const std::string& c
 Status run_modprobe(const std::string& modprobe, const std::string& module, int timeout_ms) {
   const std::string what = "modprobe " + module;
   int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return make_error(ErrorCode::Unavailable, what + ": pipe: " + std::strerror(errno));
+  if (::pipe2(pipefd, O_CLOEXEC) != 0)
+    return make_error(ErrorCode::Unavailable, what + ": pipe: " + std::strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
@@ -115,7 +116,8 @@ Status run_modprobe(const std::string& modprobe, const std::string& module, int 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   bool timed_out = false;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -136,7 +138,8 @@ Status run_modprobe(const std::string& modprobe, const std::string& module, int 
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    return make_error(ErrorCode::DeadlineExceeded, what + ": no answer after " + std::to_string(timeout_ms) + " ms; killed");
+    return make_error(ErrorCode::DeadlineExceeded,
+                      what + ": no answer after " + std::to_string(timeout_ms) + " ms; killed");
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return {};
   while (!err.empty() && (err.back() == '\n' || err.back() == ' ')) err.pop_back();
@@ -146,7 +149,8 @@ Status run_modprobe(const std::string& modprobe, const std::string& module, int 
   msg += WIFEXITED(status) ? " (exit " + std::to_string(WEXITSTATUS(status)) + ")" : " (killed by a signal)";
   if (!last.empty()) msg += ": " + last;
   msg += "; the agent needs CAP_SYS_MODULE and the host's /lib/modules mounted (manifests/load-modules), or load it on "
-         "the node: modprobe " + module;
+         "the node: modprobe " +
+         module;
   return make_error(ErrorCode::FailedPrecondition, msg);
 }
 

@@ -2,9 +2,9 @@
 // errno capture (our own error callback, so EEXIST and ENOENT stay distinguishable).
 #include "agent/sys/netlink.hpp"
 
+#include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
-#include <arpa/inet.h>
 #include <poll.h>
 
 #include <linux/genetlink.h>
@@ -12,10 +12,10 @@
 #include <linux/if_link.h>
 #include <linux/net_namespace.h>
 #include <linux/rtnetlink.h>
-#include <sys/socket.h>
 #include <netlink/genl/genl.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
+#include <sys/socket.h>
 
 namespace erdma::agent {
 
@@ -104,8 +104,8 @@ Result<int> NetlinkChannel::transact(nl_msg* msg, const std::function<Status(con
   while (!ex.done) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
-      return make_error(ErrorCode::DeadlineExceeded,
-                        "netlink: no complete answer from the kernel within " + std::to_string(timeout_.count()) + " ms");
+      return make_error(ErrorCode::DeadlineExceeded, "netlink: no complete answer from the kernel within " +
+                                                         std::to_string(timeout_.count()) + " ms");
     }
     pollfd p{nl_socket_get_fd(sock_.get()), POLLIN, 0};
     int n = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -135,7 +135,8 @@ Result<GenlClient> GenlClient::open(const std::string& family, const std::string
   // leave us waiting for an end that never comes.
   NlMsgPtr msg(nlmsg_alloc());
   if (!msg) return make_error(ErrorCode::ResourceExhausted, "netlink: cannot allocate a message");
-  if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, GENL_ID_CTRL, 0, NLM_F_REQUEST | NLM_F_ACK, CTRL_CMD_GETFAMILY, 1) ||
+  if (!genlmsg_put(msg.get(), NL_AUTO_PORT, NL_AUTO_SEQ, GENL_ID_CTRL, 0, NLM_F_REQUEST | NLM_F_ACK, CTRL_CMD_GETFAMILY,
+                   1) ||
       nla_put_string(msg.get(), CTRL_ATTR_FAMILY_NAME, family.c_str()) < 0) {
     return make_error(ErrorCode::Internal, "netlink: cannot build the family request");
   }
@@ -296,14 +297,10 @@ Error kernel_error(int err, const std::string& what) {
                         what + ": permission denied; needs CAP_NET_ADMIN in the initial user namespace");
     case EINVAL:
       return make_error(ErrorCode::InvalidArgument, what + ": the kernel refused the request as invalid (EINVAL)");
-    case ERANGE:
-      return make_error(ErrorCode::ResourceExhausted, what + ": a kernel table is full (ERANGE)");
-    case EOPNOTSUPP:
-      return make_error(ErrorCode::Unavailable, what + ": not supported by this kernel (EOPNOTSUPP)");
-    case ETIMEDOUT:
-      return make_error(ErrorCode::DeadlineExceeded, what + ": timed out in the kernel");
-    default:
-      return make_error(ErrorCode::Internal, what + ": " + std::strerror(err));
+    case ERANGE: return make_error(ErrorCode::ResourceExhausted, what + ": a kernel table is full (ERANGE)");
+    case EOPNOTSUPP: return make_error(ErrorCode::Unavailable, what + ": not supported by this kernel (EOPNOTSUPP)");
+    case ETIMEDOUT: return make_error(ErrorCode::DeadlineExceeded, what + ": timed out in the kernel");
+    default: return make_error(ErrorCode::Internal, what + ": " + std::strerror(err));
   }
 }
 

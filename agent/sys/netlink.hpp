@@ -83,13 +83,13 @@ class GenlClient {
 struct RtLink {
   int index = 0;
   std::string name;
-  std::string kind;                   // IFLA_INFO_KIND ("veth", "ipvlan"); "" for a device without one
-  int link = 0;                       // IFLA_LINK: the lower (ipvlan/macvlan) or peer (veth) ifindex; 0 = none
+  std::string kind;                     // IFLA_INFO_KIND ("veth", "ipvlan"); "" for a device without one
+  int link = 0;                         // IFLA_LINK: the lower (ipvlan/macvlan) or peer (veth) ifindex; 0 = none
   std::optional<int32_t> link_netnsid;  // IFLA_LINK_NETNSID: the netns `link` lives in, when not this one
 };
 struct RtIpv4Address {
-  int index = 0;           // ifindex of the interface carrying it
-  uint32_t address = 0;    // host byte order (IFA_LOCAL, else IFA_ADDRESS)
+  int index = 0;         // ifindex of the interface carrying it
+  uint32_t address = 0;  // host byte order (IFA_LOCAL, else IFA_ADDRESS)
   uint8_t prefix_len = 32;
 };
 // One RTM_NEWLINK / RTM_NEWADDR message. nullopt for other message types and for non-IPv4

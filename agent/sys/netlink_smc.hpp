@@ -16,7 +16,8 @@ namespace erdma::agent {
 
 class NetlinkPnetTable final : public PnetTable {
  public:
-  [[nodiscard]] static Result<std::unique_ptr<NetlinkPnetTable>> open(std::chrono::milliseconds timeout = kNetlinkTimeout);
+  [[nodiscard]] static Result<std::unique_ptr<NetlinkPnetTable>> open(
+      std::chrono::milliseconds timeout = kNetlinkTimeout);
 
   // PnetTable
   [[nodiscard]] Result<std::vector<PnetEntry>> list() override;
@@ -31,7 +32,8 @@ class NetlinkPnetTable final : public PnetTable {
 
 class NetlinkSmcInfo final : public SmcInfo {
  public:
-  [[nodiscard]] static Result<std::unique_ptr<NetlinkSmcInfo>> open(std::chrono::milliseconds timeout = kNetlinkTimeout);
+  [[nodiscard]] static Result<std::unique_ptr<NetlinkSmcInfo>> open(
+      std::chrono::milliseconds timeout = kNetlinkTimeout);
 
   // SmcInfo
   [[nodiscard]] Result<SmcSystemInfo> system_info() override;
@@ -50,7 +52,8 @@ class NetlinkSmcInfo final : public SmcInfo {
 
 class SockDiagSmcStatus final : public SmcStatus {
  public:
-  [[nodiscard]] static Result<std::unique_ptr<SockDiagSmcStatus>> open(std::chrono::milliseconds timeout = kNetlinkTimeout);
+  [[nodiscard]] static Result<std::unique_ptr<SockDiagSmcStatus>> open(
+      std::chrono::milliseconds timeout = kNetlinkTimeout);
 
   // SmcStatus. Unavailable with kNoSmcMessage (naming smc_diag) when the kernel cannot report.
   [[nodiscard]] Result<std::vector<SmcSocket>> sockets() override;

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <ctime>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <future>
 #include <linux/nsfs.h>
@@ -48,8 +48,8 @@ Result<std::shared_ptr<const common::UniqueFd>> netns_fd(const NetnsRef& ns) {
     if (ns.expect) {
       ERDMA_TRY_ASSIGN(auto id, identity_of(fd->get(), ns.path));
       if (!(id == *ns.expect)) {
-        return make_error(ErrorCode::NotFound, "network namespace " + ns.path +
-                                                   " is gone (the path names another namespace now)");
+        return make_error(ErrorCode::NotFound,
+                          "network namespace " + ns.path + " is gone (the path names another namespace now)");
       }
     }
   }
@@ -201,9 +201,9 @@ Result<bool> same_netns(const NetnsRef& a, const NetnsRef& b) {
       const int e = errno;
       if (e == ENOENT || e == ESRCH) return make_error(ErrorCode::NotFound, "network namespace " + r.path + " is gone");
       if (e == EACCES || e == EPERM) {
-        return make_error(ErrorCode::PermissionDenied,
-                          "network namespace " + r.path + ": permission denied (reading another process's "
-                                                          "namespace needs CAP_SYS_PTRACE)");
+        return make_error(ErrorCode::PermissionDenied, "network namespace " + r.path +
+                                                           ": permission denied (reading another process's "
+                                                           "namespace needs CAP_SYS_PTRACE)");
       }
       return make_error(ErrorCode::Unavailable, "network namespace " + r.path + ": " + std::strerror(e));
     }
@@ -226,9 +226,9 @@ Status write_sysctl(std::string_view name, std::string_view value, std::string_v
     int e = errno;
     if (e == ENOENT) return make_error(ErrorCode::NotFound, "this kernel has no sysctl " + std::string(name));
     if (e == EACCES || e == EPERM || e == EROFS) {
-      return make_error(ErrorCode::PermissionDenied, "writing sysctl " + std::string(name) + " (" + path + "): " +
-                                                         std::strerror(e) +
-                                                         (e == EROFS ? " (mount the host's /proc and set procRoot)" : ""));
+      return make_error(ErrorCode::PermissionDenied,
+                        "writing sysctl " + std::string(name) + " (" + path + "): " + std::strerror(e) +
+                            (e == EROFS ? " (mount the host's /proc and set procRoot)" : ""));
     }
     return make_error(ErrorCode::Unavailable, "writing sysctl " + std::string(name) + ": " + std::strerror(e));
   }

@@ -52,7 +52,8 @@ Result<PodNetnsReport> KernelPodNetns::configure(const NetnsRef& ns, const PodNe
           }
         }
         // A sysctl the kernel does not have is a configuration problem, not a vanished pod.
-        if (!failures.empty()) return make_error(first == ErrorCode::NotFound ? ErrorCode::FailedPrecondition : first, failures);
+        if (!failures.empty())
+          return make_error(first == ErrorCode::NotFound ? ErrorCode::FailedPrecondition : first, failures);
         return {};
       },
       deadline));
@@ -74,7 +75,7 @@ struct PodSide {
   bool lower_in_node_netns = false;  // ... and it is the node's netns
   std::string lower_local;           // the lower's name when it is in the pod's own netns
   bool pnet_entry = false;
-  std::string rdma_device;           // the RDMA device bound to the interface in the pod's netns
+  std::string rdma_device;  // the RDMA device bound to the interface in the pod's netns
   std::string rdma_driver;
 };
 
@@ -199,9 +200,9 @@ Result<SmcrPodFacts> KernelPodNetworkInspector::gather(const std::optional<Netns
     facts.addresses = side->addresses;
     facts.pod_pnet_entry = side->pnet_entry;
     facts.pod_rdma_device = side->rdma_device;
-    facts.pod_rdma_kind =
-        driver_kind_of(!side->rdma_driver.empty() ? side->rdma_driver
-                                                  : side->rdma_device.rfind("rxe", 0) == 0 ? "rxe" : "");
+    facts.pod_rdma_kind = driver_kind_of(!side->rdma_driver.empty()               ? side->rdma_driver
+                                         : side->rdma_device.rfind("rxe", 0) == 0 ? "rxe"
+                                                                                  : "");
   }
   utsname uts{};
   if (::uname(&uts) == 0) facts.kernel_major = std::atoi(uts.release);

@@ -24,9 +24,9 @@ namespace erdma::agent {
 inline constexpr const char* kTcp2SmcSysctl = "net.smc.tcp2smc";
 
 struct PodNetnsPlan {
-  PnetEntry entry;                              // e.g. ERDMA eth eth0
+  PnetEntry entry;                             // e.g. ERDMA eth eth0
   std::map<std::string, std::string> sysctls;  // validated net.smc.* names and values
-  bool tcp2smc = true;                          // also set net.smc.tcp2smc=1 where it exists
+  bool tcp2smc = true;                         // also set net.smc.tcp2smc=1 where it exists
   std::string proc_root = "/proc";
 };
 

@@ -61,11 +61,12 @@ Error call_error(const grpc::Status& s, const std::string& what, const std::stri
   switch (s.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
       return make_error(ErrorCode::Unavailable, msg + " (is the socket mounted and the service running?)");
-    case grpc::StatusCode::DEADLINE_EXCEEDED: return make_error(ErrorCode::DeadlineExceeded, msg + " (no answer in time)");
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return make_error(ErrorCode::DeadlineExceeded, msg + " (no answer in time)");
     case grpc::StatusCode::NOT_FOUND: return make_error(ErrorCode::NotFound, msg);
     case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return make_error(ErrorCode::ResourceExhausted, msg + " (answer larger than " +
-                                                          std::to_string(kMaxAnswerBytes) + " bytes?)");
+      return make_error(ErrorCode::ResourceExhausted,
+                        msg + " (answer larger than " + std::to_string(kMaxAnswerBytes) + " bytes?)");
     case grpc::StatusCode::UNIMPLEMENTED:
       return make_error(ErrorCode::Unavailable, msg + " (the peer does not serve this API version)");
     case grpc::StatusCode::PERMISSION_DENIED: return make_error(ErrorCode::PermissionDenied, msg);
@@ -94,9 +95,9 @@ SandboxSummary summary_of(const std::string& id, const runtime::v1::PodSandboxMe
 
 Result<std::vector<PodDevices>> pod_devices_from(const v1::ListPodResourcesResponse& response) {
   if (static_cast<size_t>(response.pod_resources_size()) > kMaxPods) {
-    return make_error(ErrorCode::ResourceExhausted, "kubelet PodResources List returned " +
-                                                        std::to_string(response.pod_resources_size()) +
-                                                        " pods, more than the " + std::to_string(kMaxPods) + " accepted");
+    return make_error(ErrorCode::ResourceExhausted,
+                      "kubelet PodResources List returned " + std::to_string(response.pod_resources_size()) +
+                          " pods, more than the " + std::to_string(kMaxPods) + " accepted");
   }
   std::vector<PodDevices> out;
   out.reserve(static_cast<size_t>(response.pod_resources_size()));
@@ -120,10 +121,9 @@ Result<std::vector<PodDevices>> pod_devices_from(const v1::ListPodResourcesRespo
 
 Result<std::vector<SandboxSummary>> sandboxes_from(const runtime::v1::ListPodSandboxResponse& response) {
   if (static_cast<size_t>(response.items_size()) > kMaxPods) {
-    return make_error(ErrorCode::ResourceExhausted, "CRI ListPodSandbox returned " +
-                                                        std::to_string(response.items_size()) +
-                                                        " sandboxes, more than the " + std::to_string(kMaxPods) +
-                                                        " accepted");
+    return make_error(ErrorCode::ResourceExhausted,
+                      "CRI ListPodSandbox returned " + std::to_string(response.items_size()) +
+                          " sandboxes, more than the " + std::to_string(kMaxPods) + " accepted");
   }
   std::vector<SandboxSummary> out;
   for (const auto& item : response.items()) {
@@ -134,7 +134,7 @@ Result<std::vector<SandboxSummary>> sandboxes_from(const runtime::v1::ListPodSan
 }
 
 Result<SandboxStatusInfo> sandbox_status_from(const std::string& sandbox_id,
-                                             const runtime::v1::PodSandboxStatusResponse& response) {
+                                              const runtime::v1::PodSandboxStatusResponse& response) {
   if (!response.has_status() || response.status().id().empty()) {
     return make_error(ErrorCode::InvalidArgument, "CRI PodSandboxStatus " + sandbox_id + ": the answer has no status");
   }
@@ -171,9 +171,9 @@ GrpcPodResources::~GrpcPodResources() = default;
 Result<std::vector<PodDevices>> GrpcPodResources::list(Deadline deadline) {
   v1::ListPodResourcesRequest request;
   v1::ListPodResourcesResponse response;
-  const grpc::Status s = call_with_reconnect(
-      [&](grpc::ClientContext& ctx) { return impl_->stub->List(&ctx, request, &response); }, deadline,
-      impl_->call_timeout);
+  const grpc::Status s =
+      call_with_reconnect([&](grpc::ClientContext& ctx) { return impl_->stub->List(&ctx, request, &response); },
+                          deadline, impl_->call_timeout);
   if (!s.ok()) return call_error(s, "kubelet PodResources List", impl_->socket);
   return pod_devices_from(response);
 }
@@ -198,17 +198,17 @@ GrpcCriSandboxes::~GrpcCriSandboxes() = default;
 namespace {
 
 // ListPodSandbox for the ready sandboxes, narrowed by `labels` (none: every ready sandbox).
-Result<std::vector<SandboxSummary>> list_ready_sandboxes(GrpcCriSandboxes::Impl& impl,
-                                                         std::initializer_list<std::pair<const char*, std::string>> labels,
-                                                         Deadline deadline) {
+Result<std::vector<SandboxSummary>> list_ready_sandboxes(
+    GrpcCriSandboxes::Impl& impl, std::initializer_list<std::pair<const char*, std::string>> labels,
+    Deadline deadline) {
   runtime::v1::ListPodSandboxRequest request;
   auto* filter = request.mutable_filter();
   filter->mutable_state()->set_state(runtime::v1::SANDBOX_READY);
   for (const auto& [key, value] : labels) (*filter->mutable_label_selector())[key] = value;
   runtime::v1::ListPodSandboxResponse response;
-  const grpc::Status s = call_with_reconnect(
-      [&](grpc::ClientContext& ctx) { return impl.stub->ListPodSandbox(&ctx, request, &response); }, deadline,
-      impl.call_timeout);
+  const grpc::Status s =
+      call_with_reconnect([&](grpc::ClientContext& ctx) { return impl.stub->ListPodSandbox(&ctx, request, &response); },
+                          deadline, impl.call_timeout);
   if (!s.ok()) return call_error(s, "CRI ListPodSandbox", impl.socket);
   return sandboxes_from(response);
 }

@@ -15,7 +15,7 @@ struct DeviceScan {
   // Why devices are missing or were left out, for logs and `erdma-agent devices`, e.g.
   // "no RDMA devices found: /sys/class/infiniband does not exist (no RDMA driver is loaded)".
   std::vector<std::string> notes;
-  bool rdma_cm_present = true;      // /dev/infiniband/rdma_cm exists on the host
+  bool rdma_cm_present = true;  // /dev/infiniband/rdma_cm exists on the host
 };
 
 class RdmaDevices {

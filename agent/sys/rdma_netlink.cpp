@@ -32,7 +32,8 @@ Result<std::vector<nlattr*>> parse(const nlmsghdr* msg) {
   policy[RDMA_NLDEV_SYS_ATTR_NETNS_MODE].type = NLA_U8;
   // nlmsg_parse takes a non-const header; it does not modify it.
   const int err = nlmsg_parse(const_cast<nlmsghdr*>(msg), 0, tb.data(), kMaxAttr, policy);
-  if (err < 0) return make_error(ErrorCode::InvalidArgument, std::string("malformed RDMA netlink message: ") + nl_geterror(err));
+  if (err < 0)
+    return make_error(ErrorCode::InvalidArgument, std::string("malformed RDMA netlink message: ") + nl_geterror(err));
   return tb;
 }
 
@@ -78,9 +79,7 @@ int on_valid(nl_msg* msg, void* arg) {
     case Want::Ports:
       if (auto r = decode_nldev_port(hdr)) c->ports.push_back(std::move(*r));
       break;
-    case Want::Sys:
-      c->sys.push_back(decode_nldev_sys(hdr));
-      break;
+    case Want::Sys: c->sys.push_back(decode_nldev_sys(hdr)); break;
   }
   return NL_OK;
 }
@@ -196,7 +195,8 @@ Result<NldevChardev> decode_nldev_chardev(const nlmsghdr* msg) {
     } else if (nla_len(id) == 8) {
       out.driver_id = nla_get_u64(const_cast<nlattr*>(id));
     } else {
-      return make_error(ErrorCode::InvalidArgument, "RDMA netlink driver id has " + std::to_string(nla_len(id)) + " bytes");
+      return make_error(ErrorCode::InvalidArgument,
+                        "RDMA netlink driver id has " + std::to_string(nla_len(id)) + " bytes");
     }
   }
   return out;
@@ -252,8 +252,8 @@ Result<RdmaNetnsMode> read_rdma_netns_mode() {
   Msg get(nlmsg_alloc_simple(RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_SYS_GET), 0));
   if (!get) return make_error(ErrorCode::Internal, "cannot allocate a netlink message");
   if (const int err = exchange(sk.get(), get.get()); err < 0) {
-    return make_error(ErrorCode::Unavailable, std::string("RDMA netlink netns mode (rdma system show): ") +
-                                                  nl_geterror(err));
+    return make_error(ErrorCode::Unavailable,
+                      std::string("RDMA netlink netns mode (rdma system show): ") + nl_geterror(err));
   }
   if (collect.sys.empty()) {
     return make_error(ErrorCode::Unavailable, "RDMA netlink sent no netns mode (a kernel before 5.2 has none)");

@@ -15,8 +15,8 @@ namespace erdma::agent {
 
 Error io_error(int e, const std::string& what) {
   const ErrorCode code = (e == EACCES || e == EPERM || e == EROFS) ? ErrorCode::PermissionDenied
-                         : e == ENOENT                           ? ErrorCode::NotFound
-                                                                 : ErrorCode::Unavailable;
+                         : e == ENOENT                             ? ErrorCode::NotFound
+                                                                   : ErrorCode::Unavailable;
   return make_error(code, what + ": " + std::strerror(e));
 }
 namespace {
@@ -43,20 +43,22 @@ Status check_dir(const struct stat& st, const std::string& path, bool last) {
     if (group_other_writable) {
       return make_error(ErrorCode::FailedPrecondition,
                         path + " has mode " + octal(st.st_mode) +
-                            ": writable by group or others, who could swap the agent's files (chmod go-w " + path + ")");
+                            ": writable by group or others, who could swap the agent's files (chmod go-w " + path +
+                            ")");
     }
     return {};
   }
   if (st.st_uid != 0 && st.st_uid != me) {
-    return make_error(ErrorCode::FailedPrecondition,
-                      path + " (a parent of the agent's directory) is owned by uid " + std::to_string(st.st_uid) +
-                          ", who could replace the directory (chown root " + path + ")");
+    return make_error(ErrorCode::FailedPrecondition, path + " (a parent of the agent's directory) is owned by uid " +
+                                                         std::to_string(st.st_uid) +
+                                                         ", who could replace the directory (chown root " + path + ")");
   }
   if (group_other_writable && (st.st_mode & S_ISVTX) == 0) {
     return make_error(ErrorCode::FailedPrecondition,
                       path + " (a parent of the agent's directory) has mode " + octal(st.st_mode) +
                           ": writable by group or others without the sticky bit, who could replace the directory "
-                          "(chmod go-w " + path + ")");
+                          "(chmod go-w " +
+                          path + ")");
   }
   return {};
 }
@@ -104,14 +106,16 @@ Result<SafeDir> SafeDir::open(const std::string& path, bool create) {
     walked += "/" + part;
     int fd = ::openat(cur.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ENOENT && create) {
-      if (::mkdirat(cur.get(), part.c_str(), 0755) != 0 && errno != EEXIST) return io_error(errno, "creating " + walked);
+      if (::mkdirat(cur.get(), part.c_str(), 0755) != 0 && errno != EEXIST)
+        return io_error(errno, "creating " + walked);
       fd = ::openat(cur.get(), part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
     if (fd < 0) {
       int e = errno;
       struct stat link {};
       // O_DIRECTORY|O_NOFOLLOW on a symbolic link fails with ENOTDIR, not ELOOP: ask what it is.
-      if (e == ENOTDIR && ::fstatat(cur.get(), part.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(link.st_mode)) {
+      if (e == ENOTDIR && ::fstatat(cur.get(), part.c_str(), &link, AT_SYMLINK_NOFOLLOW) == 0 &&
+          S_ISLNK(link.st_mode)) {
         e = ELOOP;
       }
       if (e == ELOOP) {
@@ -184,7 +188,8 @@ Result<bool> SafeDir::write_atomically(const std::string& name, const std::strin
     fd = common::UniqueFd(::openat(fd_.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (!fd.valid() && errno != EEXIST) return io_error(errno, "creating a temporary file in " + path_);
   }
-  if (!fd.valid()) return make_error(ErrorCode::Unavailable, "creating a temporary file in " + path_ + ": every name taken");
+  if (!fd.valid())
+    return make_error(ErrorCode::Unavailable, "creating a temporary file in " + path_ + ": every name taken");
   auto fail = [&](int e, const std::string& what) -> Result<bool> {
     ::unlinkat(fd_.get(), tmp.c_str(), 0);
     return io_error(e, what);

@@ -5,8 +5,8 @@
 
 #include <optional>
 #include <string>
-#include <vector>
 #include <sys/types.h>
+#include <vector>
 
 #include "common/result.hpp"
 #include "common/unique_fd.hpp"

@@ -5,16 +5,16 @@
 #include <cstring>
 #include <string>
 
+#include <arpa/inet.h>
 #include <linux/genetlink.h>
 #include <linux/smc.h>
 #include <linux/smc_diag.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
-#include <sys/socket.h>
 #include <netlink/attr.h>
 #include <netlink/genl/genl.h>
 #include <netlink/msg.h>
+#include <sys/socket.h>
 
 namespace erdma::agent {
 
@@ -407,7 +407,8 @@ std::string fixed_str(const uint8_t* p, size_t n) {
 
 Result<SmcSocket> decode_smc_diag(const nlmsghdr* nlh) {
   constexpr std::string_view what = "SMC sock_diag reply";
-  if (nlh->nlmsg_type != SOCK_DIAG_BY_FAMILY) return bad(what, "unexpected message type " + std::to_string(nlh->nlmsg_type));
+  if (nlh->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+    return bad(what, "unexpected message type " + std::to_string(nlh->nlmsg_type));
   if (nlh->nlmsg_len < NLMSG_HDRLEN + NLMSG_ALIGN(sizeof(smc_diag_msg))) {
     return bad(what, "message shorter than struct smc_diag_msg");
   }
@@ -419,7 +420,8 @@ Result<SmcSocket> decode_smc_diag(const nlmsghdr* nlh) {
   policy[SMC_DIAG_SHUTDOWN] = typed(NLA_U8);
   nlattr* a[SMC_DIAG_MAX + 1] = {};
   auto* h = const_cast<nlmsghdr*>(nlh);
-  ERDMA_TRY(parse_strict(what, nlmsg_attrdata(h, sizeof(smc_diag_msg)), nlmsg_attrlen(h, sizeof(smc_diag_msg)), SMC_DIAG_MAX, policy, a));
+  ERDMA_TRY(parse_strict(what, nlmsg_attrdata(h, sizeof(smc_diag_msg)), nlmsg_attrlen(h, sizeof(smc_diag_msg)),
+                         SMC_DIAG_MAX, policy, a));
   SmcSocket s;
   s.family = m.diag_family;
   s.state = m.diag_state;

@@ -113,7 +113,8 @@ std::string SysfsRdmaReader::smcd_loopback_device() const {
   for (fs::directory_iterator it(fs::path(root_) / "class/dibs", ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code lec;
     const auto target = fs::read_symlink(it->path(), lec).generic_string();
-    if (!lec && target.find("devices/virtual/dibs/") != std::string::npos) names.push_back(it->path().filename().string());
+    if (!lec && target.find("devices/virtual/dibs/") != std::string::npos)
+      names.push_back(it->path().filename().string());
   }
   std::sort(names.begin(), names.end());
   return names.empty() ? std::string() : names.front();

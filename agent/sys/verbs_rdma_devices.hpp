@@ -21,7 +21,7 @@ namespace erdma::agent {
 // RoCE GID entries, so an iWARP-mode erdma port has none there).
 struct KernelDevice {
   std::string name;
-  std::string driver;                          // "" when unknown
+  std::string driver;                            // "" when unknown
   std::map<unsigned, std::string> port_netdevs;  // port number -> netdev name
 };
 

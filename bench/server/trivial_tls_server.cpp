@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
     std::cerr << "usage: trivial_tls_server CERT KEY PORT_FILE\n";
     return 2;
   }
-  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
+  const auto now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   auto creds = erdma::webhook::server::load_tls_credentials(argv[1], argv[2], now);
   if (!creds) {
     std::cerr << "error: " << creds.error().message << "\n";

@@ -29,7 +29,10 @@ class PlainSession;
 
 struct MetricsServer::State : std::enable_shared_from_this<MetricsServer::State> {
   State(net::io_context& io, PlainHandler h, PlainServerLimits l)
-      : ioc(io), acceptor(net::make_strand(io)), handler(std::move(h)), limits(l),
+      : ioc(io),
+        acceptor(net::make_strand(io)),
+        handler(std::move(h)),
+        limits(l),
         slots({l.max_connections, l.max_connections_per_peer}) {}
 
   net::io_context& ioc;
@@ -95,7 +98,8 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
     parser_->header_limit(static_cast<uint32_t>(state_->limits.max_header_bytes));
     parser_->body_limit(0);  // GET only; any body is refused
     stream_.expires_after(std::chrono::seconds(state_->limits.timeout_seconds));
-    bhttp::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&PlainSession::on_read, shared_from_this()));
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      beast::bind_front_handler(&PlainSession::on_read, shared_from_this()));
   }
 
   void on_read(beast::error_code ec, std::size_t) {
@@ -143,12 +147,11 @@ class PlainSession : public std::enable_shared_from_this<PlainSession> {
 
   void write(std::shared_ptr<bhttp::response<bhttp::string_body>> res) {
     stream_.expires_after(std::chrono::seconds(state_->limits.timeout_seconds));
-    bhttp::async_write(stream_, *res,
-                       [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
-                         if (ec) return self->close();
-                         if (!res->keep_alive() || self->evicted_) return self->linger_close();
-                         self->do_read();
-                       });
+    bhttp::async_write(stream_, *res, [self = shared_from_this(), res](beast::error_code ec, std::size_t) {
+      if (ec) return self->close();
+      if (!res->keep_alive() || self->evicted_) return self->linger_close();
+      self->do_read();
+    });
   }
 
   void close() {
@@ -240,7 +243,8 @@ Status MetricsServer::listen(const ListenAddress& address) {
   const tcp::endpoint ep(ip, address.port);
   auto& acc = state_->acceptor;
   const std::string where = address.host + ":" + std::to_string(address.port);
-  if (acc.open(ep.protocol(), ec); ec) return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
+  if (acc.open(ep.protocol(), ec); ec)
+    return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
   if (acc.set_option(net::socket_base::reuse_address(true), ec); ec) {
     return make_error(ErrorCode::Unavailable, "metrics " + where + ": " + ec.message());
   }

@@ -48,7 +48,7 @@ using NotReadyReason = std::function<std::optional<std::string>()>;
 struct PlainServerLimits {
   size_t max_connections = 64;
   size_t max_connections_per_peer = 16;
-  unsigned timeout_seconds = 10;   // per read/write and keep-alive idle time
+  unsigned timeout_seconds = 10;  // per read/write and keep-alive idle time
   size_t max_header_bytes = 8192;
 };
 

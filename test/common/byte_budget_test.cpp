@@ -57,8 +57,8 @@ TEST_CASE("a reservation grows in steps and turns large when it passes the small
   struct Case {
     std::string name;
     size_t others;
-    std::vector<size_t> steps;   // successive sizes of one request's reservation
-    size_t held_after;           // where it stopped: the last size that fitted
+    std::vector<size_t> steps;  // successive sizes of one request's reservation
+    size_t held_after;          // where it stopped: the last size that fitted
   };
   const std::vector<Case> cases = {
       {"doubling within an empty budget", 0, {4, 8, 16, 32, 64}, 64},

@@ -54,10 +54,11 @@ TEST_CASE("typed getters: absent and null take the fallback, wrong types say wha
 TEST_CASE("check_name: the key, the quoted value, the role and rule, what failed and the rule spelled out") {
   using erdma::common::NameRule;
   CHECK(cfg::check_name("team-a", NameRule::Dns1123Label, "k").ok());
-  CHECK(message_of(cfg::check_name("Team-a", NameRule::Dns1123Label, "ns", "a namespace name")) ==
-        "ns: \"Team-a\" is not a namespace name (a DNS-1123 label): it has the upper-case 'T' (character 1); a "
-        "DNS-1123 label is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit, such "
-        "as \"my-name\"");
+  CHECK(
+      message_of(cfg::check_name("Team-a", NameRule::Dns1123Label, "ns", "a namespace name")) ==
+      "ns: \"Team-a\" is not a namespace name (a DNS-1123 label): it has the upper-case 'T' (character 1); a "
+      "DNS-1123 label is 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit, such "
+      "as \"my-name\"");
   CHECK(message_of(cfg::check_name("a..b", NameRule::Dns1123Subdomain, "node")) ==
         "node: \"a..b\" is not a DNS-1123 subdomain: it has two dots in a row (character 3); a DNS-1123 subdomain is 1 "
         "to 253 lower-case letters, digits, '-' and '.', each part between dots starting and ending with a letter or "

@@ -58,7 +58,7 @@ TEST_CASE("at the total cap the longest-idle connection makes room; busy ones ne
   CHECK_FALSE(s.contains(a));
   CHECK(s.open() == 3);
   CHECK(s.idle() == 1);  // the evicted one no longer counts; the newcomer starts busy
-  s.release(a);  // the evicted connection's own close later: ignored
+  s.release(a);          // the evicted connection's own close later: ignored
   CHECK(s.open() == 3);
   r = s.admit("10.0.0.4");
   CHECK(r.evicted == c);

@@ -22,7 +22,11 @@ TEST_CASE("log lines are JSON objects with ts, level, msg and the key-values - l
   std::string sink;
   elog::set_sink_for_test(&sink);
   elog::set_level(elog::Level::Info);
-  elog::info("cert reloaded").kv("path", "/etc/tls/tls.crt").kv("days_left", int64_t{42}).kv("ok", true).kv("ratio", 0.5);
+  elog::info("cert reloaded")
+      .kv("path", "/etc/tls/tls.crt")
+      .kv("days_left", int64_t{42})
+      .kv("ok", true)
+      .kv("ratio", 0.5);
   elog::debug("not shown").kv("x", 1);
   elog::error("bad \"input\"").kv("value", std::string("line\nbreak")).kv("bytes", std::string("\xff\xfe"));
   elog::set_sink_for_test(nullptr);

@@ -62,13 +62,14 @@ struct Fixture {
   http::MetricsServer server;
   std::thread thread;
   explicit Fixture(http::PlainServerLimits limits = {})
-      : server(ioc,
-               [](std::string_view path) {
-                 if (path == "/metrics") return http::PlainAnswer{200, "text/plain; version=0.0.4", "m 1\n"};
-                 if (path == "/healthz") return http::PlainAnswer{200, "text/plain", "ok\n"};
-                 return http::PlainAnswer{404, "text/plain", "not found\n"};
-               },
-               limits) {
+      : server(
+            ioc,
+            [](std::string_view path) {
+              if (path == "/metrics") return http::PlainAnswer{200, "text/plain; version=0.0.4", "m 1\n"};
+              if (path == "/healthz") return http::PlainAnswer{200, "text/plain", "ok\n"};
+              return http::PlainAnswer{404, "text/plain", "not found\n"};
+            },
+            limits) {
     auto st = server.listen(ListenAddress{"127.0.0.1", 0});
     REQUIRE_OK(st);
     thread = std::thread([this] { ioc.run(); });
@@ -96,22 +97,24 @@ TEST_CASE("metrics server answers GET, HEAD, unknown paths and wrong methods") {
 
   CHECK(exchange(f.server.port(), "GET /nope HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").find("HTTP/1.1 404") ==
         0);
-  const auto post = exchange(f.server.port(), "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  const auto post =
+      exchange(f.server.port(), "POST /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
   CHECK(post.find("HTTP/1.1 405") == 0);
   CHECK(post.find("Allow: GET, HEAD") != std::string::npos);
 }
 
 TEST_CASE("metrics server keeps connections alive and refuses oversized headers and bodies") {
   Fixture f;
-  const auto two = exchange(f.server.port(),
-                            "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+  const auto two =
+      exchange(f.server.port(),
+               "GET /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
   CHECK(two.find("ok\n") != std::string::npos);
   CHECK(two.find("m 1\n") != std::string::npos);
 
   const std::string huge = "GET /metrics HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n";
   CHECK(exchange(f.server.port(), huge).find("HTTP/1.1 431") == 0);
-  CHECK(exchange(f.server.port(), "GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello").find(
-            "HTTP/1.1 413") == 0);
+  CHECK(exchange(f.server.port(), "GET /metrics HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+            .find("HTTP/1.1 413") == 0);
   CHECK(exchange(f.server.port(), "NOT HTTP AT ALL\r\n\r\n").find("HTTP/1.1 400") == 0);
   // Still serving after all that.
   CHECK(exchange(f.server.port(), "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").find("200 OK") !=

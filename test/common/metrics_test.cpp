@@ -21,27 +21,26 @@ TEST_CASE("counters, gauges and histograms expose in Prometheus text format") {
   h.observe(5);
   r.counter("esc_total", "Escapes.", {{"v", "a\"b\\c\nd"}}).inc();
 
-  const std::string want =
-      "# HELP dur_seconds Durations.\n"
-      "# TYPE dur_seconds histogram\n"
-      "dur_seconds_bucket{le=\"0.001\"} 2\n"
-      "dur_seconds_bucket{le=\"0.01\"} 3\n"
-      "dur_seconds_bucket{le=\"+Inf\"} 4\n"
-      "dur_seconds_sum 5.0065\n"
-      "dur_seconds_count 4\n"
-      "# HELP esc_total Escapes.\n"
-      "# TYPE esc_total counter\n"
-      "esc_total{v=\"a\\\"b\\\\c\\nd\"} 1\n"
-      "# HELP open Open connections.\n"
-      "# TYPE open gauge\n"
-      "open 2\n"
-      "# HELP ratio A \"quoted\"\\nhelp\\\\.\n"
-      "# TYPE ratio gauge\n"
-      "ratio 0.25\n"
-      "# HELP req_total Requests.\n"
-      "# TYPE req_total counter\n"
-      "req_total{outcome=\"mutated\"} 3\n"
-      "req_total{outcome=\"skipped\"} 1\n";
+  const std::string want = "# HELP dur_seconds Durations.\n"
+                           "# TYPE dur_seconds histogram\n"
+                           "dur_seconds_bucket{le=\"0.001\"} 2\n"
+                           "dur_seconds_bucket{le=\"0.01\"} 3\n"
+                           "dur_seconds_bucket{le=\"+Inf\"} 4\n"
+                           "dur_seconds_sum 5.0065\n"
+                           "dur_seconds_count 4\n"
+                           "# HELP esc_total Escapes.\n"
+                           "# TYPE esc_total counter\n"
+                           "esc_total{v=\"a\\\"b\\\\c\\nd\"} 1\n"
+                           "# HELP open Open connections.\n"
+                           "# TYPE open gauge\n"
+                           "open 2\n"
+                           "# HELP ratio A \"quoted\"\\nhelp\\\\.\n"
+                           "# TYPE ratio gauge\n"
+                           "ratio 0.25\n"
+                           "# HELP req_total Requests.\n"
+                           "# TYPE req_total counter\n"
+                           "req_total{outcome=\"mutated\"} 3\n"
+                           "req_total{outcome=\"skipped\"} 1\n";
   CHECK(r.expose() == want);
 }
 
@@ -60,6 +59,4 @@ TEST_CASE("the same name and labels return the same series - updates from many t
   CHECK(a.value() == 40000);
 }
 
-TEST_CASE("exponential_buckets") {
-  CHECK(exponential_buckets(1, 2, 4) == std::vector<double>{1, 2, 4, 8});
-}
+TEST_CASE("exponential_buckets") { CHECK(exponential_buckets(1, 2, 4) == std::vector<double>{1, 2, 4, 8}); }

@@ -65,7 +65,8 @@ Result<std::map<std::string, std::string>> field_selector(const std::string& ver
     if (eq == std::string::npos || term.find("!=") != std::string::npos || kSupported.count(term.substr(0, eq)) == 0) {
       return kube::error_from_answer(
           verb, path, 400,
-          json{{"kind", "Status"}, {"reason", "BadRequest"},
+          json{{"kind", "Status"},
+               {"reason", "BadRequest"},
                {"message", "unable to parse requested fieldSelector " + term + ": not supported"}}
               .dump());
     }
@@ -101,8 +102,8 @@ bool matches(const json& object, const std::map<std::string, std::string>& field
 std::string parent_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
 
 std::string status(unsigned code, const std::string& reason, const std::string& message) {
-  return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"}, {"reason", reason},
-              {"message", message}, {"code", code}}
+  return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+              {"reason", reason}, {"message", message}, {"code", code}}
       .dump();
 }
 
@@ -157,7 +158,9 @@ Result<json> FakeKubeApi::get(std::string_view path) {
     return kube::error_from_answer("GET", path, 404, status(404, "NotFound", base + " not found"));
   }
   finish_call(true);
-  return json{{"kind", "List"}, {"apiVersion", "v1"}, {"metadata", {{"resourceVersion", std::to_string(version_)}}},
+  return json{{"kind", "List"},
+              {"apiVersion", "v1"},
+              {"metadata", {{"resourceVersion", std::to_string(version_)}}},
               {"items", std::move(items)}};
 }
 
@@ -179,8 +182,7 @@ Result<json> FakeKubeApi::create(std::string_view path, const json& object) {
   }
   const std::string at = std::string(path) + "/" + name;
   if (store_.count(at) != 0) {
-    return kube::error_from_answer("POST", path, 409,
-                                   status(409, "AlreadyExists", "\"" + name + "\" already exists"));
+    return kube::error_from_answer("POST", path, 409, status(409, "AlreadyExists", "\"" + name + "\" already exists"));
   }
   json stored = object;
   stored["metadata"]["resourceVersion"] = next_version();
@@ -204,9 +206,10 @@ Result<json> FakeKubeApi::replace(std::string_view path, const json& object) {
   if (!rv.empty() && rv != it->second["metadata"]["resourceVersion"].get<std::string>()) {
     return kube::error_from_answer(
         "PUT", path, 409,
-        status(409, "Conflict", "Operation cannot be fulfilled on " + at +
-                                    ": the object has been modified; please apply your changes to the latest version "
-                                    "and try again"));
+        status(409, "Conflict",
+               "Operation cannot be fulfilled on " + at +
+                   ": the object has been modified; please apply your changes to the latest version "
+                   "and try again"));
   }
   json stored = object;
   if (status_only) {
@@ -230,11 +233,11 @@ Status FakeKubeApi::remove(std::string_view path, std::string_view resource_vers
     return kube::error_from_answer("DELETE", path, 404, status(404, "NotFound", at + " not found"));
   }
   if (!resource_version.empty() && resource_version != it->second["metadata"]["resourceVersion"].get<std::string>()) {
-    return kube::error_from_answer(
-        "DELETE", path, 409,
-        status(409, "Conflict", "Precondition failed: ResourceVersion in precondition: " + std::string(resource_version) +
-                                    ", ResourceVersion in object meta: " +
-                                    it->second["metadata"]["resourceVersion"].get<std::string>()));
+    return kube::error_from_answer("DELETE", path, 409,
+                                   status(409, "Conflict",
+                                          "Precondition failed: ResourceVersion in precondition: " +
+                                              std::string(resource_version) + ", ResourceVersion in object meta: " +
+                                              it->second["metadata"]["resourceVersion"].get<std::string>()));
   }
   json gone = it->second;
   store_.erase(it);
@@ -258,7 +261,8 @@ Status FakeKubeApi::watch(std::string_view path, const kube::WatchHandler& on_ev
   finish_call(true);
   auto w = watchers_.insert(watchers_.end(), Watcher{base, *fields, {}, false});
   for (const auto& [p, object] : store_) {
-    if (parent_of(p) == base && matches(object, *fields)) w->events.push_back(json{{"type", "ADDED"}, {"object", object}});
+    if (parent_of(p) == base && matches(object, *fields))
+      w->events.push_back(json{{"type", "ADDED"}, {"object", object}});
   }
   ++open_watches_;
   changed_.notify_all();
@@ -362,7 +366,8 @@ std::vector<FakeKubeApi::Call> FakeKubeApi::calls() const {
 
 size_t FakeKubeApi::calls_of(std::string_view verb) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return static_cast<size_t>(std::count_if(calls_.begin(), calls_.end(), [&](const Call& c) { return c.verb == verb; }));
+  return static_cast<size_t>(
+      std::count_if(calls_.begin(), calls_.end(), [&](const Call& c) { return c.verb == verb; }));
 }
 
 size_t FakeKubeApi::writes() const {

@@ -83,7 +83,7 @@ size_t FakeKubelet::registration_count() const {
 }
 
 std::optional<v1beta1::RegisterRequest> FakeKubelet::wait_for_registrations(size_t n,
-                                                                           std::chrono::milliseconds timeout) {
+                                                                            std::chrono::milliseconds timeout) {
   std::unique_lock lock(impl_->mu);
   if (!impl_->cv.wait_for(lock, timeout, [&] { return impl_->requests.size() >= n; })) return std::nullopt;
   return impl_->requests[n - 1];

@@ -24,8 +24,8 @@ class FakeKubelet {
   explicit FakeKubelet(std::string dir);
   ~FakeKubelet();
 
-  void start();    // serves Registration on <dir>/kubelet.sock
-  void stop();     // stops serving (the socket file goes away)
+  void start();  // serves Registration on <dir>/kubelet.sock
+  void stop();   // stops serving (the socket file goes away)
   // What a kubelet does when it starts: delete every socket in the directory, then serve again.
   // Returns when the new kubelet.sock is being served.
   void restart();
@@ -35,7 +35,7 @@ class FakeKubelet {
   [[nodiscard]] size_t registration_count() const;
   // Waits (bounded) until at least `n` registrations succeeded; returns the n-th request.
   [[nodiscard]] std::optional<v1beta1::RegisterRequest> wait_for_registrations(size_t n,
-                                                                              std::chrono::milliseconds timeout);
+                                                                               std::chrono::milliseconds timeout);
   // When the n-th (1-based) successful registration arrived.
   [[nodiscard]] std::chrono::steady_clock::time_point registration_time(size_t n) const;
 

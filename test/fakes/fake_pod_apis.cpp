@@ -36,7 +36,8 @@ std::unique_ptr<grpc::Server> serve(const std::string& socket, grpc::Service* se
 
 std::string containerd_info_json(const std::optional<std::string>& netns_path, const std::optional<uint32_t>& pid,
                                  bool host_network) {
-  nlohmann::json namespaces = nlohmann::json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
+  nlohmann::json namespaces =
+      nlohmann::json::array({{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}});
   if (!host_network) {
     nlohmann::json net{{"type", "network"}};
     if (netns_path) net["path"] = *netns_path;
@@ -131,7 +132,9 @@ struct FakeCriServer::Impl final : public runtime::v1::RuntimeService::CallbackS
 
   // The labels kubelet puts on a sandbox.
   static std::map<std::string, std::string> labels_of(const FakeSandbox& s) {
-    return {{"io.kubernetes.pod.namespace", s.ns}, {"io.kubernetes.pod.name", s.name}, {"io.kubernetes.pod.uid", "uid-" + s.id}};
+    return {{"io.kubernetes.pod.namespace", s.ns},
+            {"io.kubernetes.pod.name", s.name},
+            {"io.kubernetes.pod.uid", "uid-" + s.id}};
   }
 
   grpc::ServerUnaryReactor* ListPodSandbox(grpc::CallbackServerContext* ctx,
@@ -189,13 +192,15 @@ struct FakeCriServer::Impl final : public runtime::v1::RuntimeService::CallbackS
                                                                                              : runtime::v1::POD);
     for (const auto& [k, v] : s.annotations) (*st->mutable_annotations())[k] = v;
     if (request->verbose()) {
-      (*out->mutable_info())["info"] = s.raw_info ? *s.raw_info : containerd_info_json(s.netns_path, s.pid, s.host_network);
+      (*out->mutable_info())["info"] =
+          s.raw_info ? *s.raw_info : containerd_info_json(s.netns_path, s.pid, s.host_network);
     }
     return answer(ctx, status_behaviour);
   }
 };
 
-FakeCriServer::FakeCriServer(std::string socket_path) : socket_(std::move(socket_path)), impl_(std::make_unique<Impl>()) {
+FakeCriServer::FakeCriServer(std::string socket_path)
+    : socket_(std::move(socket_path)), impl_(std::make_unique<Impl>()) {
   server_ = serve(socket_, impl_.get());
 }
 

@@ -20,8 +20,8 @@ namespace erdma::agent::testing {
 
 // How a fake answers its next calls.
 struct Behaviour {
-  bool hang = false;                      // never answer; the call ends when the client gives up
-  std::optional<grpc::StatusCode> fail;   // answer with this error
+  bool hang = false;                     // never answer; the call ends when the client gives up
+  std::optional<grpc::StatusCode> fail;  // answer with this error
 };
 
 class FakePodResourcesServer {
@@ -53,10 +53,10 @@ struct FakeSandbox {
   std::map<std::string, std::string> annotations;
   int64_t created_at = 1;
   bool ready = true;
-  bool host_network = false;             // NamespaceOption.network = NODE
+  bool host_network = false;              // NamespaceOption.network = NODE
   std::optional<std::string> netns_path;  // runtimeSpec.linux.namespaces[network].path
   std::optional<uint32_t> pid;
-  std::optional<std::string> raw_info;    // replaces the generated info JSON
+  std::optional<std::string> raw_info;  // replaces the generated info JSON
 };
 
 class FakeCriServer {
@@ -65,8 +65,8 @@ class FakeCriServer {
   ~FakeCriServer();
 
   void add(FakeSandbox s);
-  void remove(const std::string& id);        // PodSandboxStatus answers NOT_FOUND afterwards
-  void hide_status(const std::string& id);   // listed, but its status answers NOT_FOUND (vanished meanwhile)
+  void remove(const std::string& id);       // PodSandboxStatus answers NOT_FOUND afterwards
+  void hide_status(const std::string& id);  // listed, but its status answers NOT_FOUND (vanished meanwhile)
   void set_list_behaviour(Behaviour b);
   void set_status_behaviour(Behaviour b);
   [[nodiscard]] size_t list_calls() const;

@@ -62,7 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto decoded = erdma::common::base64_decode(resp["response"]["patch"].get<std::string>());
   if (!decoded || *decoded != r.patch) fail("patch field is not base64 of the patch", r.body);
   const json patch = json::parse(r.patch, nullptr, false);
-  if (patch.is_discarded() || !patch.is_array() || patch.size() != r.ops.size()) fail("patch is not a JSON Patch", r.patch);
+  if (patch.is_discarded() || !patch.is_array() || patch.size() != r.ops.size())
+    fail("patch is not a JSON Patch", r.patch);
 
   json mutated;
   try {

@@ -59,7 +59,8 @@ std::string run(const std::string& line, FakeKubelet& kubelet, FakePodResourcesS
     std::string pod, id, where;
     in >> pod >> id >> where;
     const auto slash = pod.find('/');
-    if (slash == std::string::npos || id.empty() || where.empty()) return "error usage: pod NS/NAME DEVICE_ID host|PATH";
+    if (slash == std::string::npos || id.empty() || where.empty())
+      return "error usage: pod NS/NAME DEVICE_ID host|PATH";
     FakeSandbox sb;
     sb.id = "sb-" + pod.substr(slash + 1);
     sb.ns = pod.substr(0, slash);

@@ -20,8 +20,8 @@ using namespace erdma;
 using namespace erdma::agent;
 
 // Writes the raw reply messages of one request as hex (the codec tests replay them).
-bool record_one(const std::string& dir, const std::string& name, const std::function<Result<int>(
-    const std::function<Status(const nlmsghdr*)>&)>& send) {
+bool record_one(const std::string& dir, const std::string& name,
+                const std::function<Result<int>(const std::function<Status(const nlmsghdr*)>&)>& send) {
   std::string bytes;
   auto rc = send([&](const nlmsghdr* h) -> Status {
     std::string m(reinterpret_cast<const char*>(h), h->nlmsg_len);

@@ -6,13 +6,14 @@
 #include "common/flags.hpp"
 #include "common/structured.hpp"
 #include "webhook/cli/kube_yaml.hpp"
-#include "webhook/config_io/config_file.hpp"
 #include "webhook/cli/preview.hpp"
+#include "webhook/config_io/config_file.hpp"
 
 namespace erdma::webhook {
 namespace {
 
-constexpr const char* kMutateUsage = R"(Usage: erdma-webhook mutate -f FILE|- [-o yaml|json|patch|review|pod|request] [-n NAMESPACE] [--config FILE]
+constexpr const char* kMutateUsage =
+    R"(Usage: erdma-webhook mutate -f FILE|- [-o yaml|json|patch|review|pod|request] [-n NAMESPACE] [--config FILE]
 
 Shows what the webhook would do to the pods in FILE (YAML or JSON, one or more documents; '-'
 reads standard input), read as kubectl reads it: Pods, the pod templates of Deployments,
@@ -133,11 +134,11 @@ int run_mutate(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::vector<nlohmann::json> result = mutated_documents(*docs, inputs, outputs);
   if (output == "json") {
     // Several documents become a v1 List, which kubectl apply -f takes as it is.
-    const nlohmann::json doc = result.size() == 1 ? result.front()
-                                                  : nlohmann::json{{"apiVersion", "v1"},
-                                                                   {"kind", "List"},
-                                                                   {"items", result},
-                                                                   {"metadata", nlohmann::json::object()}};
+    const nlohmann::json doc =
+        result.size() == 1
+            ? result.front()
+            : nlohmann::json{
+                  {"apiVersion", "v1"}, {"kind", "List"}, {"items", result}, {"metadata", nlohmann::json::object()}};
     out << doc.dump(2) << "\n";
     return status;
   }

@@ -105,10 +105,8 @@ class Emitter {
         yaml_sequence_end_event_initialize(&ev);
         emit(ev);
         return;
-      case json::value_t::string:
-        return string(v.get<std::string>());
-      case json::value_t::null:
-        return scalar("null", YAML_PLAIN_SCALAR_STYLE);
+      case json::value_t::string: return string(v.get<std::string>());
+      case json::value_t::null: return scalar("null", YAML_PLAIN_SCALAR_STYLE);
       default:  // numbers and booleans print as JSON does, which both YAML readers take back as such
         return scalar(v.dump(), YAML_PLAIN_SCALAR_STYLE);
     }

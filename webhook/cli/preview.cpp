@@ -52,10 +52,12 @@ std::string joined(const std::vector<const char*>& path) {
 // and the pod is never admitted. Checks the string fields people write by hand.
 Status check_string_fields(const json& pod, const std::string& where, const std::string& prefix) {
   auto bad = [&](const std::string& path, const json& v) {
-    std::string what = v.is_boolean() ? "the boolean " + v.dump() : v.is_number() ? "the number " + v.dump()
-                                                                                   : "a " + std::string(common::json_type_name(v));
-    std::string hint = v.is_boolean() ? " (kubectl reads unquoted true/false/yes/no/on/off/y/n as booleans)"
-                                      : v.is_number() ? " (kubectl reads unquoted numbers as numbers)" : "";
+    std::string what = v.is_boolean()  ? "the boolean " + v.dump()
+                       : v.is_number() ? "the number " + v.dump()
+                                       : "a " + std::string(common::json_type_name(v));
+    std::string hint = v.is_boolean()  ? " (kubectl reads unquoted true/false/yes/no/on/off/y/n as booleans)"
+                       : v.is_number() ? " (kubectl reads unquoted numbers as numbers)"
+                                       : "";
     return make_error(ErrorCode::InvalidArgument,
                       where + ": " + prefix + path + " is " + what + hint +
                           "; the apiserver refuses the object because the field is a string: quote the value");
@@ -127,8 +129,8 @@ std::string review_for(const json& pod, const std::string& ns, size_t n) {
 Status expand(const json& doc, const std::string& where, std::string_view ns_override, size_t index,
               json::json_pointer at, Expansion& out, size_t depth) {
   if (!doc.is_object()) {
-    return make_error(ErrorCode::InvalidArgument,
-                      where + ": expected a Kubernetes object (a map), got " + std::string(common::json_type_name(doc)));
+    return make_error(ErrorCode::InvalidArgument, where + ": expected a Kubernetes object (a map), got " +
+                                                      std::string(common::json_type_name(doc)));
   }
   const std::string kind = str_at(doc, "kind");
   const std::string api_version = str_at(doc, "apiVersion");
@@ -146,8 +148,8 @@ Status expand(const json& doc, const std::string& where, std::string_view ns_ove
       return make_error(ErrorCode::InvalidArgument, where + ": a List needs an items list (and cannot be nested)");
     }
     for (size_t i = 0; i < doc["items"].size(); ++i) {
-      auto s = expand(doc["items"][i], where + " item " + std::to_string(i + 1), ns_override, index,
-                      at / "items" / i, out, depth + 1);
+      auto s = expand(doc["items"][i], where + " item " + std::to_string(i + 1), ns_override, index, at / "items" / i,
+                      out, depth + 1);
       if (!s) return s;
     }
     return {};
@@ -199,7 +201,9 @@ Status expand(const json& doc, const std::string& where, std::string_view ns_ove
   }
   const std::string label = kind + " " + ns + "/" + name + " (pod template)";
   json pod_meta = tmpl->contains("metadata") && (*tmpl)["metadata"].is_object() ? (*tmpl)["metadata"] : json::object();
-  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", pod_meta},
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", pod_meta},
               {"spec", tmpl->contains("spec") ? (*tmpl)["spec"] : json::object()}};
   if (auto s = check_string_fields(pod, where + " (" + label + ")", joined(*path) + "."); !s) return s;
   PreviewInput in;
@@ -227,7 +231,8 @@ Status expand(const json& doc, const std::string& where, std::string_view ns_ove
 Result<Expansion> expand_manifests(const std::vector<json>& docs, std::string_view namespace_override) {
   Expansion out;
   for (size_t i = 0; i < docs.size(); ++i) {
-    ERDMA_TRY(expand(docs[i], "document " + std::to_string(i + 1), namespace_override, i, json::json_pointer(), out, 0));
+    ERDMA_TRY(
+        expand(docs[i], "document " + std::to_string(i + 1), namespace_override, i, json::json_pointer(), out, 0));
   }
   if (docs.empty()) return make_error(ErrorCode::InvalidArgument, "no documents in the input");
   return out;

@@ -23,7 +23,7 @@ struct PreviewInput {
   // Where the pod sits in that document: "" for a Pod (the document itself), the JSON Pointer of
   // the pod template ("/spec/template", "/items/2/spec/jobTemplate/spec/template", ...).
   nlohmann::json::json_pointer location;
-  bool is_review = false;   // the document is an AdmissionReview
+  bool is_review = false;  // the document is an AdmissionReview
   bool is_template = false;
   // metadata fields the preview set for the review (namespace; name/generateName of a template):
   // each with its value in the manifest (null = absent), restored when the pod goes back.

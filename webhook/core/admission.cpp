@@ -62,8 +62,8 @@ Result<AdmissionRequest> ReviewDecoder::decode(ReviewBody input) {
     return invalid("kind: expected \"AdmissionReview\", got \"" + std::string(kind.substr(0, 64)) + "\"");
   }
   if (req.api_version != kAdmissionV1 && req.api_version != kAdmissionV1beta1) {
-    return invalid("apiVersion: expected \"admission.k8s.io/v1\", got \"" +
-                   std::string(req.api_version.substr(0, 64)) + "\"");
+    return invalid("apiVersion: expected \"admission.k8s.io/v1\", got \"" + std::string(req.api_version.substr(0, 64)) +
+                   "\"");
   }
   if (!has_request) return invalid("request: missing; an AdmissionReview sent to a webhook carries a request");
   object request;

@@ -14,8 +14,8 @@
 namespace erdma::webhook {
 namespace {
 
-using nlohmann::json;
 using common::json_quote;
+using nlohmann::json;
 
 namespace cfg = common::config;
 
@@ -63,8 +63,8 @@ Result<std::vector<EnvVar>> load_env_list(const json& obj, const char* key, cons
   return out;
 }
 
-const char* const kHostPathTypes[] = {"",     "DirectoryOrCreate", "Directory", "FileOrCreate", "File",
-                                      "Socket", "CharDevice",       "BlockDevice"};
+const char* const kHostPathTypes[] = {"",       "DirectoryOrCreate", "Directory",  "FileOrCreate", "File",
+                                      "Socket", "CharDevice",        "BlockDevice"};
 
 Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& path) {
   const json* v = cfg::get(obj, "deviceMounts");
@@ -90,7 +90,8 @@ Result<std::vector<HostMount>> load_mounts(const json& obj, const std::string& p
     ERDMA_TRY(check_abs_path(mount, p + ".mountPath"));
     if (std::find(std::begin(kHostPathTypes), std::end(kHostPathTypes), type) == std::end(kHostPathTypes)) {
       return cfg::error(p + ".type", "must be one of DirectoryOrCreate, Directory, FileOrCreate, File, Socket, "
-                                       "CharDevice, BlockDevice or empty, got " + json_quote(type));
+                                     "CharDevice, BlockDevice or empty, got " +
+                                         json_quote(type));
     }
     m.name = name;
     m.host_path = trim_trailing_slashes(host);
@@ -143,9 +144,7 @@ std::string mount_fragment(std::string_view name, std::string_view mount_path, b
 
 }  // namespace
 
-std::string_view to_string(LibraryFrom f) noexcept {
-  return f == LibraryFrom::HostPath ? "hostPath" : "devicePlugin";
-}
+std::string_view to_string(LibraryFrom f) noexcept { return f == LibraryFrom::HostPath ? "hostPath" : "devicePlugin"; }
 
 Config Config::defaults() {
   Config c;
@@ -169,8 +168,8 @@ Result<Config> Config::load(const json& doc) {
   ERDMA_TRY(cfg::check_name(rn, common::NameRule::ExtendedResourceName, "resourceName"));
   c.resource_name_ = rn;
 
-  ERDMA_TRY_ASSIGN(c.excluded_namespaces_, cfg::get_namespace_list(doc, "excludedNamespaces", "excludedNamespaces",
-                                                                    c.excluded_namespaces_));
+  ERDMA_TRY_ASSIGN(c.excluded_namespaces_,
+                   cfg::get_namespace_list(doc, "excludedNamespaces", "excludedNamespaces", c.excluded_namespaces_));
 
   ERDMA_TRY_ASSIGN(auto env, load_env_list(doc, "erdmaEnv", "erdmaEnv", c.erdma_env_));
   c.erdma_env_ = std::move(env);
@@ -181,17 +180,19 @@ Result<Config> Config::load(const json& doc) {
   if (const json* v = cfg::get(doc, "smcr"); v != nullptr) {
     const json& s = *v;
     ERDMA_TRY(cfg::expect_map(s, "smcr"));
-    ERDMA_TRY(cfg::check_keys(s, "smcr", {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource",
-                                          "resourceName", "allowedNamespaces"}));
-    ERDMA_TRY_ASSIGN(auto from, cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from))));
+    ERDMA_TRY(cfg::check_keys(s, "smcr",
+                              {"libraryFrom", "preloadHostDir", "mountPath", "library", "env", "addResource",
+                               "resourceName", "allowedNamespaces"}));
+    ERDMA_TRY_ASSIGN(
+        auto from, cfg::get_string(s, "libraryFrom", "smcr.libraryFrom", std::string(to_string(c.smcr_.library_from))));
     if (from == to_string(LibraryFrom::DevicePlugin)) {
       c.smcr_.library_from = LibraryFrom::DevicePlugin;
     } else if (from == to_string(LibraryFrom::HostPath)) {
       c.smcr_.library_from = LibraryFrom::HostPath;
     } else {
-      return cfg::error("smcr.libraryFrom", "must be \"devicePlugin\" (erdma-agent mounts the library) or \"hostPath\" " +
-                                                std::string("(a hostPath volume, for another device plugin), got ") +
-                                                json_quote(from));
+      return cfg::error("smcr.libraryFrom",
+                        "must be \"devicePlugin\" (erdma-agent mounts the library) or \"hostPath\" " +
+                            std::string("(a hostPath volume, for another device plugin), got ") + json_quote(from));
     }
     ERDMA_TRY_ASSIGN(auto host, cfg::get_string(s, "preloadHostDir", "smcr.preloadHostDir", c.smcr_.preload_host_dir));
     ERDMA_TRY(check_abs_path(host, "smcr.preloadHostDir"));
@@ -205,12 +206,13 @@ Result<Config> Config::load(const json& doc) {
     c.smcr_.library = lib;
     c.smcr_.env = std::move(smc_env);
     c.smcr_.add_resource = add;
-    ERDMA_TRY_ASSIGN(auto smcr_resource, cfg::get_string(s, "resourceName", "smcr.resourceName", c.smcr_.resource_name));
+    ERDMA_TRY_ASSIGN(auto smcr_resource,
+                     cfg::get_string(s, "resourceName", "smcr.resourceName", c.smcr_.resource_name));
     if (!smcr_resource.empty()) {
       if (auto named = cfg::check_name(smcr_resource, common::NameRule::ExtendedResourceName, "smcr.resourceName");
           !named) {
         return make_error(ErrorCode::InvalidArgument, named.error().message + ", or \"\" to give SMC-R containers "
-                                                                                "resourceName");
+                                                                              "resourceName");
       }
     }
     c.smcr_.resource_name = smcr_resource;
@@ -225,19 +227,20 @@ Result<Config> Config::load(const json& doc) {
   // file, the dynamic loader would skip it with a warning, and the pod would stay on TCP unnoticed.
   if (c.smcr_.library != contract::kPreloadLibrary) {
     return cfg::error("smcr.library", "must be " + json_quote(std::string(contract::kPreloadLibrary)) +
-                                            ", the file name erdma-agent installs (or left out), got " +
-                                            json_quote(c.smcr_.library));
+                                          ", the file name erdma-agent installs (or left out), got " +
+                                          json_quote(c.smcr_.library));
   }
   if (c.smcr_.mount_path.find_first_of(": \t\n\r") != std::string::npos) {
-    return cfg::error("smcr.mountPath", "must not contain ':' or blanks (LD_PRELOAD separators), got " +
-                                              json_quote(c.smcr_.mount_path));
+    return cfg::error("smcr.mountPath",
+                      "must not contain ':' or blanks (LD_PRELOAD separators), got " + json_quote(c.smcr_.mount_path));
   }
   if (c.smcr_.mount_path == "/") return cfg::error("smcr.mountPath", "must not be \"/\"");
   // erdma-agent mounts the directory where the contract says; the webhook cannot move it.
   if (c.smcr_.library_from == LibraryFrom::DevicePlugin) {
     if (c.smcr_.mount_path != contract::kPreloadMountPath) {
       return cfg::error("smcr.mountPath", "can only be changed with smcr.libraryFrom: hostPath; erdma-agent mounts the "
-                                          "library at " + std::string(contract::kPreloadMountPath) + ", got " +
+                                          "library at " +
+                                              std::string(contract::kPreloadMountPath) + ", got " +
                                               json_quote(c.smcr_.mount_path));
     }
   }

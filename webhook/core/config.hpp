@@ -24,7 +24,7 @@ struct HostMount {
   std::string host_path;   // absolute path on the node
   std::string mount_path;  // absolute path in the container
   bool read_only = true;
-  std::string type;        // hostPath type ("" = no check), e.g. "CharDevice", "Directory"
+  std::string type;  // hostPath type ("" = no check), e.g. "CharDevice", "Directory"
 };
 
 // How the preload library reaches an SMC-R pod's containers.
@@ -60,17 +60,17 @@ struct SmcrSettings {
 
 // JSON text fragments derived from the settings at load time, so the request path only copies.
 struct RenderedFragments {
-  std::vector<std::string> erdma_env;     // {"name":..,"value":..} per erdmaEnv entry
-  std::vector<std::string> smcr_env;      // the same for smcr.env
-  std::vector<std::string> mount_volumes; // hostPath volume per deviceMounts entry
-  std::vector<std::string> mount_mounts;  // volumeMount per deviceMounts entry
-  std::string preload_path;               // <mountPath>/<library>
-  std::string preload_env;                // {"name":"LD_PRELOAD","value":<preload_path>}
-  std::string preload_volume;             // the erdma-smc-preload hostPath volume (libraryFrom: hostPath)
-  std::string preload_mount;              // its read-only volumeMount (libraryFrom: hostPath)
-  std::string added_resource;             // the resource the webhook gives SMC-R containers
-  std::string resource_token;             // added_resource escaped as a JSON Pointer token
-  std::string resource_one;               // {"<added_resource>":"1"}
+  std::vector<std::string> erdma_env;      // {"name":..,"value":..} per erdmaEnv entry
+  std::vector<std::string> smcr_env;       // the same for smcr.env
+  std::vector<std::string> mount_volumes;  // hostPath volume per deviceMounts entry
+  std::vector<std::string> mount_mounts;   // volumeMount per deviceMounts entry
+  std::string preload_path;                // <mountPath>/<library>
+  std::string preload_env;                 // {"name":"LD_PRELOAD","value":<preload_path>}
+  std::string preload_volume;              // the erdma-smc-preload hostPath volume (libraryFrom: hostPath)
+  std::string preload_mount;               // its read-only volumeMount (libraryFrom: hostPath)
+  std::string added_resource;              // the resource the webhook gives SMC-R containers
+  std::string resource_token;              // added_resource escaped as a JSON Pointer token
+  std::string resource_one;                // {"<added_resource>":"1"}
 };
 
 class Config {

@@ -5,8 +5,8 @@
 // are missing are created whole with one "add"; existing ones are appended to with "/-".
 //
 // The pod is the tenant's input: every loop here is a single pass over it with lookups that cost
-// at most 16 comparisons or one hash (NameList), never a pass per item, and every tenant string that reaches a warning is cut to a bounded length
-// (read_pod caps the counts and the annotation bytes, see pod_view.hpp).
+// at most 16 comparisons or one hash (NameList), never a pass per item, and every tenant string that reaches a warning
+// is cut to a bounded length (read_pod caps the counts and the annotation bytes, see pod_view.hpp).
 #include "webhook/core/mutate.hpp"
 
 #include <algorithm>
@@ -130,7 +130,10 @@ std::vector<std::string_view> known_tokens(std::optional<std::string_view> marke
 class Builder {
  public:
   Builder(const PodView& pod, const Config& cfg, const std::string& display, Warnings& warnings)
-      : pod_(pod), cfg_(cfg), display_(display), warnings_(warnings),
+      : pod_(pod),
+        cfg_(cfg),
+        display_(display),
+        warnings_(warnings),
         host_path_library_(cfg.smcr().library_from == LibraryFrom::HostPath) {}
 
   Error conflict(const std::string& what) const {
@@ -216,7 +219,7 @@ class Builder {
           names += n;
         }
         warnings_.add(WarningKind::EnvFromPrecedence,
-             describe(c) + " uses envFrom; injected " + names + " take precedence over the same names there");
+                      describe(c) + " uses envFrom; injected " + names + " take precedence over the same names there");
       }
     }
     if (!mounts.empty()) {
@@ -252,8 +255,8 @@ class Builder {
       if (element == r.preload_path) return;
       if (basename(element) == cfg_.smcr().library) {
         warnings_.add(WarningKind::LdPreloadOtherCopy, describe(c) + " already preloads " +
-                                                  common::cut_for_message(element, kMaxPathInMessage) +
-                                                  "; LD_PRELOAD left unchanged");
+                                                           common::cut_for_message(element, kMaxPathInMessage) +
+                                                           "; LD_PRELOAD left unchanged");
         return;
       }
     }
@@ -331,7 +334,8 @@ class Builder {
         common::append_pointer_token(path, a.key);
         std::string quoted;
         append_json_string(quoted, a.value);
-        meta_ops_.push_back({a.present ? PatchOp::Kind::Replace : PatchOp::Kind::Add, std::move(path), std::move(quoted)});
+        meta_ops_.push_back(
+            {a.present ? PatchOp::Kind::Replace : PatchOp::Kind::Add, std::move(path), std::move(quoted)});
       }
     }
     annotations_.clear();
@@ -499,14 +503,14 @@ struct ContainerPlan {
 struct Plan {
   std::optional<std::string> skip;
   bool annotate_skip = true;
-  bool smcr = false;                         // the pod asks for SMC-R
-  bool any_erdma = false;                    // some container asks for eRDMA itself
-  std::vector<ContainerPlan> containers;     // parallel to PodView::containers
-  NameList ours;                             // given the resource by earlier passes (annotation)
-  std::vector<const ContainerView*> added;   // given the resource by this pass
+  bool smcr = false;                           // the pod asks for SMC-R
+  bool any_erdma = false;                      // some container asks for eRDMA itself
+  std::vector<ContainerPlan> containers;       // parallel to PodView::containers
+  NameList ours;                               // given the resource by earlier passes (annotation)
+  std::vector<const ContainerView*> added;     // given the resource by this pass
   std::vector<const ContainerView*> unserved;  // SMC-R containers left without the resource
-  size_t preloaded = 0;                      // containers getting the library
-  size_t left_out = 0;                       // SMC-R containers that do not (each warned about)
+  size_t preloaded = 0;                        // containers getting the library
+  size_t left_out = 0;                         // SMC-R containers that do not (each warned about)
 };
 
 // Whether the pod is a target at all, in this order, each decision final: excluded namespaces,
@@ -575,10 +579,10 @@ void decide_scope(const PodView& pod, std::string_view ns_name, const Config& cf
   // quantities are theirs) and adds nothing to that container's resources.
   for (const auto& c : pod.containers) {
     if (c.resource_in_requests && !c.resource_in_limits) {
-      w.add(WarningKind::RequestsWithoutLimits,
-            describe(c) + " requests " + cfg.resource_name() + " without a limit; the apiserver refuses extended " +
-                "resources whose requests do not equal their limits: set limits." + cfg.resource_name() +
-                " to the requested quantity");
+      w.add(WarningKind::RequestsWithoutLimits, describe(c) + " requests " + cfg.resource_name() +
+                                                    " without a limit; the apiserver refuses extended " +
+                                                    "resources whose requests do not equal their limits: set limits." +
+                                                    cfg.resource_name() + " to the requested quantity");
     }
   }
   if (pod.containers.size() == pod.init_count) return skip("pod has no containers");
@@ -602,9 +606,9 @@ void decide_holders(const PodView& pod, const Config& cfg, Plan& plan, Warnings&
       const ContainerView& c = pod.containers[i];
       if (c.resource_positive || c.smcr_positive) continue;
       if (c.resource_listed || c.smcr_listed) {
-        w.add(WarningKind::ResourceZero, describe(c) + " requests 0 " +
-                                             (c.smcr_listed ? cfg.smcr().resource_name : cfg.resource_name()) +
-                                             "; not changed, so it gets no SMC-R preload library and its TCP stays TCP");
+        w.add(WarningKind::ResourceZero,
+              describe(c) + " requests 0 " + (c.smcr_listed ? cfg.smcr().resource_name : cfg.resource_name()) +
+                  "; not changed, so it gets no SMC-R preload library and its TCP stays TCP");
         plan.unserved.push_back(&c);
       } else if (!cfg.smcr().add_resource) {
         plan.unserved.push_back(&c);
@@ -614,12 +618,12 @@ void decide_holders(const PodView& pod, const Config& cfg, Plan& plan, Warnings&
       }
     }
     if (!cfg.smcr().add_resource && !plan.unserved.empty()) {
-      const bool none = std::none_of(plan.containers.begin(), plan.containers.end(),
-                                     [](const ContainerPlan& p) { return p.holds; });
+      const bool none =
+          std::none_of(plan.containers.begin(), plan.containers.end(), [](const ContainerPlan& p) { return p.holds; });
       const size_t n = plan.unserved.size();
       w.add(WarningKind::AddResourceOff,
-            "smcr.addResource is off: " + describe_all(plan.unserved) + (n == 1 ? " holds" : " hold") + " no " +
-                added + ", so " + (n == 1 ? "it gets" : "they get") + " no SMC-R preload library" +
+            "smcr.addResource is off: " + describe_all(plan.unserved) + (n == 1 ? " holds" : " hold") + " no " + added +
+                ", so " + (n == 1 ? "it gets" : "they get") + " no SMC-R preload library" +
                 (none ? "; the pod may not land on an eRDMA node and SMC-R would fall back to TCP" : ""));
     }
     if (!plan.added.empty()) {
@@ -639,8 +643,8 @@ void decide_holders(const PodView& pod, const Config& cfg, Plan& plan, Warnings&
           "no container requests " + cfg.resource_name() +
               " and smcr.addResource is off: the pod may not land on an eRDMA node and SMC-R would fall back to TCP");
   } else if (first.resource_listed) {
-    w.add(WarningKind::ResourceZero, describe(first) + " requests 0 " + cfg.resource_name() +
-                                         "; not changed, so SMC-R may fall back to TCP");
+    w.add(WarningKind::ResourceZero,
+          describe(first) + " requests 0 " + cfg.resource_name() + "; not changed, so SMC-R may fall back to TCP");
   } else {
     plan.containers[first_regular].add_resource = plan.containers[first_regular].holds = true;
     plan.added.push_back(&first);

@@ -39,14 +39,14 @@ struct PatchOp {
 
 struct Mutation {
   Decision decision = Decision::Skipped;
-  std::string reason;                  // why skipped, or a summary; for logs
+  std::string reason;  // why skipped, or a summary; for logs
   PodRef pod;
   // Empty unless decision == Mutated, except that a skipped pod with warnings gets the warnings
   // annotation (kWarningsAnnotation) so a person can see why nothing was injected.
   std::vector<PatchOp> ops;
-  std::vector<std::string> warnings;   // for AdmissionResponse.warnings, capped at kMaxWarnings
-  WarningCounts warning_counts{};  // every warning produced, by kind
-  std::vector<std::string> injected;   // marker tokens now on the pod (erdma-env, smcr-preload, ...)
+  std::vector<std::string> warnings;  // for AdmissionResponse.warnings, capped at kMaxWarnings
+  WarningCounts warning_counts{};     // every warning produced, by kind
+  std::vector<std::string> injected;  // marker tokens now on the pod (erdma-env, smcr-preload, ...)
 };
 
 // Computes the mutation of `pod` (a Pod object) for a CREATE in namespace `ns`.

@@ -48,7 +48,8 @@ Error duplicate_key(const Path& path, std::string_view key) {
 
 // Guards one key of an object against a second occurrence (inline: it runs for every key read).
 inline Status once(bool& seen, const Path& path, std::string_view key) {
-  if (seen) [[unlikely]] return duplicate_key(path, key);
+  if (seen) [[unlikely]]
+    return duplicate_key(path, key);
   seen = true;
   return {};
 }
@@ -89,14 +90,12 @@ Result<QuantitySign> read_quantity(element e, const Path& path) {
       const int64_t v = e.get_int64().value_unsafe();
       return v > 0 ? QuantitySign::Positive : v == 0 ? QuantitySign::Zero : QuantitySign::Negative;
     }
-    case element_type::UINT64:
-      return e.get_uint64().value_unsafe() > 0 ? QuantitySign::Positive : QuantitySign::Zero;
+    case element_type::UINT64: return e.get_uint64().value_unsafe() > 0 ? QuantitySign::Positive : QuantitySign::Zero;
     case element_type::DOUBLE: {
       const double v = e.get_double().value_unsafe();
       return v > 0 ? QuantitySign::Positive : v == 0 ? QuantitySign::Zero : QuantitySign::Negative;
     }
-    default:
-      return type_error(path, "a quantity (string or number)", e);
+    default: return type_error(path, "a quantity (string or number)", e);
   }
 }
 
@@ -133,7 +132,8 @@ Status read_resources(element e, const Path& path, const ResourceNames& resource
   for (auto field : obj) {
     if (field.key == "limits") {
       if (auto s = once(seen_limits, path, field.key); !s) return s;
-      ERDMA_TRY_ASSIGN(auto r, read_resource_list(field.value, child(path, "limits"), resource_name, c, c.resource_in_limits));
+      ERDMA_TRY_ASSIGN(auto r,
+                       read_resource_list(field.value, child(path, "limits"), resource_name, c, c.resource_in_limits));
       c.has_limits = r;
     } else if (field.key == "requests") {
       if (auto s = once(seen_requests, path, field.key); !s) return s;
@@ -224,7 +224,8 @@ Status read_container(element e, const Path& path, const ResourceNames& resource
       if (auto s = once(seen_from, path, k); !s) return s;
       if (field.value.is_null()) continue;
       array arr;
-      if (field.value.get_array().get(arr) != simdjson::SUCCESS) return type_error(child(path, k), "a list", field.value);
+      if (field.value.get_array().get(arr) != simdjson::SUCCESS)
+        return type_error(child(path, k), "a list", field.value);
       c.has_env_from = arr.begin() != arr.end();
     } else if (k == "volumeMounts") {
       if (auto s = once(seen_mounts, path, k); !s) return s;
@@ -324,34 +325,35 @@ Status read_metadata(element e, PodView& pod) {
            seen_added = false;
       const Path ap = child(path, k);
       size_t bytes = 0;
-      ERDMA_TRY_ASSIGN(auto r, read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
-        bytes += key.size() + value.size();
-        if (bytes > kMaxAnnotationBytes) [[unlikely]] {
-          return make_error(ErrorCode::InvalidArgument,
-                            ap.str() + ": Too long: must have at most " + std::to_string(kMaxAnnotationBytes) +
-                                " bytes, keys and values together (the apiserver refuses such a pod too)");
-        }
-        if (key == kSmcrAnnotation) {
-          if (auto s = once(seen_smcr, ap, key); !s) return s;
-          pod.smcr_annotation = value;
-        } else if (key == kInjectAnnotation) {
-          if (auto s = once(seen_inject, ap, key); !s) return s;
-          pod.inject_annotation = value;
-        } else if (key == kInjectedAnnotation) {
-          if (auto s = once(seen_injected, ap, key); !s) return s;
-          pod.injected_annotation = value;
-        } else if (key == kWarningsAnnotation) {
-          if (auto s = once(seen_warnings, ap, key); !s) return s;
-          pod.warnings_annotation = value;
-        } else if (key == kResourceAddedAnnotation) {
-          if (auto s = once(seen_added, ap, key); !s) return s;
-          pod.resource_added_annotation = value;
-        } else if (key == kMirrorAnnotation) {
-          if (auto s = once(seen_mirror, ap, key); !s) return s;
-          pod.is_mirror = true;
-        }
-        return {};
-      }));
+      ERDMA_TRY_ASSIGN(
+          auto r, read_string_map(field.value, ap, [&](std::string_view key, std::string_view value) -> Status {
+            bytes += key.size() + value.size();
+            if (bytes > kMaxAnnotationBytes) [[unlikely]] {
+              return make_error(ErrorCode::InvalidArgument,
+                                ap.str() + ": Too long: must have at most " + std::to_string(kMaxAnnotationBytes) +
+                                    " bytes, keys and values together (the apiserver refuses such a pod too)");
+            }
+            if (key == kSmcrAnnotation) {
+              if (auto s = once(seen_smcr, ap, key); !s) return s;
+              pod.smcr_annotation = value;
+            } else if (key == kInjectAnnotation) {
+              if (auto s = once(seen_inject, ap, key); !s) return s;
+              pod.inject_annotation = value;
+            } else if (key == kInjectedAnnotation) {
+              if (auto s = once(seen_injected, ap, key); !s) return s;
+              pod.injected_annotation = value;
+            } else if (key == kWarningsAnnotation) {
+              if (auto s = once(seen_warnings, ap, key); !s) return s;
+              pod.warnings_annotation = value;
+            } else if (key == kResourceAddedAnnotation) {
+              if (auto s = once(seen_added, ap, key); !s) return s;
+              pod.resource_added_annotation = value;
+            } else if (key == kMirrorAnnotation) {
+              if (auto s = once(seen_mirror, ap, key); !s) return s;
+              pod.is_mirror = true;
+            }
+            return {};
+          }));
       pod.has_annotations = r;
     }
   }
@@ -397,10 +399,12 @@ Status read_spec(element e, const ResourceNames& resource_name, PodView& pod) {
       if (auto s = read_os(field.value, child(path, k), pod); !s) return s;
     } else if (k == "nodeSelector") {
       if (auto s = once(seen_ns, path, k); !s) return s;
-      ERDMA_TRY(read_string_map(field.value, child(path, k), [&](std::string_view key, std::string_view value) -> Status {
-        if (key == "kubernetes.io/os" && value == "windows" && pod.windows_by.empty()) pod.windows_by = "spec.nodeSelector";
-        return {};
-      }));
+      ERDMA_TRY(
+          read_string_map(field.value, child(path, k), [&](std::string_view key, std::string_view value) -> Status {
+            if (key == "kubernetes.io/os" && value == "windows" && pod.windows_by.empty())
+              pod.windows_by = "spec.nodeSelector";
+            return {};
+          }));
     } else if (k == "hostNetwork") {
       if (auto s = once(seen_hn, path, k); !s) return s;
       if (field.value.is_null()) continue;

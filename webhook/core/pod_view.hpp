@@ -26,7 +26,7 @@ inline constexpr size_t kMaxContainers = 4096;
 
 struct EnvEntryView {
   std::string_view name;
-  bool has_value = false;   // "value" key present (possibly "")
+  bool has_value = false;  // "value" key present (possibly "")
   std::string_view value;
   bool has_value_from = false;
 };
@@ -46,21 +46,21 @@ enum class ContainerList { Init, Main };
 
 struct ContainerView {
   ContainerList list = ContainerList::Main;
-  size_t index = 0;                // position in its list
+  size_t index = 0;  // position in its list
   std::string_view name;
-  bool has_env = false;            // "env" is a (possibly empty) list
+  bool has_env = false;  // "env" is a (possibly empty) list
   std::vector<EnvEntryView> env;
-  bool has_env_from = false;       // "envFrom" is a non-empty list
-  bool has_mounts = false;         // "volumeMounts" is a list
+  bool has_env_from = false;  // "envFrom" is a non-empty list
+  bool has_mounts = false;    // "volumeMounts" is a list
   std::vector<MountView> mounts;
-  bool has_resources = false;      // "resources" is a map
-  bool has_limits = false;         // "resources.limits" is a map
-  bool resource_listed = false;    // the eRDMA resource appears in limits or requests
-  bool resource_positive = false;  // ... with a quantity above zero in either
+  bool has_resources = false;         // "resources" is a map
+  bool has_limits = false;            // "resources.limits" is a map
+  bool resource_listed = false;       // the eRDMA resource appears in limits or requests
+  bool resource_positive = false;     // ... with a quantity above zero in either
   bool resource_in_limits = false;    // the eRDMA resource appears in limits
   bool resource_in_requests = false;  // ... in requests
-  bool smcr_listed = false;     // the SMC-R resource (smcr.resourceName) appears in limits or requests
-  bool smcr_positive = false;   // ... with a quantity above zero in either
+  bool smcr_listed = false;           // the SMC-R resource (smcr.resourceName) appears in limits or requests
+  bool smcr_positive = false;         // ... with a quantity above zero in either
 };
 
 // The resources read_pod notes per container: the eRDMA resource (resourceName) and the SMC-R

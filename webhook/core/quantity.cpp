@@ -14,8 +14,8 @@ bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 bool valid_suffix(std::string_view s) {
   if (s.empty()) return true;
-  if (s.size() == 2 && s[1] == 'i') return s[0] == 'K' || s[0] == 'M' || s[0] == 'G' || s[0] == 'T' ||
-                                           s[0] == 'P' || s[0] == 'E';
+  if (s.size() == 2 && s[1] == 'i')
+    return s[0] == 'K' || s[0] == 'M' || s[0] == 'G' || s[0] == 'T' || s[0] == 'P' || s[0] == 'E';
   if (s.size() == 1) {
     return s[0] == 'n' || s[0] == 'u' || s[0] == 'm' || s[0] == 'k' || s[0] == 'M' || s[0] == 'G' || s[0] == 'T' ||
            s[0] == 'P' || s[0] == 'E';

@@ -41,8 +41,8 @@ std::string_view to_string(WarningKind k) noexcept {
   return "unknown";
 }
 
-std::string warnings_annotation_value(std::optional<std::string_view> existing, const std::vector<std::string>& warnings,
-                                      bool more) {
+std::string warnings_annotation_value(std::optional<std::string_view> existing,
+                                      const std::vector<std::string>& warnings, bool more) {
   std::vector<std::string> lines;
   std::unordered_set<std::string> seen;  // the lines above, for a single pass over the new ones
   bool left_out = more;
@@ -71,8 +71,10 @@ std::string warnings_annotation_value(std::optional<std::string_view> existing, 
   size_t kept = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     const size_t bytes = value.size() + (value.empty() ? 0 : 1) + lines[i].size();
-    const bool with_note = bytes + 1 + kWarningsLeftOut.size() <= kMaxWarningsAnnotationBytes && kept + 2 <= kMaxWarnings;
-    const bool alone = i + 1 == lines.size() && !left_out && bytes <= kMaxWarningsAnnotationBytes && kept + 1 <= kMaxWarnings;
+    const bool with_note =
+        bytes + 1 + kWarningsLeftOut.size() <= kMaxWarningsAnnotationBytes && kept + 2 <= kMaxWarnings;
+    const bool alone =
+        i + 1 == lines.size() && !left_out && bytes <= kMaxWarningsAnnotationBytes && kept + 1 <= kMaxWarnings;
     if (!with_note && !alone) {
       left_out = true;
       break;

@@ -89,8 +89,8 @@ HttpResponse handle(const HttpRequest& req, const Config& cfg, Reviewer& reviewe
   }
   std::string shown(path.substr(0, 128));
   if (!common::is_valid_utf8(shown)) shown = "<invalid UTF-8>";
-  return text(404, "no such path " + common::json_quote(shown) + "; admission is served at " +
-                       std::string(kMutatePath));
+  return text(404,
+              "no such path " + common::json_quote(shown) + "; admission is served at " + std::string(kMutatePath));
 }
 
 }  // namespace erdma::webhook::server

@@ -28,8 +28,8 @@
 #include <boost/beast/ssl.hpp>
 
 #include "common/connection_slots.hpp"
-#include "common/text.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "webhook/server/handler.hpp"
 
 namespace erdma::webhook::server {
@@ -127,7 +127,9 @@ class BodyReservation {
 
 // What a body reader reports when the budget has no room for the body's next growth; the session
 // answers it with 429.
-beast::error_code over_budget_error() { return boost::system::errc::make_error_code(boost::system::errc::not_enough_memory); }
+beast::error_code over_budget_error() {
+  return boost::system::errc::make_error_code(boost::system::errc::not_enough_memory);
+}
 
 // A request body read into one heap block with kBodyPadding spare bytes after it: the reviewer
 // parses it where it lies (no padded copy), and no byte is zero-filled before being overwritten
@@ -139,9 +141,9 @@ struct PaddedBody {
   struct value_type {
     std::unique_ptr<char[]> data;
     size_t size = 0;
-    size_t capacity = 0;  // without the padding
+    size_t capacity = 0;                                // without the padding
     size_t limit = std::numeric_limits<size_t>::max();  // the largest body accepted (body_limit)
-    BodyReservation reservation;  // declared after data: given back once data is freed
+    BodyReservation reservation;                        // declared after data: given back once data is freed
 
     std::string_view view() const noexcept { return {data.get(), size}; }
   };
@@ -234,19 +236,15 @@ HandshakeFailure classify_handshake_error(const beast::error_code& ec) {
       case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
       case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
       case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
-      case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
-        return HandshakeFailure::UntrustedCertificate;
+      case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE: return HandshakeFailure::UntrustedCertificate;
       case SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE:
-      case SSL_R_CERTIFICATE_VERIFY_FAILED:
-        return HandshakeFailure::ClientCertificate;
+      case SSL_R_CERTIFICATE_VERIFY_FAILED: return HandshakeFailure::ClientCertificate;
       case SSL_R_UNSUPPORTED_PROTOCOL:
       case SSL_R_WRONG_VERSION_NUMBER:
       case SSL_R_VERSION_TOO_LOW:
       case SSL_R_HTTP_REQUEST:
-      case SSL_R_NO_SHARED_CIPHER:
-        return HandshakeFailure::Protocol;
-      default:
-        break;
+      case SSL_R_NO_SHARED_CIPHER: return HandshakeFailure::Protocol;
+      default: break;
     }
   }
   return HandshakeFailure::Other;
@@ -288,7 +286,9 @@ std::string client_certificate_problem(const beast::error_code& ec, SSL* ssl) {
 // to this port (it presents no certificate) shows up here too.
 void log_client_certificate_refused(const std::string& problem, const tcp::endpoint& peer, uint64_t conn) {
   static std::atomic<int64_t> last{0};
-  log::debug("handshake refused: client certificate").kv("conn", conn).kv("peer", peer.address().to_string())
+  log::debug("handshake refused: client certificate")
+      .kv("conn", conn)
+      .kv("peer", peer.address().to_string())
       .kv("error", problem);
   if (!warn_due(last)) return;
   log::warn("a client was refused for its TLS client certificate (--client-ca); check that kube-apiserver's "
@@ -303,9 +303,16 @@ void log_client_certificate_refused(const std::string& problem, const tcp::endpo
 
 struct Listener::State : std::enable_shared_from_this<Listener::State> {
   State(net::io_context& io, Current<SslContext>& t, Current<const Config>& c, ServerMetrics& m, ListenerLimits l)
-      : ioc(io), acceptor(net::make_strand(io)), retry(acceptor.get_executor()), tls(t), config(c), metrics(m),
-        limits(l), slots({l.max_connections, l.max_connections_per_peer}),
-        body_budget(std::make_shared<BodyBudget>(l.body_budget, m)), large_reviews(net::make_strand(io)) {}
+      : ioc(io),
+        acceptor(net::make_strand(io)),
+        retry(acceptor.get_executor()),
+        tls(t),
+        config(c),
+        metrics(m),
+        limits(l),
+        slots({l.max_connections, l.max_connections_per_peer}),
+        body_budget(std::make_shared<BodyBudget>(l.body_budget, m)),
+        large_reviews(net::make_strand(io)) {}
 
   net::io_context& ioc;
   tcp::acceptor acceptor;
@@ -317,7 +324,7 @@ struct Listener::State : std::enable_shared_from_this<Listener::State> {
   std::atomic<size_t> open{0};
   std::atomic<bool> draining{false};
   uint16_t port = 0;
-  std::mutex sessions_mu;  // guards sessions and slots
+  std::mutex sessions_mu;                                         // guards sessions and slots
   std::unordered_map<uint64_t, std::weak_ptr<Session>> sessions;  // by slot id
   common::ConnectionSlots slots;
   std::shared_ptr<BodyBudget> body_budget;  // shared with every body's reservation
@@ -424,7 +431,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (buffer_.size() == 0) {
       phase_ = Phase::Idle;
       state_->set_idle(id_);
-      lowest().expires_after(first        ? limits().header_timeout
+      lowest().expires_after(first       ? limits().header_timeout
                              : reviewed_ ? limits().idle_timeout
                                          : std::min(limits().idle_timeout, limits().idle_timeout_before_review));
       stream_.async_read_some(buffer_.prepare(kReadChunk),
@@ -438,7 +445,7 @@ class Session : public std::enable_shared_from_this<Session> {
     buffer_.commit(n);
     if (ec) {
       if (ec == net::error::operation_aborted) return do_close(false);  // draining or evicted
-      if (ec == beast::error::timeout) return;  // idle too long; the stream closed the socket
+      if (ec == beast::error::timeout) return;                          // idle too long; the stream closed the socket
       fail(ec, "read", id_);
       return close_socket();
     }
@@ -520,7 +527,8 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec == beast::error::timeout) return;  // a slow client; the stream closed the socket
     if (ec == http::error::end_of_stream || ec == http::error::partial_message) return close_socket();
-    if (is_http_parse_error(ec)) return reply_error(http::status::bad_request, "malformed HTTP request: " + ec.message());
+    if (is_http_parse_error(ec))
+      return reply_error(http::status::bad_request, "malformed HTTP request: " + ec.message());
     fail(ec, during, id_);
     close_socket();
   }
@@ -542,8 +550,8 @@ class Session : public std::enable_shared_from_this<Session> {
           .kv("budget", static_cast<uint64_t>(b.total));
     }
     reply_error(http::status::too_many_requests,
-                what + " does not fit the webhook's body budget now (" +
-                    std::to_string(used) + " of " + std::to_string(b.total) +
+                what + " does not fit the webhook's body budget now (" + std::to_string(used) + " of " +
+                    std::to_string(b.total) +
                     " bytes held by requests in progress, --body-budget); retry after 1 second",
                 "1");
   }
@@ -607,7 +615,8 @@ class Session : public std::enable_shared_from_this<Session> {
         .kv("outcome", bad ? std::string_view("invalid") : to_string(rec.outcome))
         .kv("ops", static_cast<uint64_t>(rec.ops.size()))
         .kv("warnings", static_cast<uint64_t>(rec.warnings.size()))
-        .kv("duration_us", static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()));
+        .kv("duration_us",
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(elapsed).count()));
     if (!rec.warnings.empty()) line.kv("warning_text", warning_text(rec));
     if (!rec.error.empty()) line.kv("error", rec.error);
   }
@@ -755,7 +764,9 @@ void Listener::State::admit(tcp::socket socket) {
     sessions.emplace(a.id, session);
   }
   if (victim) {
-    log::debug("idle connection closed to make room").kv("conn", victim_id).kv("new_conn", id)
+    log::debug("idle connection closed to make room")
+        .kv("conn", victim_id)
+        .kv("new_conn", id)
         .kv("new_peer", address.to_string());
     victim->evict();
   }

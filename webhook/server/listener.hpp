@@ -3,8 +3,8 @@
 // Bounded everywhere: handshake, header, body and idle timeouts, header and body size caps, one
 // byte budget for the bodies of all connections together (common/byte_budget.hpp; a body that
 // does not fit is answered 429 before it is read), caps on open connections in all and per peer
-// address that evict idle connections before refusing new ones (common/connection_slots.hpp). Nothing blocks an I/O thread and no exception crosses
-// an Asio callback.
+// address that evict idle connections before refusing new ones (common/connection_slots.hpp). Nothing blocks an I/O
+// thread and no exception crosses an Asio callback.
 #pragma once
 
 #include <chrono>
@@ -25,13 +25,13 @@
 namespace erdma::webhook::server {
 
 struct ListenerLimits {
-  size_t max_body_bytes = 8u << 20;    // larger bodies get 413, decided from the headers when they say
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413, decided from the headers when they say
   // What the bodies of every connection may hold together, reserved before a body is read (from
   // its Content-Length; a chunked body as it grows) and given back once it is answered or its
   // connection closes. A body that does not fit is answered 429 with Retry-After, unread.
   // total - reserve must be at least max_body_bytes (serve_options checks it).
   common::ByteBudget::Limits body_budget{};
-  size_t max_header_bytes = 16u << 10; // larger request headers get 431
+  size_t max_header_bytes = 16u << 10;  // larger request headers get 431
   // At either cap a new connection closes the connection that has waited longest for a request
   // (one that never carried an AdmissionReview first, the peer's own at the peer's cap); only
   // when every connection concerned is mid-request is the new one closed at once. Counted.

@@ -32,8 +32,8 @@ auto guarded(F&& load) -> decltype(load()) {
 
 }  // namespace
 
-Reloader::Reloader(ReloadPaths paths, Current<SslContext>& tls, Current<const Config>& config,
-                   ConfigLoader load_config, ReloadEvents events, TlsSettings tls_settings)
+Reloader::Reloader(ReloadPaths paths, Current<SslContext>& tls, Current<const Config>& config, ConfigLoader load_config,
+                   ReloadEvents events, TlsSettings tls_settings)
     : paths_(std::move(paths)),
       tls_settings_(std::move(tls_settings)),
       tls_(tls),
@@ -57,10 +57,10 @@ std::string Reloader::fingerprint(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) return "missing:" + std::to_string(errno);
   std::string out;
   out.reserve(96);
-  for (long long v : {static_cast<long long>(st.st_dev), static_cast<long long>(st.st_ino),
-                      static_cast<long long>(st.st_size), static_cast<long long>(st.st_mtim.tv_sec),
-                      static_cast<long long>(st.st_mtim.tv_nsec), static_cast<long long>(st.st_ctim.tv_sec),
-                      static_cast<long long>(st.st_ctim.tv_nsec)}) {
+  for (long long v :
+       {static_cast<long long>(st.st_dev), static_cast<long long>(st.st_ino), static_cast<long long>(st.st_size),
+        static_cast<long long>(st.st_mtim.tv_sec), static_cast<long long>(st.st_mtim.tv_nsec),
+        static_cast<long long>(st.st_ctim.tv_sec), static_cast<long long>(st.st_ctim.tv_nsec)}) {
     out += std::to_string(v);
     out += ':';
   }
@@ -143,7 +143,7 @@ void Reloader::run(std::chrono::milliseconds interval, std::chrono::milliseconds
     if (settling && settle_until < deadline) deadline = settle_until;
     const auto woke = files_->wait(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
     if (!woke.error) return;  // cannot happen with valid descriptors
-    if (woke.woken) return;  // only stop() wakes this thread
+    if (woke.woken) return;   // only stop() wakes this thread
     // Which file an event names does not matter: the fingerprints decide.
     if (!woke.events.empty()) {
       if (!settling) {

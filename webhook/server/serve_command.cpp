@@ -176,8 +176,8 @@ ReloadEvents reload_events(ServerMetrics& metrics, const std::string& config_pat
 }
 
 // The start-up line: what is served where, with which certificate and TLS settings.
-void log_serving(const ServeOptions& o, const std::string& host, uint16_t port, uint16_t metrics_port,
-                 unsigned threads, const CertInfo& cert) {
+void log_serving(const ServeOptions& o, const std::string& host, uint16_t port, uint16_t metrics_port, unsigned threads,
+                 const CertInfo& cert) {
   log::info("serving")
       .kv("version", erdma::kVersion)
       .kv("listen", host)
@@ -191,9 +191,10 @@ void log_serving(const ServeOptions& o, const std::string& host, uint16_t port, 
       .kv("cert_sha256", cert.sha256)
       .kv("cert_not_after", format_utc(cert.not_after))
       .kv("tls_min_version", to_string(o.tls_policy.min_version))
-      .kv("tls12_ciphers", o.tls_policy.min_version == TlsVersion::Tls13 ? std::string() : tls12_cipher_list(o.tls_policy))
-      .kv("tls13_ciphers", o.tls_policy.tls13_suites.empty() ? std::string("<OpenSSL defaults>")
-                                                             : tls13_cipher_list(o.tls_policy))
+      .kv("tls12_ciphers",
+          o.tls_policy.min_version == TlsVersion::Tls13 ? std::string() : tls12_cipher_list(o.tls_policy))
+      .kv("tls13_ciphers",
+          o.tls_policy.tls13_suites.empty() ? std::string("<OpenSSL defaults>") : tls13_cipher_list(o.tls_policy))
       .kv("client_ca", cert.client_ca_subjects.empty() ? std::string("<none: client certificates not asked for>")
                                                        : common::join(cert.client_ca_subjects, "; "))
       .kv("config", o.config.empty() ? std::string("<defaults>") : o.config);
@@ -338,9 +339,9 @@ int run_serve(const std::vector<std::string>& args, std::ostream& out, std::ostr
     log::error("cannot start").kv("error", s.error().message);
     return kExitStart;
   }
-  Reloader reloader({o.tls_cert, o.tls_key, o.config}, tls, config,
-                    [](const std::string& path) { return load_config_file(path); }, reload_events(metrics, o.config),
-                    tls_settings);
+  Reloader reloader(
+      {o.tls_cert, o.tls_key, o.config}, tls, config, [](const std::string& path) { return load_config_file(path); },
+      reload_events(metrics, o.config), tls_settings);
   if (auto s = reloader.start(o.reload_interval); !s) log::warn("reload watch degraded").kv("error", s.error().message);
   log_serving(o, addresses->https.host, listener.port(), metrics_server.port(), threads, creds->info);
 

@@ -98,11 +98,25 @@ Exit status: 0 after a graceful drain, 1 when start-up fails, 2 for bad flags or
 )";
 
 constexpr common::FlagSpec kFlags[] = {
-    {"--listen"},          {"--metrics-listen"},  {"--tls-cert"},        {"--tls-key"},
-    {"--config"},          {"--threads"},         {"--max-body-bytes"},  {"--max-connections"},
-    {"--shutdown-grace"},  {"--reload-interval"}, {"--log-level"},       {"--port-file"},
-    {"--idle-timeout"},    {"--tls-min-version"}, {"--tls-cipher-suites"}, {"--client-ca"},
-    {"--max-connections-per-peer"}, {"--idle-timeout-before-review"}, {"--body-budget"},
+    {"--listen"},
+    {"--metrics-listen"},
+    {"--tls-cert"},
+    {"--tls-key"},
+    {"--config"},
+    {"--threads"},
+    {"--max-body-bytes"},
+    {"--max-connections"},
+    {"--shutdown-grace"},
+    {"--reload-interval"},
+    {"--log-level"},
+    {"--port-file"},
+    {"--idle-timeout"},
+    {"--tls-min-version"},
+    {"--tls-cipher-suites"},
+    {"--client-ca"},
+    {"--max-connections-per-peer"},
+    {"--idle-timeout-before-review"},
+    {"--body-budget"},
     {"--body-timeout"},
 };
 
@@ -112,8 +126,8 @@ Result<unsigned long long> parse_count(std::string_view text, std::string_view w
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < min || v > max) {
     return make_error(ErrorCode::InvalidArgument, std::string(what) + ": expected a whole number from " +
-                                                      std::to_string(min) + " to " + std::to_string(max) +
-                                                      ", got \"" + std::string(text.substr(0, 64)) + "\"");
+                                                      std::to_string(min) + " to " + std::to_string(max) + ", got \"" +
+                                                      std::string(text.substr(0, 64)) + "\"");
   }
   return v;
 }
@@ -172,7 +186,9 @@ Status set_option(ServeOptions& o, std::string_view name, const std::string& val
     if (name != "--shutdown-grace" && v->count() < 100) {
       return make_error(ErrorCode::InvalidArgument, std::string(name) + ": must be at least 100ms");
     }
-    (name == "--shutdown-grace" ? o.shutdown_grace : name == "--idle-timeout" ? o.idle_timeout : o.reload_interval) = *v;
+    (name == "--shutdown-grace" ? o.shutdown_grace
+     : name == "--idle-timeout" ? o.idle_timeout
+                                : o.reload_interval) = *v;
   } else if (name == "--log-level") {
     if (!log::parse_level(value)) {
       return make_error(ErrorCode::InvalidArgument,
@@ -193,11 +209,12 @@ Status check_body_budget(const ServeOptions& o) {
   const auto limits = body_budget_limits(o.body_budget);
   if (limits.total - limits.reserve >= o.max_body_bytes) return {};
   const size_t least = 4 * (o.max_body_bytes - 1) / 3 + 1;  // the smallest budget that fits one (sizes <= 4Gi)
-  return make_error(ErrorCode::InvalidArgument,
-                    "--body-budget " + std::to_string(o.body_budget) + ": a body of --max-body-bytes (" +
-                        std::to_string(o.max_body_bytes) + ") would never fit, since a quarter of the budget is "
-                        "kept for bodies of at most 64Ki; set --body-budget to at least " + std::to_string(least) +
-                        " or lower --max-body-bytes");
+  return make_error(ErrorCode::InvalidArgument, "--body-budget " + std::to_string(o.body_budget) +
+                                                    ": a body of --max-body-bytes (" +
+                                                    std::to_string(o.max_body_bytes) +
+                                                    ") would never fit, since a quarter of the budget is "
+                                                    "kept for bodies of at most 64Ki; set --body-budget to at least " +
+                                                    std::to_string(least) + " or lower --max-body-bytes");
 }
 
 Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, const nlohmann::json* section) {
@@ -220,10 +237,7 @@ Result<ParsedServe> parse_with_section(const std::vector<std::string>& args, con
 
 }  // namespace
 
-
-common::ByteBudget::Limits body_budget_limits(size_t total) noexcept {
-  return {total, total / 4, size_t{64} << 10};
-}
+common::ByteBudget::Limits body_budget_limits(size_t total) noexcept { return {total, total / 4, size_t{64} << 10}; }
 
 Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   size_t digits = 0;
@@ -232,10 +246,14 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
   unsigned long long v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, v);
   long long scale = 0;
-  if (unit.empty() || unit == "s") scale = 1000;
-  else if (unit == "ms") scale = 1;
-  else if (unit == "m") scale = 60'000;
-  else if (unit == "h") scale = 3'600'000;
+  if (unit.empty() || unit == "s")
+    scale = 1000;
+  else if (unit == "ms")
+    scale = 1;
+  else if (unit == "m")
+    scale = 60'000;
+  else if (unit == "h")
+    scale = 3'600'000;
   if (digits == 0 || ec != std::errc() || scale == 0 || v > 1'000'000'000ULL) {
     return make_error(ErrorCode::InvalidArgument,
                       "expected a duration such as 10s, 500ms or 2m, got \"" + std::string(text.substr(0, 64)) + "\"");
@@ -251,10 +269,14 @@ Result<size_t> parse_bytes(std::string_view text) {
   unsigned long long v = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + digits, v);
   unsigned shift = 64;
-  if (unit.empty()) shift = 0;
-  else if (unit == "Ki") shift = 10;
-  else if (unit == "Mi") shift = 20;
-  else if (unit == "Gi") shift = 30;
+  if (unit.empty())
+    shift = 0;
+  else if (unit == "Ki")
+    shift = 10;
+  else if (unit == "Mi")
+    shift = 20;
+  else if (unit == "Gi")
+    shift = 30;
   constexpr unsigned long long kMax = 1ULL << 32;  // 4 GiB: far beyond any admission body
   if (digits == 0 || ec != std::errc() || shift == 64 || v == 0 || v > (kMax >> shift)) {
     return make_error(ErrorCode::InvalidArgument,
@@ -270,21 +292,27 @@ Status apply_server_section(const nlohmann::json& section, ServeOptions& opts) {
   if (auto s = cfg::check_keys(section, "server",
                                {"listen", "metricsListen", "tlsCert", "tlsKey", "tlsMinVersion", "tlsCipherSuites",
                                 "clientCA", "threads", "maxBodyBytes", "bodyBudget", "maxConnections",
-                                "maxConnectionsPerPeer",
-                                "shutdownGrace", "reloadInterval", "idleTimeout", "idleTimeoutBeforeReview",
-                                "bodyTimeout", "logLevel"});
+                                "maxConnectionsPerPeer", "shutdownGrace", "reloadInterval", "idleTimeout",
+                                "idleTimeoutBeforeReview", "bodyTimeout", "logLevel"});
       !s) {
     return s;
   }
   static const std::pair<const char*, const char*> kSectionKeys[] = {
-      {"listen", "--listen"},           {"metricsListen", "--metrics-listen"},
-      {"tlsCert", "--tls-cert"},        {"tlsKey", "--tls-key"},
-      {"threads", "--threads"},         {"maxBodyBytes", "--max-body-bytes"},
+      {"listen", "--listen"},
+      {"metricsListen", "--metrics-listen"},
+      {"tlsCert", "--tls-cert"},
+      {"tlsKey", "--tls-key"},
+      {"threads", "--threads"},
+      {"maxBodyBytes", "--max-body-bytes"},
       {"bodyBudget", "--body-budget"},
-      {"maxConnections", "--max-connections"}, {"shutdownGrace", "--shutdown-grace"},
-      {"reloadInterval", "--reload-interval"}, {"logLevel", "--log-level"},
-      {"idleTimeout", "--idle-timeout"},       {"tlsMinVersion", "--tls-min-version"},
-      {"tlsCipherSuites", "--tls-cipher-suites"}, {"clientCA", "--client-ca"},
+      {"maxConnections", "--max-connections"},
+      {"shutdownGrace", "--shutdown-grace"},
+      {"reloadInterval", "--reload-interval"},
+      {"logLevel", "--log-level"},
+      {"idleTimeout", "--idle-timeout"},
+      {"tlsMinVersion", "--tls-min-version"},
+      {"tlsCipherSuites", "--tls-cipher-suites"},
+      {"clientCA", "--client-ca"},
       {"maxConnectionsPerPeer", "--max-connections-per-peer"},
       {"idleTimeoutBeforeReview", "--idle-timeout-before-review"},
       {"bodyTimeout", "--body-timeout"},

@@ -19,10 +19,10 @@ struct ServeOptions {
   std::string metrics_listen = "0.0.0.0:8080";
   std::string tls_cert;
   std::string tls_key;
-  TlsPolicy tls_policy;                    // --tls-min-version, --tls-cipher-suites (OpenSSL names)
-  std::string client_ca;                   // --client-ca: require client certificates from these CAs
-  std::string config;                      // webhook config file; empty = defaults
-  unsigned threads = 0;                    // 0 = one per core
+  TlsPolicy tls_policy;   // --tls-min-version, --tls-cipher-suites (OpenSSL names)
+  std::string client_ca;  // --client-ca: require client certificates from these CAs
+  std::string config;     // webhook config file; empty = defaults
+  unsigned threads = 0;   // 0 = one per core
   size_t max_body_bytes = 8u << 20;
   // All request bodies being read or served hold at most this many bytes together; a body that
   // does not fit is answered 429 with Retry-After (see body_budget_limits).
@@ -31,11 +31,11 @@ struct ServeOptions {
   size_t max_connections_per_peer = 64;
   std::chrono::milliseconds shutdown_grace{10000};
   std::chrono::milliseconds reload_interval{10000};
-  std::chrono::milliseconds idle_timeout{120000};  // keep-alive connection with no request
+  std::chrono::milliseconds idle_timeout{120000};               // keep-alive connection with no request
   std::chrono::milliseconds idle_timeout_before_review{15000};  // the same before its first AdmissionReview
-  std::chrono::milliseconds body_timeout{8000};  // a request body must arrive whole within this
+  std::chrono::milliseconds body_timeout{8000};                 // a request body must arrive whole within this
   std::string log_level = "info";
-  std::string port_file;                   // where to write the bound ports (for tests and scripts)
+  std::string port_file;  // where to write the bound ports (for tests and scripts)
 };
 
 // Parses a duration: "10s", "500ms", "2m", or a plain number of seconds. Errors name the input.

@@ -11,8 +11,8 @@ ServerMetrics::ServerMetrics(m::Registry& r)
     : duration_(r.histogram("erdma_webhook_admission_duration_seconds",
                             "Time spent deciding one admission request (decode, mutate, encode).",
                             m::exponential_buckets(25e-6, 2, 14))),
-      cert_not_after_(r.gauge("erdma_webhook_tls_cert_not_after_seconds",
-                              "Expiry (Unix time) of the serving certificate in use.")),
+      cert_not_after_(
+          r.gauge("erdma_webhook_tls_cert_not_after_seconds", "Expiry (Unix time) of the serving certificate in use.")),
       open_(r.gauge("erdma_webhook_connections_open", "Open TLS connections on the admission port.")),
       refused_(r.counter("erdma_webhook_connections_refused_total",
                          "New connections closed at once: --max-connections reached and every open connection "
@@ -72,8 +72,6 @@ void ServerMetrics::record_admission(Outcome outcome, const std::array<uint32_t,
   duration_.observe(seconds);
 }
 
-void ServerMetrics::record_reload(bool cert, bool ok) noexcept {
-  reloads_[(cert ? 0u : 2u) + (ok ? 0u : 1u)]->inc();
-}
+void ServerMetrics::record_reload(bool cert, bool ok) noexcept { reloads_[(cert ? 0u : 2u) + (ok ? 0u : 1u)]->inc(); }
 
 }  // namespace erdma::webhook::server

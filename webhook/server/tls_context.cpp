@@ -191,7 +191,8 @@ Result<TlsCredentials> make_tls_credentials(const std::string& cert_pem, const s
     BioPtr bio = memory_bio(key_pem);
     if (!bio) return make_error(ErrorCode::Internal, "out of memory reading " + key_name);
     // A null passphrase callback that fails: encrypted keys are refused instead of prompting.
-    key.reset(PEM_read_bio_PrivateKey(bio.get(), nullptr, [](char*, int, int, void*) { return -1; }, nullptr));
+    key.reset(PEM_read_bio_PrivateKey(
+        bio.get(), nullptr, [](char*, int, int, void*) { return -1; }, nullptr));
     if (!key) {
       ERR_clear_error();
       return invalid(key_name, "no unencrypted PEM private key found (expected a PEM block of type "

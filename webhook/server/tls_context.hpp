@@ -22,12 +22,12 @@ using SslContext = boost::asio::ssl::context;
 
 // What a loaded certificate says about itself, for logs and metrics.
 struct CertInfo {
-  std::string subject;             // of the leaf, one line
-  std::string key_type;            // "ECDSA P-256", "RSA 3072", ...
-  std::string sha256;              // leaf fingerprint, lower-case hex without colons
-  int64_t not_before = 0;          // seconds since the epoch
+  std::string subject;     // of the leaf, one line
+  std::string key_type;    // "ECDSA P-256", "RSA 3072", ...
+  std::string sha256;      // leaf fingerprint, lower-case hex without colons
+  int64_t not_before = 0;  // seconds since the epoch
   int64_t not_after = 0;
-  size_t chain_length = 0;         // certificates in the file, leaf included
+  size_t chain_length = 0;  // certificates in the file, leaf included
   // Subjects of the CAs client certificates must chain to; empty: no client certificate asked for.
   std::vector<std::string> client_ca_subjects;
 };

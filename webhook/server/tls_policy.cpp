@@ -79,7 +79,8 @@ Result<CipherSelection> parse_cipher_suites(std::string_view list) {
       return invalid("--tls-cipher-suites: " + common::json_quote(name.substr(0, 80)) +
                      " is not a suite this server offers (only ECDHE with AES-GCM or ChaCha20-Poly1305 for "
                      "TLS 1.2, and the TLS 1.3 suites; CBC, static-RSA, 3DES and RC4 suites are refused); "
-                     "accepted: " + accepted_cipher_suite_names());
+                     "accepted: " +
+                     accepted_cipher_suite_names());
     }
     auto& into = s->tls13 ? out.tls13 : out.tls12;
     std::string openssl(s->openssl);

@@ -76,11 +76,17 @@ TEST_CASE("an unknown flag on any subcommand: exit 2 and a pointer to its --help
 }
 
 TEST_CASE("flags documented with their defaults") {
-  for (const auto& want : std::vector<std::pair<std::string, std::string>>{
-           {"run", "--metrics-listen ADDR"}, {"run", "default 127.0.0.1:9467"}, {"run", "default info"},
-           {"devices", "default table"}, {"smc-status", "--pod NAMESPACE/NAME"}, {"smc-status", "default eth0"},
-           {"smc-stats", "--pod NAMESPACE/NAME"}, {"cleanup", "--dry-run"}, {"cleanup", "--host-root DIR"},
-           {"cleanup", "/etc/erdma-agent/config.yaml"}, {"pnet", "default 1"}}) {
+  for (const auto& want : std::vector<std::pair<std::string, std::string>>{{"run", "--metrics-listen ADDR"},
+                                                                           {"run", "default 127.0.0.1:9467"},
+                                                                           {"run", "default info"},
+                                                                           {"devices", "default table"},
+                                                                           {"smc-status", "--pod NAMESPACE/NAME"},
+                                                                           {"smc-status", "default eth0"},
+                                                                           {"smc-stats", "--pod NAMESPACE/NAME"},
+                                                                           {"cleanup", "--dry-run"},
+                                                                           {"cleanup", "--host-root DIR"},
+                                                                           {"cleanup", "/etc/erdma-agent/config.yaml"},
+                                                                           {"pnet", "default 1"}}) {
     CAPTURE(want.first);
     CAPTURE(want.second);
     CHECK(has(run({want.first, "--help"}).out, want.second));

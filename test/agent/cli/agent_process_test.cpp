@@ -28,10 +28,10 @@ namespace erdma::agent {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::count_health;
-using testing::FakeKubelet;
 using erdma::testing::eventually;
 using erdma::testing::TempDir;
+using testing::count_health;
+using testing::FakeKubelet;
 using testing::WatchStream;
 
 constexpr auto kWait = 15s;
@@ -167,9 +167,10 @@ TEST_CASE("erdma-agent run: registers, serves, re-registers after a kubelet rest
   const auto restarted = std::chrono::steady_clock::now();
   kubelet.restart();
   REQUIRE(kubelet.wait_for_registrations(2, kWait).has_value());
-  std::printf("measured: erdma-agent re-registered %lld ms after the simulated kubelet restart\n",
-              static_cast<long long>(
-                  std::chrono::duration_cast<std::chrono::milliseconds>(kubelet.registration_time(2) - restarted).count()));
+  std::printf(
+      "measured: erdma-agent re-registered %lld ms after the simulated kubelet restart\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(kubelet.registration_time(2) - restarted).count()));
   {
     auto stub = kubelet.plugin("erdma.sock");
     v1beta1::AllocateRequest areq;
@@ -205,7 +206,6 @@ TEST_CASE("erdma-agent run: an invalid config is refused with exit status 2") {
   CHECK(WEXITSTATUS(st) == 2);
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/erdma.sock"));
 }
-
 
 TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves and containers start") {
   if (NetlinkPnetTable::open().ok()) {
@@ -267,7 +267,7 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 30s);  // kubelet's budget
   const auto status = stub->PreStartContainer(&ctx, pre, &pre_resp);
-  CHECK_OK(status);  // the container starts; SMC falls back to TCP
+  CHECK_OK(status);            // the container starts; SMC falls back to TCP
   CHECK(podres.calls() == 2);  // the resync at start (which pods hold the resource) and PreStartContainer
   CHECK(cri.status_calls() >= 1);
 
@@ -275,11 +275,13 @@ TEST_CASE("erdma-agent run with SMC-R on a kernel without SMC: the plugin serves
   // resync at start, once for PreStartContainer. The host setup fails (no SMC) and is counted;
   // the library was installed.
   std::string metrics;
-  CHECK(eventually([&] {
-    metrics = http_get(port, "/metrics");
-    return series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1 &&
-           series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") >= 2;
-  }, kWait));
+  CHECK(eventually(
+      [&] {
+        metrics = http_get(port, "/metrics");
+        return series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1 &&
+               series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") >= 2;
+      },
+      kWait));
   CHECK(series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"failed\"}") == 2);
   CHECK(series(metrics, "erdma_agent_smcr_pod_setups_total{result=\"configured\"}") == 0);
   CHECK(series(metrics, "erdma_agent_smcr_host_setups_total{result=\"error\"}") >= 1);
@@ -324,13 +326,15 @@ TEST_CASE("erdma-agent run --load-modules: modprobe runs for what the node lacks
   Child agent(ERDMA_AGENT_BIN, {"run", "--config", config, "--load-modules"});
   REQUIRE(kubelet.wait_for_registrations(1, kWait).has_value());
   std::string got;
-  CHECK(eventually([&] {
-    std::ifstream in(calls);
-    std::string line;
-    got.clear();
-    while (std::getline(in, line)) got += line + "\n";
-    return !got.empty();
-  }, kWait));
+  CHECK(eventually(
+      [&] {
+        std::ifstream in(calls);
+        std::string line;
+        got.clear();
+        while (std::getline(in, line)) got += line + "\n";
+        return !got.empty();
+      },
+      kWait));
   std::string expected;
   for (const auto& m : want) expected += "-- " + m + "\n";
   CAPTURE(got);

@@ -14,7 +14,8 @@ namespace erdma::agent {
 
 TEST_CASE("devices table and JSON show what discovery sees") {
   DeviceScan scan;
-  scan.devices = {testing::make_device("erdma_0", "uverbs0", 0), testing::make_device("erdma_1", "uverbs1", 1, PortState::Down, "eth1")};
+  scan.devices = {testing::make_device("erdma_0", "uverbs0", 0),
+                  testing::make_device("erdma_1", "uverbs1", 1, PortState::Down, "eth1")};
   scan.devices[0].ports[0].gids.push_back(Gid{1, "0000:0000:0000:0000:0000:ffff:0a00:0005", GidType::RoceV2, "eth0"});
   scan.notes = {"mlx5_0 left out: driver mlx5 is not in devices.drivers (erdma)"};
 

@@ -43,9 +43,12 @@ TEST_CASE("parse_pod_name takes NAMESPACE/NAME as Kubernetes spells them") {
       {"namespace too long", std::string(64, 'a') + "/x", false, "", "", "over the limit of 63"},
       // The apiserver's subdomain rule holds for each part between dots; until the validator was
       // shared, --pod took these names, which no pod can have.
-      {"empty part in name", "team-a/web..0", false, "", "", "is not a pod name (a DNS-1123 subdomain): it has two dots"},
-      {"part starting with '-'", "team-a/web.-0", false, "", "", "it has a part starting with '-' (character 5, after a '.')"},
-      {"part ending with '-'", "team-a/web-.0", false, "", "", "it has a part ending with '-' (character 4, before a '.')"},
+      {"empty part in name", "team-a/web..0", false, "", "",
+       "is not a pod name (a DNS-1123 subdomain): it has two dots"},
+      {"part starting with '-'", "team-a/web.-0", false, "", "",
+       "it has a part starting with '-' (character 5, after a '.')"},
+      {"part ending with '-'", "team-a/web-.0", false, "", "",
+       "it has a part ending with '-' (character 4, before a '.')"},
       {"name of 253", "a/" + std::string(253, 'b'), true, "a", std::string(253, 'b'), ""},
       {"name too long", "a/" + std::string(254, 'b'), false, "", "", "is not a pod name"},
   };
@@ -77,17 +80,35 @@ TEST_CASE("pick_pod_sandbox: exactly one ready sandbox of the pod, else a messag
       {"one", {sandbox("s1", "team-a", "web-0")}, true, "s1", ErrorCode::Internal, {}},
       {"others ignored",
        {sandbox("s0", "team-b", "web-0"), sandbox("s1", "team-a", "web-0"), sandbox("s2", "team-a", "web-1")},
-       true, "s1", ErrorCode::Internal, {}},
+       true,
+       "s1",
+       ErrorCode::Internal,
+       {}},
       {"a not-ready one beside the ready one",
-       {sandbox("old", "team-a", "web-0", SandboxState::NotReady), sandbox("s1", "team-a", "web-0")}, true, "s1",
-       ErrorCode::Internal, {}},
-      {"none on this node", {sandbox("s0", "team-b", "web-0")}, false, "", ErrorCode::NotFound,
+       {sandbox("old", "team-a", "web-0", SandboxState::NotReady), sandbox("s1", "team-a", "web-0")},
+       true,
+       "s1",
+       ErrorCode::Internal,
+       {}},
+      {"none on this node",
+       {sandbox("s0", "team-b", "web-0")},
+       false,
+       "",
+       ErrorCode::NotFound,
        {"pod team-a/web-0 has no ready sandbox on this node", "kubectl get pod -n team-a web-0 -o wide",
         "erdma-agent pod on the pod's node"}},
-      {"only a not-ready one", {sandbox("old", "team-a", "web-0", SandboxState::NotReady)}, false, "",
-       ErrorCode::NotFound, {"no ready sandbox"}},
-      {"two ready", {sandbox("aaaaaaaaaaaaaaaaaaaa", "team-a", "web-0"), sandbox("bbbb", "team-a", "web-0")}, false, "",
-       ErrorCode::FailedPrecondition, {"has 2 ready sandboxes", "aaaaaaaaaaaaa, bbbb", "retry", "--netns PATH"}},
+      {"only a not-ready one",
+       {sandbox("old", "team-a", "web-0", SandboxState::NotReady)},
+       false,
+       "",
+       ErrorCode::NotFound,
+       {"no ready sandbox"}},
+      {"two ready",
+       {sandbox("aaaaaaaaaaaaaaaaaaaa", "team-a", "web-0"), sandbox("bbbb", "team-a", "web-0")},
+       false,
+       "",
+       ErrorCode::FailedPrecondition,
+       {"has 2 ready sandboxes", "aaaaaaaaaaaaa, bbbb", "retry", "--netns PATH"}},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -106,8 +127,8 @@ TEST_CASE("pick_pod_sandbox: exactly one ready sandbox of the pod, else a messag
 }
 
 TEST_CASE("CRI and SMC errors say how to fix them") {
-  const auto down = explain_cri_error(make_error(ErrorCode::Unavailable, "CRI ListPodSandbox (/run/x.sock): connect failed"),
-                                      "/run/x.sock");
+  const auto down = explain_cri_error(
+      make_error(ErrorCode::Unavailable, "CRI ListPodSandbox (/run/x.sock): connect failed"), "/run/x.sock");
   CHECK(down.code == ErrorCode::Unavailable);
   CHECK(has(down.message, "connect failed"));
   CHECK(has(down.message, "criSocket (now /run/x.sock)"));
@@ -122,18 +143,31 @@ TEST_CASE("CRI and SMC errors say how to fix them") {
     std::vector<std::string> not_want;
   };
   const std::vector<Case> cases{
-      {"no smc for pnet", make_error(ErrorCode::Unavailable, "the kernel has no SMC (module smc not loaded)"),
-       SmcNeed::PnetTable, {"module smc not loaded", "`modprobe smc`", "node's administrator", "never loads"},
+      {"no smc for pnet",
+       make_error(ErrorCode::Unavailable, "the kernel has no SMC (module smc not loaded)"),
+       SmcNeed::PnetTable,
+       {"module smc not loaded", "`modprobe smc`", "node's administrator", "never loads"},
        {"smc_diag"}},
       {"no smc_diag for the socket list",
-       make_error(ErrorCode::Unavailable, "the kernel has no SMC (module smc_diag not loaded)"), SmcNeed::SockDiag,
-       {"smc and smc_diag", "`modprobe smc smc_diag`"}, {}},
-      {"permission", make_error(ErrorCode::PermissionDenied, "setns: EPERM"), SmcNeed::SmcInfo,
-       {"CAP_NET_ADMIN", "kubectl -n erdma-system exec ds/erdma-agent"}, {}},
-      {"vanished netns", make_error(ErrorCode::NotFound, "network namespace /proc/9/ns/net is gone"), SmcNeed::SockDiag,
-       {"is gone", "--pod NAMESPACE/NAME"}, {}},
-      {"not a netns", make_error(ErrorCode::InvalidArgument, "/tmp/x is not a network namespace"), SmcNeed::PnetTable,
-       {"/var/run/netns/NAME"}, {}},
+       make_error(ErrorCode::Unavailable, "the kernel has no SMC (module smc_diag not loaded)"),
+       SmcNeed::SockDiag,
+       {"smc and smc_diag", "`modprobe smc smc_diag`"},
+       {}},
+      {"permission",
+       make_error(ErrorCode::PermissionDenied, "setns: EPERM"),
+       SmcNeed::SmcInfo,
+       {"CAP_NET_ADMIN", "kubectl -n erdma-system exec ds/erdma-agent"},
+       {}},
+      {"vanished netns",
+       make_error(ErrorCode::NotFound, "network namespace /proc/9/ns/net is gone"),
+       SmcNeed::SockDiag,
+       {"is gone", "--pod NAMESPACE/NAME"},
+       {}},
+      {"not a netns",
+       make_error(ErrorCode::InvalidArgument, "/tmp/x is not a network namespace"),
+       SmcNeed::PnetTable,
+       {"/var/run/netns/NAME"},
+       {}},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -180,7 +214,7 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
     std::string name;
     CleanupFacts facts;
     std::vector<std::string> actions;
-    std::vector<std::string> notes;     // substrings, each in some note
+    std::vector<std::string> notes;  // substrings, each in some note
     size_t problems = 0;
   };
   std::vector<Case> cases;
@@ -194,7 +228,8 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
     c.facts.cdi_hook.dir_present = true;
     c.facts.nfd_file = "/etc/kubernetes/node-feature-discovery/features.d/erdma";
     c.facts.nfd_present = true;
-    c.actions = {"pnet entries ERDMA (erdma_0 port 1, eth0)", "UEID ERDMA-CONTROLLER",
+    c.actions = {"pnet entries ERDMA (erdma_0 port 1, eth0)",
+                 "UEID ERDMA-CONTROLLER",
                  "preload library /var/lib/erdma-controller/lib/libsmc-preload.so",
                  "directory /var/lib/erdma-controller/lib",
                  "CDI hook /var/lib/erdma-controller/dra/erdma-cdi-hook",
@@ -229,8 +264,11 @@ TEST_CASE("plan_cleanup removes only what the agent adds") {
   }
   {
     // An agent killed without its stop leaves the hook's socket: the directory is not emptied for it.
-    Case c{"the hook goes; its directory with a socket left in it stays", node_facts(), {},
-           {"/var/lib/erdma-controller/dra kept: it holds 1 other entry"}, 0};
+    Case c{"the hook goes; its directory with a socket left in it stays",
+           node_facts(),
+           {},
+           {"/var/lib/erdma-controller/dra kept: it holds 1 other entry"},
+           0};
     c.facts.cdi_hook.present = true;
     c.facts.cdi_hook.dir_present = true;
     c.facts.cdi_hook.dir_other_entries = 1;
@@ -303,7 +341,7 @@ TEST_CASE("mountinfo_lists finds a mount point by its fifth field, unescaped, an
   CHECK(mountinfo_lists(info, "/mnt/back\\slash"));
   CHECK(mountinfo_lists(info, "/mnt/not\\08octal"));  // not an escape: taken as it is
   CHECK(mountinfo_lists(info, "/mnt/cut\\04"));
-  CHECK_FALSE(mountinfo_lists(info, "line"));  // "short line" has two fields
+  CHECK_FALSE(mountinfo_lists(info, "line"));   // "short line" has two fields
   CHECK_FALSE(mountinfo_lists(info, "/mnt1"));  // the root field, not the mount point
   CHECK_FALSE(mountinfo_lists(info, "/var/lib/erdma-controller"));
   CHECK_FALSE(mountinfo_lists("", "/"));

@@ -39,7 +39,8 @@ TEST_CASE("a request from erdma-cdi-hook: the claim, and the sandbox from contai
   CHECK(r->pid == 4242);
   CHECK(r->sandbox_id == kSandbox);
 
-  auto crio = parse_hook_request(header() + R"({"id": "x", "pid": 7, "annotations": {"io.kubernetes.cri-o.SandboxID": "abc123"}})");
+  auto crio = parse_hook_request(
+      header() + R"({"id": "x", "pid": 7, "annotations": {"io.kubernetes.cri-o.SandboxID": "abc123"}})");
   REQUIRE_OK(crio);
   CHECK(crio->sandbox_id == "abc123");
 
@@ -55,7 +56,8 @@ TEST_CASE("a request from erdma-cdi-hook: the claim, and the sandbox from contai
 TEST_CASE("a request that is not one is refused with what is wrong") {
   CHECK(error_of("").find("no header line") != std::string::npos);
   CHECK(error_of("GET / HTTP/1.1\r\n\r\n").find("is not \"erdma-cdi-hook/1 smcr <claim uid>\"") != std::string::npos);
-  CHECK(error_of("erdma-cdi-hook/2 smcr " + std::string(kUid) + "\n{}").find("different versions") != std::string::npos);
+  CHECK(error_of("erdma-cdi-hook/2 smcr " + std::string(kUid) + "\n{}").find("different versions") !=
+        std::string::npos);
   CHECK(error_of("erdma-cdi-hook/1 rdma " + std::string(kUid) + "\n{}").find("is not") != std::string::npos);
   CHECK(error_of("erdma-cdi-hook/1 smcr  " + std::string(kUid) + "\n{}").find("is not") != std::string::npos);
   CHECK(error_of(header("../../etc") + containerd_state()).find("is not a Kubernetes UID") != std::string::npos);
@@ -71,7 +73,8 @@ TEST_CASE("a request that is not one is refused with what is wrong") {
   auto none = parse_hook_request(header() + R"({"id": "c1", "annotations": {"other": "x"}})");
   REQUIRE_FALSE(none.ok());
   CHECK(none.error().code == ErrorCode::FailedPrecondition);
-  CHECK(none.error().message.find("io.kubernetes.cri.sandbox-id or io.kubernetes.cri-o.SandboxID") != std::string::npos);
+  CHECK(none.error().message.find("io.kubernetes.cri.sandbox-id or io.kubernetes.cri-o.SandboxID") !=
+        std::string::npos);
   CHECK(none.error().message.find("\"c1\"") != std::string::npos);
 
   auto odd = parse_hook_request(header() + containerd_state("../x"));

@@ -54,14 +54,15 @@ void check_cdi_rules(const json& spec) {
     }
     // specs-go Hook; pkg/cdi validates the name against the OCI hook points it knows.
     for (const auto& h : e.value("hooks", json::array())) {
-      const std::set<std::string> names = {"prestart", "createRuntime", "createContainer", "startContainer",
-                                           "poststart", "poststop"};
+      const std::set<std::string> names = {"prestart",       "createRuntime", "createContainer",
+                                           "startContainer", "poststart",     "poststop"};
       CHECK(names.count(h["hookName"].get<std::string>()) == 1);
       CHECK(h["path"].get<std::string>().starts_with("/"));
       CHECK_FALSE(h.contains("timeout"));  // a runtime fails the container when a hook's timeout passes
     }
     for (const auto& env : e.value("env", json::array())) CHECK(env.get<std::string>().find('=') > 0);
-    for (const auto& dn : e.value("deviceNodes", json::array())) CHECK(dn["path"].get<std::string>().starts_with("/dev/"));
+    for (const auto& dn : e.value("deviceNodes", json::array()))
+      CHECK(dn["path"].get<std::string>().starts_with("/dev/"));
     for (const auto& m : e.value("mounts", json::array())) {
       CHECK_FALSE(m["hostPath"].get<std::string>().empty());
       CHECK_FALSE(m["containerPath"].get<std::string>().empty());
@@ -88,9 +89,9 @@ TEST_CASE("an RDMA claim: uverbs per card, rdma_cm and the device plugin's NCCL 
   REQUIRE_OK(r);
   CHECK(r->file_name == std::string("erdma.aliyun.com-claim_") + kUid + ".json");
   CHECK(r->cards == std::vector<std::string>{"erdma_0", "erdma_1"});
-  CHECK(r->cdi_ids == std::map<std::string, std::string>{
-                          {"erdma_0", std::string("erdma.aliyun.com/claim=") + kUid + "-erdma_0"},
-                          {"erdma_1", std::string("erdma.aliyun.com/claim=") + kUid + "-erdma_1"}});
+  CHECK(r->cdi_ids ==
+        std::map<std::string, std::string>{{"erdma_0", std::string("erdma.aliyun.com/claim=") + kUid + "-erdma_0"},
+                                           {"erdma_1", std::string("erdma.aliyun.com/claim=") + kUid + "-erdma_1"}});
   const std::string u = kUid;
   CHECK(r->spec == json::parse(R"({
     "cdiVersion": "0.5.0",
@@ -171,7 +172,8 @@ TEST_CASE("an SMC-R claim names the agent's createRuntime hook once, spec-wide; 
   REQUIRE_OK(r);
   CHECK(r->spec["containerEdits"]["hooks"] == json::parse(std::string(R"([{"hookName": "createRuntime",
       "path": "/var/lib/erdma-controller/dra/erdma-cdi-hook",
-      "args": ["erdma-cdi-hook", "smcr", "--claim", ")") + kUid + R"(", "--socket",
+      "args": ["erdma-cdi-hook", "smcr", "--claim", ")") + kUid +
+                                                          R"(", "--socket",
                "/var/lib/erdma-controller/dra/hook.sock"]}])"));
   for (const auto& d : r->spec["devices"]) CHECK_FALSE(d["containerEdits"].contains("hooks"));
   check_cdi_rules(r->spec);

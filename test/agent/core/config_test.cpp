@@ -98,8 +98,8 @@ TEST_CASE("the SMC-R keys are read and normalised") {
   CHECK_FALSE(cfg->smcr.enabled);
   CHECK(cfg->smcr.pnet_id.str() == "ERDMA1");
   CHECK(cfg->smcr.ueid == "CLUSTER-7.PROD");
-  CHECK(cfg->smcr.sysctls == std::map<std::string, std::string>{{"net.smc.autocorking_size", "0"},
-                                                                 {"net.smc.wmem", "262144"}});
+  CHECK(cfg->smcr.sysctls ==
+        std::map<std::string, std::string>{{"net.smc.autocorking_size", "0"}, {"net.smc.wmem", "262144"}});
   CHECK(cfg->smcr.pod_interface == "net1");
   CHECK(cfg->smcr.preload_source == "/opt/erdma/libsmc-preload.so");
   CHECK(cfg->smcr.preload_host_dir == "/var/lib/erdma/lib");

@@ -18,17 +18,27 @@ constexpr const char* kUidA = "6f1c2a9e-0b7d-4c53-9a41-3e8b2d7f0c11";
 constexpr const char* kUidB = "7a2d3b0f-1c8e-4d64-8b52-4f9c3e8a1d22";
 constexpr const char* kUidC = "8b3e4c1a-2d9f-4e75-9c63-5a0d4f9b2e33";
 
-PreparedDevice device(std::string dev, std::string card, std::string uid, std::vector<std::string> requests = {"rdma"}) {
-  return PreparedDevice{std::move(requests), "node-a", std::move(dev), card, {cdi_device_id("erdma.aliyun.com", uid, card)}, ""};
+PreparedDevice device(std::string dev, std::string card, std::string uid,
+                      std::vector<std::string> requests = {"rdma"}) {
+  return PreparedDevice{
+      std::move(requests), "node-a", std::move(dev), card, {cdi_device_id("erdma.aliyun.com", uid, card)}, ""};
 }
 
 PreparedClaim claim_a() {
-  return PreparedClaim{kUidA, "team-a", "train-0", false, cdi_spec_file_name("erdma.aliyun.com", kUidA),
+  return PreparedClaim{kUidA,
+                       "team-a",
+                       "train-0",
+                       false,
+                       cdi_spec_file_name("erdma.aliyun.com", kUidA),
                        {device("erdma-1", "erdma_1", kUidA, {"rdma", "extra"}), device("erdma-0", "erdma_0", kUidA)}};
 }
 
 PreparedClaim claim_b() {
-  return PreparedClaim{kUidB, "web", "smc-7", true, cdi_spec_file_name("erdma.aliyun.com", kUidB),
+  return PreparedClaim{kUidB,
+                       "web",
+                       "smc-7",
+                       true,
+                       cdi_spec_file_name("erdma.aliyun.com", kUidB),
                        {device("erdma-0", "erdma_0", kUidB, {"smc"})}};
 }
 
@@ -85,7 +95,8 @@ TEST_CASE("the file is one compact JSON object with sorted keys, its checksum ov
   CHECK(doc.dump() + "\n" == text);  // exactly what nlohmann writes for the object
   CHECK(doc.begin().key() == "checksum");
   CHECK(resigned(doc) + "\n" == text);
-  CHECK(encode_checkpoint({}) == resigned(json{{"kind", kCheckpointKind}, {"version", 1}, {"claims", json::array()}}) + "\n");
+  CHECK(encode_checkpoint({}) ==
+        resigned(json{{"kind", kCheckpointKind}, {"version", 1}, {"claims", json::array()}}) + "\n");
 }
 
 TEST_CASE("decode refuses corrupt, foreign and unknown-version checkpoints with a clear error") {
@@ -108,7 +119,13 @@ TEST_CASE("decode refuses corrupt, foreign and unknown-version checkpoints with 
       {"empty", "", "not JSON"},
       {"truncated", text.substr(0, text.size() / 2), "not JSON"},
       {"a byte changed", flipped, "corrupt"},
-      {"checksum removed", [&] { json d = doc; d.erase("checksum"); return d.dump(); }(), "checksum"},
+      {"checksum removed",
+       [&] {
+         json d = doc;
+         d.erase("checksum");
+         return d.dump();
+       }(),
+       "checksum"},
       {"array", "[]", "not a JSON object"},
       {"other kind", edit([](json& d) { d["kind"] = "something-else"; }), "kind"},
       {"newer version", edit([](json& d) { d["version"] = 2; }), "newer agent"},
@@ -124,13 +141,14 @@ TEST_CASE("decode refuses corrupt, foreign and unknown-version checkpoints with 
       {"spec file with a slash", edit([](json& d) { d["claims"][0]["cdiSpecFile"] = "../x.json"; }), "cdiSpecFile"},
       {"no devices", edit([](json& d) { d["claims"][0]["devices"] = json::array(); }), "devices"},
       {"device member unknown", edit([](json& d) { d["claims"][0]["devices"][0]["y"] = 1; }), "unknown member \"y\""},
-      {"device name invalid", edit([](json& d) { d["claims"][0]["devices"][0]["device"] = "erdma_0"; }), "DNS-1123 label"},
+      {"device name invalid", edit([](json& d) { d["claims"][0]["devices"][0]["device"] = "erdma_0"; }),
+       "DNS-1123 label"},
       {"card invalid", edit([](json& d) { d["claims"][0]["devices"][0]["card"] = "a b"; }), "RDMA device name"},
       {"no CDI ids", edit([](json& d) { d["claims"][0]["devices"][0]["cdiDeviceIds"] = json::array(); }), "empty"},
       {"CDI id malformed", edit([](json& d) { d["claims"][0]["devices"][0]["cdiDeviceIds"] = {"x"}; }), "CDI"},
       {"request invalid", edit([](json& d) { d["claims"][0]["devices"][0]["requests"] = {"A/"}; }), "request"},
-      {"device twice",
-       edit([](json& d) { d["claims"][0]["devices"].push_back(d["claims"][0]["devices"][0]); }), "twice"},
+      {"device twice", edit([](json& d) { d["claims"][0]["devices"].push_back(d["claims"][0]["devices"][0]); }),
+       "twice"},
       {"claim twice", edit([](json& d) { d["claims"].push_back(d["claims"][0]); }), "twice"},
       {"share ID not a UID", edit([](json& d) { d["claims"][0]["devices"][0]["shareID"] = "../x"; }), "share UID"},
       {"share ID a number", edit([](json& d) { d["claims"][0]["devices"][0]["shareID"] = 5; }), "shareID"},

@@ -15,9 +15,7 @@ constexpr const char* kUid = "6f1c2a9e-0b7d-4c53-9a41-3e8b2d7f0c11";
 constexpr const char* kDriver = "erdma.aliyun.com";
 constexpr const char* kPool = "node-1";
 
-std::vector<RdmaDevice> node() {
-  return {make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0)};
-}
+std::vector<RdmaDevice> node() { return {make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 0)}; }
 
 ClaimRef ref() { return ClaimRef{"team-a", "train-0", kUid}; }
 
@@ -45,8 +43,8 @@ json claim_of(json results, json configs = json::array(), std::string uid = kUid
 }
 
 TEST_CASE("plan_claim: an RDMA claim of two cards") {
-  auto plan = plan_claim(claim_of(json::array({result("nics", "erdma-1"), result("nics", "erdma-0")})), ref(), node(),
-                         kPool);
+  auto plan =
+      plan_claim(claim_of(json::array({result("nics", "erdma-1"), result("nics", "erdma-0")})), ref(), node(), kPool);
   REQUIRE(plan.ok());
   CHECK(plan->mode == ClaimMode::Rdma);
   REQUIRE(plan->devices.size() == 2);
@@ -74,8 +72,9 @@ TEST_CASE("plan_claim: errors, each with its code and the object it names") {
   bad_version["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"]["apiVersion"] = "v2";
   json bad_source = claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromSomewhere", "rdma")}));
   const std::vector<Case> cases = {
-      {"UID differs: the claim was recreated", claim_of(json::array({result("r", "erdma-0")}), json::array(), "other-uid"),
-       ErrorCode::FailedPrecondition, "deleted and created again"},
+      {"UID differs: the claim was recreated",
+       claim_of(json::array({result("r", "erdma-0")}), json::array(), "other-uid"), ErrorCode::FailedPrecondition,
+       "deleted and created again"},
       {"not allocated", not_allocated, ErrorCode::FailedPrecondition, "not allocated"},
       {"only other drivers' devices", claim_of(json::array({result("gpu", "gpu-0", "gpu.example.com")})),
        ErrorCode::FailedPrecondition, "no device of driver erdma.aliyun.com"},
@@ -88,8 +87,9 @@ TEST_CASE("plan_claim: errors, each with its code and the object it names") {
       {"unknown mode", claim_of(json::array({result("r", "erdma-0")}), json::array({config("FromClaim", "roce")})),
        ErrorCode::InvalidArgument, "roce"},
       {"unknown source", bad_source, ErrorCode::InvalidArgument, "FromSomewhere"},
-      {"mixed modes", claim_of(json::array({result("a", "erdma-0"), result("b", "erdma-1")}),
-                               json::array({config("FromClaim", "smcr", json::array({"b"}))})),
+      {"mixed modes",
+       claim_of(json::array({result("a", "erdma-0"), result("b", "erdma-1")}),
+                json::array({config("FromClaim", "smcr", json::array({"b"}))})),
        ErrorCode::InvalidArgument, "two claims"},
       {"not a claim", json::array(), ErrorCode::InvalidArgument, "not a ResourceClaim"},
       {"result without device", claim_of(json::array({json{{"request", "r"}, {"driver", kDriver}, {"pool", kPool}}})),
@@ -150,8 +150,9 @@ TEST_CASE("plan_claim: members of the wrong type are InvalidArgument naming the 
 
 TEST_CASE("reserved_pods and merged_device_status: entries of any shape are skipped or kept, never a throw") {
   json claim = claim_of(json::array());
-  claim["status"]["reservedFor"] = json::array({json{{"resource", 5}, {"name", "x"}}, json{{"resource", "pods"}, {"name", 5}},
-                                                7, json{{"resource", "pods"}, {"name", "web-0"}}});
+  claim["status"]["reservedFor"] =
+      json::array({json{{"resource", 5}, {"name", "x"}}, json{{"resource", "pods"}, {"name", 5}}, 7,
+                   json{{"resource", "pods"}, {"name", "web-0"}}});
   CHECK(reserved_pods(claim) == std::vector<ReservedPod>{{"web-0", ""}});
   claim["status"]["devices"] = json::array({json{{"driver", 5}}, "odd", json{{"driver", kDriver}, {"device", "old"}}});
   const json merged = merged_device_status(claim, json::array({json{{"driver", kDriver}, {"device", "new"}}}));
@@ -169,8 +170,8 @@ TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, late
   const std::vector<Case> cases = {
       {"no config: RDMA", json::array(), ClaimMode::Rdma},
       {"class says smcr", json::array({config("FromClass", "smcr")}), ClaimMode::Smcr},
-      {"claim narrows the class's RDMA to SMC-R", json::array({config("FromClass", "rdma"), config("FromClaim", "smcr")}),
-       ClaimMode::Smcr},
+      {"claim narrows the class's RDMA to SMC-R",
+       json::array({config("FromClass", "rdma"), config("FromClaim", "smcr")}), ClaimMode::Smcr},
       {"claim restates the class's SMC-R", json::array({config("FromClass", "smcr"), config("FromClaim", "smcr")}),
        ClaimMode::Smcr},
       {"claim overrides class whatever the order",
@@ -182,7 +183,8 @@ TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, late
       {"the main request name covers a subrequest", json::array({config("FromClaim", "smcr", json::array({"nics"}))}),
        ClaimMode::Smcr},
       {"another driver's config is ignored, even when it is not ours to read",
-       json::array({json{{"source", "FromClaim"}, {"opaque", {{"driver", "gpu.example.com"}, {"parameters", {{"x", 1}}}}}}}),
+       json::array(
+           {json{{"source", "FromClaim"}, {"opaque", {{"driver", "gpu.example.com"}, {"parameters", {{"x", 1}}}}}}}),
        ClaimMode::Rdma},
   };
   for (const auto& c : cases) {
@@ -198,10 +200,10 @@ TEST_CASE("plan_claim: the mode from the configs, FromClaim over FromClass, late
 // The SMC-R class is not a door to raw verbs (security review M3): a claim that asks mode rdma of a
 // request its class makes SMC-R is refused, whatever the order of the configs.
 TEST_CASE("plan_claim: a claim cannot turn its class's SMC-R into raw RDMA") {
-  for (const auto& configs : {json::array({config("FromClass", "smcr"), config("FromClaim", "rdma")}),
-                              json::array({config("FromClaim", "rdma"), config("FromClass", "smcr")}),
-                              json::array({config("FromClass", "smcr"), config("FromClaim", "smcr"),
-                                           config("FromClaim", "rdma")})}) {
+  for (const auto& configs :
+       {json::array({config("FromClass", "smcr"), config("FromClaim", "rdma")}),
+        json::array({config("FromClaim", "rdma"), config("FromClass", "smcr")}),
+        json::array({config("FromClass", "smcr"), config("FromClaim", "smcr"), config("FromClaim", "rdma")})}) {
     CAPTURE(configs.dump());
     auto plan = plan_claim(claim_of(json::array({result("nics/fast", "erdma-0")}), configs), ref(), node(), kPool);
     REQUIRE_FALSE(plan.ok());
@@ -211,9 +213,10 @@ TEST_CASE("plan_claim: a claim cannot turn its class's SMC-R into raw RDMA") {
     CHECK(plan.error().message.find("never SMC-R into raw RDMA") != std::string::npos);
   }
   // A config of the claim for another request leaves this one to its class.
-  auto other = plan_claim(claim_of(json::array({result("nics/fast", "erdma-0")}),
-                                   json::array({config("FromClass", "smcr"), config("FromClaim", "rdma", json::array({"x"}))})),
-                          ref(), node(), kPool);
+  auto other =
+      plan_claim(claim_of(json::array({result("nics/fast", "erdma-0")}),
+                          json::array({config("FromClass", "smcr"), config("FromClaim", "rdma", json::array({"x"}))})),
+                 ref(), node(), kPool);
   REQUIRE(other.ok());
   CHECK(other->mode == ClaimMode::Smcr);
 }
@@ -277,8 +280,8 @@ TEST_CASE("reserved_pods: the pods of status.reservedFor; anything malformed giv
     "pods/x",
     {"resource": "pods", "name": "train-1", "uid": "u3"}])");
   CHECK(reserved_pods(c) == std::vector<ReservedPod>{{"train-0", "u1"}, {"train-1", "u3"}});
-  for (const char* bad : {R"([])", R"("claim")", R"({})", R"({"status": 5})", R"({"status": {"reservedFor": {"a": 1}}})",
-                          R"({"status": {"reservedFor": null}})"}) {
+  for (const char* bad : {R"([])", R"("claim")", R"({})", R"({"status": 5})",
+                          R"({"status": {"reservedFor": {"a": 1}}})", R"({"status": {"reservedFor": null}})"}) {
     CAPTURE(bad);
     CHECK(reserved_pods(json::parse(bad)).empty());
   }
@@ -299,9 +302,15 @@ TEST_CASE("prepared_claim takes the CDI names and file from the spec") {
 }
 
 TEST_CASE("device_status_entries: networkData from card facts, limits checked") {
-  PreparedClaim c{kUid, "team-a", "train-0", false, "f.json",
-                  {PreparedDevice{{"r"}, kPool, "erdma-0", "erdma_0", {"x"}, ""}, PreparedDevice{{"r"}, kPool, "erdma-1", "erdma_1", {"y"}, ""}}};
-  std::map<std::string, CardNetwork> nets = {{"erdma_0", {"eth0", {"10.0.0.5/24", "2001:db8::5/64"}, "00:16:3e:00:00:01"}}};
+  PreparedClaim c{kUid,
+                  "team-a",
+                  "train-0",
+                  false,
+                  "f.json",
+                  {PreparedDevice{{"r"}, kPool, "erdma-0", "erdma_0", {"x"}, ""},
+                   PreparedDevice{{"r"}, kPool, "erdma-1", "erdma_1", {"y"}, ""}}};
+  std::map<std::string, CardNetwork> nets = {
+      {"erdma_0", {"eth0", {"10.0.0.5/24", "2001:db8::5/64"}, "00:16:3e:00:00:01"}}};
   auto e = device_status_entries(c, nets);
   REQUIRE(e.ok());
   CHECK(*e == json::parse(R"([
@@ -318,8 +327,9 @@ TEST_CASE("device_status_entries: networkData from card facts, limits checked") 
   nets["erdma_0"].ips = {"10.0.0.5/24", "10.0.0.5/24"};
   CHECK_FALSE(device_status_entries(c, nets).ok());
 
-  const json claim = {{"status", {{"devices", json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "g"}},
-                                                          json{{"driver", kDriver}, {"pool", kPool}, {"device", "old"}}})}}}};
+  const json claim = {{"status",
+                       {{"devices", json::array({json{{"driver", "gpu.example.com"}, {"pool", "p"}, {"device", "g"}},
+                                                 json{{"driver", kDriver}, {"pool", kPool}, {"device", "old"}}})}}}};
   const auto merged = merged_device_status(claim, *device_status_entries(c, {}));
   REQUIRE(merged.size() == 3);
   CHECK(merged[0]["driver"] == "gpu.example.com");

@@ -179,16 +179,14 @@ TEST_CASE("build_slices: one device per card with typed attributes, owned by the
   f.pci_addresses = {{"erdma_0", "0000:00:05.0"}};
   f.pcie_roots = {{"erdma_0", "pci0000:00"}};
   f.ipv4_addresses = {{"eth1", "192.168.7.9"}};
-  const auto slices = built({roce_card("erdma_1", "uverbs1", 1, 3, PortState::Active, "eth1"),
-                             roce_card("erdma_0", "uverbs0", 0, 3)},
-                            f);
+  const auto slices = built(
+      {roce_card("erdma_1", "uverbs1", 1, 3, PortState::Active, "eth1"), roce_card("erdma_0", "uverbs0", 0, 3)}, f);
   REQUIRE(slices.size() == 1);
   const json& s = slices[0];
   CHECK(s["apiVersion"] == "resource.k8s.io/v1");
   CHECK(s["kind"] == "ResourceSlice");
   CHECK(s["metadata"]["name"] == "node-a-erdma.aliyun.com-0");
-  CHECK(s["metadata"]["ownerReferences"] ==
-        json::parse(R"([{"apiVersion":"v1","kind":"Node","name":"node-a",
+  CHECK(s["metadata"]["ownerReferences"] == json::parse(R"([{"apiVersion":"v1","kind":"Node","name":"node-a",
                          "uid":"1b4e28ba-2fa1-11d2-883f-0016d3cca427","controller":true}])"));
   CHECK(s["spec"]["driver"] == "erdma.aliyun.com");
   CHECK(s["spec"]["nodeName"] == "node-a");
@@ -306,7 +304,8 @@ TEST_CASE("build_slices: names that collide or cannot be published are left out,
 
 TEST_CASE("build_slices: the per-slice device limit of resource.k8s.io/v1, stable under health changes") {
   std::vector<RdmaDevice> cards;
-  for (int i = 0; i < 130; ++i) cards.push_back(make_device("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0));
+  for (int i = 0; i < 130; ++i)
+    cards.push_back(make_device("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0));
   auto check = [&](HealthPolicy policy, std::vector<size_t> want_sizes) {
     auto f = facts();
     f.health = policy;
@@ -359,9 +358,21 @@ TEST_CASE("build_slices: facts that break the API's rules are refused with the r
       {"negative generation", [](SliceFacts& f) { f.generation = -1; }, "generation"},
       {"driver mode auto", [](SliceFacts& f) { f.driver_mode = "auto"; }, "driver mode"},
       {"netns mode Shared", [](SliceFacts& f) { f.rdma_netns_mode = "Shared"; }, "RDMA netns mode"},
-      {"short PCI address", [](SliceFacts& f) { f.pci_addresses = {{"erdma_0", "00:05.0"}}; }, "PCI address"},
-      {"PCIe root as a path", [](SliceFacts& f) { f.pcie_roots = {{"erdma_0", "devices/pci0000:00"}}; }, "PCIe root"},
-      {"bad IPv4", [](SliceFacts& f) { f.ipv4_addresses = {{"eth0", "10.0.0.256"}}; }, "IPv4"},
+      {"short PCI address",
+       [](SliceFacts& f) {
+         f.pci_addresses = {{"erdma_0", "00:05.0"}};
+       },
+       "PCI address"},
+      {"PCIe root as a path",
+       [](SliceFacts& f) {
+         f.pcie_roots = {{"erdma_0", "devices/pci0000:00"}};
+       },
+       "PCIe root"},
+      {"bad IPv4",
+       [](SliceFacts& f) {
+         f.ipv4_addresses = {{"eth0", "10.0.0.256"}};
+       },
+       "IPv4"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -489,10 +500,12 @@ TEST_CASE("plan_slices: creates on an empty server, then nothing while the conte
   CHECK(plan->generation == 7);
 }
 
-TEST_CASE("plan_slices: a change updates every slice of the pool to a higher generation, keeping what the agent does not set") {
+TEST_CASE(
+    "plan_slices: a change updates every slice of the pool to a higher generation, keeping what the agent does not set") {
   FakeSliceStore store;
   std::vector<RdmaDevice> cards;
-  for (int i = 0; i < 70; ++i) cards.push_back(roce_card("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0, 3));
+  for (int i = 0; i < 70; ++i)
+    cards.push_back(roce_card("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0, 3));
   CHECK(converge(store, built(cards, facts())) == 0);
   REQUIRE(store.objects.size() == 2);
   store.objects["node-a-erdma.aliyun.com-0"]["metadata"]["labels"] = {{"team", "x"}};
@@ -535,7 +548,8 @@ TEST_CASE("plan_slices: a change updates every slice of the pool to a higher gen
 TEST_CASE("plan_slices: the node's cards come and go, the server converges each time") {
   FakeSliceStore store;
   std::vector<RdmaDevice> many;
-  for (int i = 0; i < 100; ++i) many.push_back(make_device("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0));
+  for (int i = 0; i < 100; ++i)
+    many.push_back(make_device("erdma_" + std::to_string(i), "uverbs" + std::to_string(i), 0));
   std::vector<RdmaDevice> few(many.begin(), many.begin() + 2);
   auto down = few;
   down[1].ports.front().state = PortState::Down;

@@ -57,17 +57,16 @@ TEST_CASE("slot IDs embed the device name and parse back") {
 }
 
 TEST_CASE("device names must leave room for the slot suffix within 63 characters") {
-  CHECK(check_device_name_fits(std::string(60, 'a'), 64).ok());   // "-63": 63 total
+  CHECK(check_device_name_fits(std::string(60, 'a'), 64).ok());  // "-63": 63 total
   CHECK_FALSE(check_device_name_fits(std::string(61, 'a'), 64).ok());
-  CHECK(check_device_name_fits(std::string(61, 'a'), 10).ok());   // "-9"
-  CHECK(check_device_name_fits(std::string(61, 'a'), 1).ok());    // "-0"
+  CHECK(check_device_name_fits(std::string(61, 'a'), 10).ok());  // "-9"
+  CHECK(check_device_name_fits(std::string(61, 'a'), 1).ok());   // "-0"
   CHECK_FALSE(check_device_name_fits(std::string(62, 'a'), 1).ok());
 }
 
 TEST_CASE("advertised_devices: every slot, health from the ports, NUMA node, bad names noted") {
   std::vector<RdmaDevice> devices = {make_device("erdma_1", "uverbs1", 1, PortState::Down),
-                                     make_device("erdma_0", "uverbs0", 0),
-                                     make_device("bad name", "uverbs5", 0),
+                                     make_device("erdma_0", "uverbs0", 0), make_device("bad name", "uverbs5", 0),
                                      make_device("erdma_0", "uverbs9", 0),
                                      make_device(std::string(62, 'x'), "uverbs6", 0)};
   const auto ad = advertised_devices(devices, 3);
@@ -105,8 +104,8 @@ TEST_CASE("allocate_container: device nodes, env, notes") {
   REQUIRE(a.ok());
   CHECK(a->devices == V{"erdma_0", "erdma_1"});
   // No GIDs known: NCCL gets the devices but no GID index.
-  CHECK(a->envs == std::map<std::string, std::string>{{"ERDMA_DEVICES", "erdma_0,erdma_1"},
-                                                      {"NCCL_IB_HCA", "=erdma_0,erdma_1"}});
+  CHECK(a->envs ==
+        std::map<std::string, std::string>{{"ERDMA_DEVICES", "erdma_0,erdma_1"}, {"NCCL_IB_HCA", "=erdma_0,erdma_1"}});
   REQUIRE(a->device_nodes.size() == 3);
   CHECK(a->device_nodes[0] == DeviceNode{"/dev/infiniband/uverbs0", "/dev/infiniband/uverbs0", "rw"});
   CHECK(a->device_nodes[1] == DeviceNode{"/dev/infiniband/uverbs3", "/dev/infiniband/uverbs3", "rw"});
@@ -211,12 +210,16 @@ TEST_CASE("ipv4_roce_v2_gid_index: the lowest RoCE v2 entry with an IPv4-mapped 
   };
   for (const auto& c : std::vector<Case>{
            {"none", {}, std::nullopt},
-           {"link-local only", {{0, kLinkLocal, GidType::IbRoceV1, ""}, {1, kLinkLocal, GidType::RoceV2, ""}}, std::nullopt},
+           {"link-local only",
+            {{0, kLinkLocal, GidType::IbRoceV1, ""}, {1, kLinkLocal, GidType::RoceV2, ""}},
+            std::nullopt},
            {"v1 IPv4 is not enough", {{2, kV4a, GidType::IbRoceV1, ""}}, std::nullopt},
            {"unknown type is not enough", {{2, kV4a, GidType::Unknown, ""}}, std::nullopt},
            {"lowest of two", {{5, kV4b, GidType::RoceV2, ""}, {3, kV4a, GidType::RoceV2, ""}}, 3u},
            {"upper-case hex", {{4, "0000:0000:0000:0000:0000:FFFF:0A00:0005", GidType::RoceV2, ""}}, 4u},
-           {"IPv6 global is not IPv4", {{1, "2001:0db8:0000:0000:0000:ffff:0a00:0005", GidType::RoceV2, ""}}, std::nullopt},
+           {"IPv6 global is not IPv4",
+            {{1, "2001:0db8:0000:0000:0000:ffff:0a00:0005", GidType::RoceV2, ""}},
+            std::nullopt},
        }) {
     CAPTURE(c.name);
     CHECK(ipv4_roce_v2_gid_index(with_gids(make_device("d", "uverbs0", 0), c.gids)) == c.want);
@@ -263,12 +266,12 @@ TEST_CASE("preferred_allocation spreads over devices, NUMA-aware, then packs") {
     CHECK(*r == c.want);
   }
 
-  for (const auto& entry : std::vector<std::pair<PreferredRequest, const char*>>{
-           {{all, {}, -1}, "negative"},
-           {{{"a-0"}, {}, 2}, "cannot choose 2 of 1"},
-           {{{"a-0", "junk"}, {}, 1}, "junk"},
-           {{{"a-0"}, {"b-0"}, 1}, "not available"},
-           {{{"a-0", "a-1"}, {"a-0", "a-1"}, 1}, "do not fit"}}) {
+  for (const auto& entry :
+       std::vector<std::pair<PreferredRequest, const char*>>{{{all, {}, -1}, "negative"},
+                                                             {{{"a-0"}, {}, 2}, "cannot choose 2 of 1"},
+                                                             {{{"a-0", "junk"}, {}, 1}, "junk"},
+                                                             {{{"a-0"}, {"b-0"}, 1}, "not available"},
+                                                             {{{"a-0", "a-1"}, {"a-0", "a-1"}, 1}, "do not fit"}}) {
     // Named copies, not structured bindings: clang 14 cannot capture those.
     const auto& req = entry.first;
     const char* text = entry.second;

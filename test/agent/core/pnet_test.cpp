@@ -50,7 +50,7 @@ TEST_CASE("PnetId error names the rule broken") {
 
 TEST_CASE("Interface names follow dev_valid_name") {
   CHECK(validate_ifname("eth0").ok());
-  CHECK(validate_ifname("veth1234567890a").ok());  // 15
+  CHECK(validate_ifname("veth1234567890a").ok());         // 15
   CHECK_FALSE(validate_ifname("veth1234567890ab").ok());  // 16
   CHECK_FALSE(validate_ifname("").ok());
   CHECK_FALSE(validate_ifname(".").ok());

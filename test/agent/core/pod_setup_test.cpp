@@ -34,8 +34,9 @@ std::map<std::string, std::string> info(std::string json) { return {{"info", std
 TEST_CASE("the pod is the one whose container holds every device ID") {
   const std::vector<PodDevices> pods = {
       pod("a", "web", {container("c", {{"aliyun/erdma", {"erdma_0-0"}}})}),
-      pod("b", "train", {container("init", {{"aliyun/erdma", {"erdma_0-1"}}}),
-                         container("main", {{"aliyun/erdma", {"erdma_0-2", "erdma_1-0"}}, {"nvidia.com/gpu", {"GPU-1"}}})}),
+      pod("b", "train",
+          {container("init", {{"aliyun/erdma", {"erdma_0-1"}}}),
+           container("main", {{"aliyun/erdma", {"erdma_0-2", "erdma_1-0"}}, {"nvidia.com/gpu", {"GPU-1"}}})}),
   };
   auto r = find_pod_for_devices(pods, "aliyun/erdma", {"erdma_1-0", "erdma_0-2"});
   REQUIRE(r.ok());
@@ -71,9 +72,12 @@ TEST_CASE("the pod is the one whose container holds every device ID") {
 
 TEST_CASE("the newest ready sandbox of the pod is chosen") {
   const std::vector<SandboxSummary> list = {
-      sandbox("old", "ns", "web", 100),          sandbox("new", "ns", "web", 200),
-      sandbox("dead", "ns", "web", 300, false),  sandbox("other-ns", "ns2", "web", 400),
-      sandbox("same-time", "ns", "db", 50, true, 1), sandbox("same-time-0", "ns", "db", 50, true, 0),
+      sandbox("old", "ns", "web", 100),
+      sandbox("new", "ns", "web", 200),
+      sandbox("dead", "ns", "web", 300, false),
+      sandbox("other-ns", "ns2", "web", 400),
+      sandbox("same-time", "ns", "db", 50, true, 1),
+      sandbox("same-time-0", "ns", "db", 50, true, 0),
   };
   CHECK(choose_sandbox(list, "ns", "web")->id == "new");
   CHECK(choose_sandbox(list, "ns2", "web")->id == "other-ns");
@@ -117,13 +121,15 @@ TEST_CASE("the netns is read from containerd's verbose sandbox info") {
   }
   SUBCASE("the CRI status says NODE") { CHECK(parse_sandbox_netns(info(containerd), true)->host_network); }
   SUBCASE("an OCI spec without a network namespace shares the host's") {
-    auto h = parse_sandbox_netns(info(R"({"pid": 1, "runtimeSpec": {"linux": {"namespaces": [{"type": "pid"}]}}})"), false);
+    auto h =
+        parse_sandbox_netns(info(R"({"pid": 1, "runtimeSpec": {"linux": {"namespaces": [{"type": "pid"}]}}})"), false);
     REQUIRE(h.ok());
     CHECK(h->host_network);
   }
   SUBCASE("a network namespace without a path, pid 0, closed") {
     auto c = parse_sandbox_netns(
-        info(R"({"pid": 0, "netNamespaceClosed": true, "runtimeSpec": {"linux": {"namespaces": [{"type": "network"}]}}})"),
+        info(
+            R"({"pid": 0, "netNamespaceClosed": true, "runtimeSpec": {"linux": {"namespaces": [{"type": "network"}]}}})"),
         false);
     REQUIRE(c.ok());
     CHECK_FALSE(c->path.has_value());
@@ -152,7 +158,8 @@ TEST_CASE("the netns is read from containerd's verbose sandbox info") {
       CHECK(e.error().message.find(c.says) != std::string::npos);
     }
     // Odd but harmless shapes are ignored rather than refused.
-    auto odd = parse_sandbox_netns(info(R"({"runtimeSpec": {"linux": {"namespaces": {"type": "network"}}}, "pid": null})"), false);
+    auto odd = parse_sandbox_netns(
+        info(R"({"runtimeSpec": {"linux": {"namespaces": {"type": "network"}}}, "pid": null})"), false);
     REQUIRE(odd.ok());
     CHECK_FALSE(odd->pid.has_value());
   }
@@ -166,8 +173,8 @@ TEST_CASE("the netns is read from containerd's verbose sandbox info") {
 TEST_CASE("pod setup results have stable metric label values") {
   std::vector<std::string> names;
   for (auto r : kAllPodSetupResults) names.emplace_back(to_string(r));
-  CHECK(names == std::vector<std::string>{"configured", "not_requested", "not_allowed", "host_network", "host_netns_refused",
-                                          "pod_not_found", "sandbox_gone", "timeout", "failed"});
+  CHECK(names == std::vector<std::string>{"configured", "not_requested", "not_allowed", "host_network",
+                                          "host_netns_refused", "pod_not_found", "sandbox_gone", "timeout", "failed"});
   CHECK(result_of(make_error(ErrorCode::NotFound, "")) == PodSetupResult::SandboxGone);
   CHECK(result_of(make_error(ErrorCode::DeadlineExceeded, "")) == PodSetupResult::Timeout);
   CHECK(result_of(make_error(ErrorCode::Unavailable, "")) == PodSetupResult::Failed);
@@ -178,7 +185,8 @@ TEST_CASE("pod setup results have stable metric label values") {
 namespace erdma::agent {
 namespace {
 
-SandboxNetns netns_of(std::optional<std::string> path, std::optional<uint32_t> pid, bool host = false, bool closed = false) {
+SandboxNetns netns_of(std::optional<std::string> path, std::optional<uint32_t> pid, bool host = false,
+                      bool closed = false) {
   SandboxNetns n;
   n.path = std::move(path);
   n.pid = pid;
@@ -199,21 +207,41 @@ TEST_CASE("choose_pod_netns: which namespace file a sandbox's setup enters, or w
   };
   const auto ready = SandboxState::Ready;
   const std::vector<Case> cases = {
-      {"no annotation", {false, ready, netns_of(runtime_path, 7), true, "/host/proc"}, PodSetupResult::NotRequested, ""},
-      {"annotation checked before readiness", {false, SandboxState::NotReady, netns_of(runtime_path, 7), true, "/proc"},
-       PodSetupResult::NotRequested, ""},
-      {"not ready", {true, SandboxState::NotReady, netns_of(runtime_path, 7), true, "/proc"}, PodSetupResult::SandboxGone, ""},
+      {"no annotation",
+       {false, ready, netns_of(runtime_path, 7), true, "/host/proc"},
+       PodSetupResult::NotRequested,
+       ""},
+      {"annotation checked before readiness",
+       {false, SandboxState::NotReady, netns_of(runtime_path, 7), true, "/proc"},
+       PodSetupResult::NotRequested,
+       ""},
+      {"not ready",
+       {true, SandboxState::NotReady, netns_of(runtime_path, 7), true, "/proc"},
+       PodSetupResult::SandboxGone,
+       ""},
       {"host network", {true, ready, netns_of(std::nullopt, 7, true), false, "/proc"}, PodSetupResult::HostNetwork, ""},
-      {"host network wins over a closed netns", {true, ready, netns_of(std::nullopt, 7, true, true), false, "/proc"},
-       PodSetupResult::HostNetwork, ""},
-      {"closed netns", {true, ready, netns_of(runtime_path, 7, false, true), true, "/proc"}, PodSetupResult::SandboxGone, ""},
+      {"host network wins over a closed netns",
+       {true, ready, netns_of(std::nullopt, 7, true, true), false, "/proc"},
+       PodSetupResult::HostNetwork,
+       ""},
+      {"closed netns",
+       {true, ready, netns_of(runtime_path, 7, false, true), true, "/proc"},
+       PodSetupResult::SandboxGone,
+       ""},
       {"visible path", {true, ready, netns_of(runtime_path, 7), true, "/host/proc"}, std::nullopt, runtime_path},
-      {"invisible path, pid fallback", {true, ready, netns_of(runtime_path, 7), false, "/host/proc"}, std::nullopt,
+      {"invisible path, pid fallback",
+       {true, ready, netns_of(runtime_path, 7), false, "/host/proc"},
+       std::nullopt,
        "/host/proc/7/ns/net"},
       {"pid only", {true, ready, netns_of(std::nullopt, 4242), false, "/proc"}, std::nullopt, "/proc/4242/ns/net"},
-      {"invisible path, no pid", {true, ready, netns_of(runtime_path, std::nullopt), false, "/proc"},
-       PodSetupResult::SandboxGone, ""},
-      {"neither path nor pid", {true, ready, netns_of(std::nullopt, std::nullopt), false, "/proc"}, PodSetupResult::Failed, ""},
+      {"invisible path, no pid",
+       {true, ready, netns_of(runtime_path, std::nullopt), false, "/proc"},
+       PodSetupResult::SandboxGone,
+       ""},
+      {"neither path nor pid",
+       {true, ready, netns_of(std::nullopt, std::nullopt), false, "/proc"},
+       PodSetupResult::Failed,
+       ""},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -265,14 +293,16 @@ TEST_CASE("refuse_pod_netns: the host's namespace, a vanished one and a passed d
   const std::vector<Case> cases = {
       {"a pod's own netns", facts({}, Result<bool>(false)), std::nullopt},
       {"the host's netns", facts({}, Result<bool>(true)), PodSetupResult::HostNetnsRefused},
-      {"the host's netns even without time left", facts({}, Result<bool>(true), {}, false), PodSetupResult::HostNetnsRefused},
+      {"the host's netns even without time left", facts({}, Result<bool>(true), {}, false),
+       PodSetupResult::HostNetnsRefused},
       {"host netns unreadable", facts(denied, std::nullopt), PodSetupResult::Failed},
       {"pod netns vanished", facts({}, Result<bool>(gone)), PodSetupResult::SandboxGone},
       {"pod netns unreadable", facts({}, Result<bool>(denied)), PodSetupResult::Failed},
       {"not compared", facts({}, std::nullopt), PodSetupResult::Failed},
-      {"invalid pnet entry", facts({}, Result<bool>(false), Error{ErrorCode::InvalidArgument, "bad"}), PodSetupResult::Failed},
-      {"invalid entry before the deadline", facts({}, Result<bool>(false), Error{ErrorCode::InvalidArgument, "bad"}, false),
+      {"invalid pnet entry", facts({}, Result<bool>(false), Error{ErrorCode::InvalidArgument, "bad"}),
        PodSetupResult::Failed},
+      {"invalid entry before the deadline",
+       facts({}, Result<bool>(false), Error{ErrorCode::InvalidArgument, "bad"}, false), PodSetupResult::Failed},
       {"no time left", facts({}, Result<bool>(false), {}, false), PodSetupResult::Timeout},
   };
   for (const auto& c : cases) {

@@ -85,14 +85,20 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
        SmcrReason::HostNetwork, "", SmcrSide::None},
       {"hostNetwork on erdma", with(pod(K::Erdma, L::Missing, {}), [](auto& f) { f.host_network = true; }), E,
        SmcrReason::HostNetwork, "", SmcrSide::None},
-      {"hostNetwork without UEID", with(pod(K::Erdma, L::Missing, {}), [](auto& f) {
-         f.host_network = true;
-         f.ueid_set = false;
-       }), V, SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client},
-      {"hostNetwork, RDMA netdev without IPv4", with(pod(K::Erdma, L::Missing, {}), [](auto& f) {
-         f.host_network = true;
-         f.rdma[0].addresses.clear();
-       }), V, SmcrReason::NoRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
+      {"hostNetwork without UEID",
+       with(pod(K::Erdma, L::Missing, {}),
+            [](auto& f) {
+              f.host_network = true;
+              f.ueid_set = false;
+            }),
+       V, SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client},
+      {"hostNetwork, RDMA netdev without IPv4",
+       with(pod(K::Erdma, L::Missing, {}),
+            [](auto& f) {
+              f.host_network = true;
+              f.rdma[0].addresses.clear();
+            }),
+       V, SmcrReason::NoRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
       // (d) bridge-CNI style: a pod subnet per node.
       {"veth, pod subnet per node", pod(K::Rxe, L::Veth, {ip("10.244.1.2/24")}), V,
        SmcrReason::PodSubnetOutsideRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
@@ -121,15 +127,15 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
        SmcrReason::IpvlanSoftroceRouting, "", SmcrSide::Server},
       // Measured on 7.3 (test/cluster/vm-nodes.sh, namespace ipvlan-rxe): the client stays on SMC-R
       // while the server declines, and the client's connection aborts.
-      {"ipvlan on rxe's netdev, kernel 7", with(pod(K::Rxe, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"),
-                                                [](auto& f) { f.kernel_major = 7; }),
-       B, SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server},
-      {"macvlan on rxe's netdev, kernel 7", with(pod(K::Rxe, L::Macvlan, {ip("10.77.0.11/24")}, "eth0"),
-                                                 [](auto& f) { f.kernel_major = 7; }),
-       B, SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server},
-      {"ipvlan on rxe's netdev, kernel 6: both ends fall back", with(pod(K::Rxe, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"),
-                                                                    [](auto& f) { f.kernel_major = 6; }),
-       V, SmcrReason::IpvlanSoftroceRouting, "TIMEOUT_CL", SmcrSide::Server},
+      {"ipvlan on rxe's netdev, kernel 7",
+       with(pod(K::Rxe, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.kernel_major = 7; }), B,
+       SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server},
+      {"macvlan on rxe's netdev, kernel 7",
+       with(pod(K::Rxe, L::Macvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.kernel_major = 7; }), B,
+       SmcrReason::IpvlanSoftroceLinkBreaks, "TIMEOUT_CL", SmcrSide::Server},
+      {"ipvlan on rxe's netdev, kernel 6: both ends fall back",
+       with(pod(K::Rxe, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.kernel_major = 6; }), V,
+       SmcrReason::IpvlanSoftroceRouting, "TIMEOUT_CL", SmcrSide::Server},
       {"ipvlan on rxe's netdev, kernel 7, pod IP in another subnet: not measured",
        with(pod(K::Rxe, L::Ipvlan, {ip("10.99.0.11/24")}, "eth0"), [](auto& f) { f.kernel_major = 7; }), V,
        SmcrReason::IpvlanSoftroceRouting, "", SmcrSide::Server},
@@ -140,8 +146,8 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
        SmcrReason::IpvlanOnRdmaNetdev, "", SmcrSide::None},
       {"macvlan on the eRDMA netdev", pod(K::Erdma, L::Macvlan, {ip("10.77.0.11/24")}, "eth0"), E,
        SmcrReason::IpvlanOnRdmaNetdev, "", SmcrSide::None},
-      {"ipvlan on the eRDMA netdev, pod IP in another subnet", pod(K::Erdma, L::Ipvlan, {ip("10.99.0.11/24")}, "eth0"), U,
-       SmcrReason::IpvlanPodSubnetDiffers, "", SmcrSide::None},
+      {"ipvlan on the eRDMA netdev, pod IP in another subnet", pod(K::Erdma, L::Ipvlan, {ip("10.99.0.11/24")}, "eth0"),
+       U, SmcrReason::IpvlanPodSubnetDiffers, "", SmcrSide::None},
       // ipvlan/macvlan on a netdev without RDMA.
       {"ipvlan on a plain NIC, other subnet",
        with(pod(K::Erdma, L::Ipvlan, {ip("192.168.5.11/24")}, "ens6"), [](auto&) {}), V, SmcrReason::LowerNotRdmaNetdev,
@@ -156,31 +162,42 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
        SmcrReason::LowerDeviceUnknown, "", SmcrSide::None},
       // The pod's own RDMA device on its interface, in its netns (the VM nodes' CNI step, a per-pod
       // eRDMA device): measured SMCR between pods of two nodes on 7.3 (test/cluster/vm-nodes.sh).
-      {"veth with its own Soft-RoCE device, kernel 7", with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
-         f.pod_rdma_device = "rxe_0889634b2727";
-         f.pod_rdma_kind = K::Rxe;
-         f.kernel_major = 7;
-       }), E, SmcrReason::PodRdmaDevice, "", SmcrSide::None},
-      {"veth with its own eRDMA device, kernel 5", with(pod(K::Erdma, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
-         f.pod_rdma_device = "erdma_1";
-         f.pod_rdma_kind = K::Erdma;
-         f.kernel_major = 5;
-       }), E, SmcrReason::PodRdmaDevice, "", SmcrSide::None},
+      {"veth with its own Soft-RoCE device, kernel 7",
+       with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}),
+            [](auto& f) {
+              f.pod_rdma_device = "rxe_0889634b2727";
+              f.pod_rdma_kind = K::Rxe;
+              f.kernel_major = 7;
+            }),
+       E, SmcrReason::PodRdmaDevice, "", SmcrSide::None},
+      {"veth with its own eRDMA device, kernel 5",
+       with(pod(K::Erdma, L::Veth, {ip("10.89.1.3/24")}),
+            [](auto& f) {
+              f.pod_rdma_device = "erdma_1";
+              f.pod_rdma_kind = K::Erdma;
+              f.kernel_major = 5;
+            }),
+       E, SmcrReason::PodRdmaDevice, "", SmcrSide::None},
       {"veth with its own Soft-RoCE device, kernel 6: rxe sends from the initial netns",
-       with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
-         f.pod_rdma_device = "rxe_0889634b2727";
-         f.pod_rdma_kind = K::Rxe;
-         f.kernel_major = 6;
-       }), U, SmcrReason::PodSoftroceInitialNetns, "", SmcrSide::None},
-      {"a pod RDMA device still needs a UEID", with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}), [](auto& f) {
-         f.pod_rdma_device = "rxe_0889634b2727";
-         f.pod_rdma_kind = K::Rxe;
-         f.kernel_major = 7;
-         f.ueid_set = false;
-       }), V, SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client},
+       with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}),
+            [](auto& f) {
+              f.pod_rdma_device = "rxe_0889634b2727";
+              f.pod_rdma_kind = K::Rxe;
+              f.kernel_major = 6;
+            }),
+       U, SmcrReason::PodSoftroceInitialNetns, "", SmcrSide::None},
+      {"a pod RDMA device still needs a UEID",
+       with(pod(K::Rxe, L::Veth, {ip("10.89.1.3/24")}),
+            [](auto& f) {
+              f.pod_rdma_device = "rxe_0889634b2727";
+              f.pod_rdma_kind = K::Rxe;
+              f.kernel_major = 7;
+              f.ueid_set = false;
+            }),
+       V, SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client},
       // Node and pod facts that stop every layout.
-      {"no RDMA device", with(pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.rdma.clear(); }), V,
-       SmcrReason::NoRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
+      {"no RDMA device", with(pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.rdma.clear(); }),
+       V, SmcrReason::NoRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
       {"no UEID", with(pod(K::Erdma, L::Ipvlan, {ip("10.77.0.11/24")}, "eth0"), [](auto& f) { f.ueid_set = false; }), V,
        SmcrReason::NoUeid, "NOSMCDEV", SmcrSide::Client},
       {"pod interface missing", pod(K::Erdma, L::Missing, {}), U, SmcrReason::PodInterfaceMissing, "", SmcrSide::None},
@@ -188,26 +205,29 @@ TEST_CASE("each pod network layout gets its verdict, reason and kernel decline")
        SmcrReason::PodInterfaceKindOther, "", SmcrSide::None},
       {"IPv6-only pod", pod(K::Erdma, L::Ipvlan, {}, "eth0"), V, SmcrReason::NoPodIpv4, "NOSMCDEV", SmcrSide::Client},
       // The first IPv4 address is the source; a second one does not rescue a veth.
-      {"veth with a second address in the node subnet", pod(K::Rxe, L::Veth, {ip("10.244.1.2/24"), ip("10.77.0.11/32")}),
-       V, SmcrReason::PodSubnetOutsideRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
+      {"veth with a second address in the node subnet",
+       pod(K::Rxe, L::Veth, {ip("10.244.1.2/24"), ip("10.77.0.11/32")}), V, SmcrReason::PodSubnetOutsideRdmaNetdev,
+       "NOSMCDEV", SmcrSide::Client},
       // Several RDMA netdevs: any subnet counts for the client's GID choice.
       {"veth in the second RDMA netdev's subnet",
-       with(pod(K::Erdma, L::Veth, {ip("10.88.0.11/32")}), [](auto& f) {
-         f.rdma.push_back(netdev("eth1", RdmaDriverKind::Erdma, {ip("10.88.0.1/24")}));
-       }), V, SmcrReason::VethNodeSubnetRoute, "NOSMCRDEV", SmcrSide::Server},
+       with(pod(K::Erdma, L::Veth, {ip("10.88.0.11/32")}),
+            [](auto& f) { f.rdma.push_back(netdev("eth1", RdmaDriverKind::Erdma, {ip("10.88.0.1/24")})); }),
+       V, SmcrReason::VethNodeSubnetRoute, "NOSMCRDEV", SmcrSide::Server},
       {"ipvlan on the second RDMA netdev",
-       with(pod(K::Erdma, L::Ipvlan, {ip("10.88.0.11/24")}, "eth1"), [](auto& f) {
-         f.rdma.push_back(netdev("eth1", RdmaDriverKind::Erdma, {ip("10.88.0.1/24")}));
-       }), E, SmcrReason::IpvlanOnRdmaNetdev, "", SmcrSide::None},
+       with(pod(K::Erdma, L::Ipvlan, {ip("10.88.0.11/24")}, "eth1"),
+            [](auto& f) { f.rdma.push_back(netdev("eth1", RdmaDriverKind::Erdma, {ip("10.88.0.1/24")})); }),
+       E, SmcrReason::IpvlanOnRdmaNetdev, "", SmcrSide::None},
       // SMC-R v1: a device with RoCE v1 GIDs may still negotiate v1 where v2 cannot form.
       {"veth on a device with RoCE v1 GIDs",
        with(pod(K::Other, L::Veth, {ip("10.244.1.2/24")}), [](auto& f) { f.rdma[0].roce_v1_gids = true; }), U,
        SmcrReason::RoceV1Possible, "", SmcrSide::None},
       {"veth on a device with RoCE v1 GIDs, no pod pnet entry",
-       with(pod(K::Other, L::Veth, {ip("10.244.1.2/24")}), [](auto& f) {
-         f.rdma[0].roce_v1_gids = true;
-         f.pod_pnet_entry = false;
-       }), V, SmcrReason::PodSubnetOutsideRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
+       with(pod(K::Other, L::Veth, {ip("10.244.1.2/24")}),
+            [](auto& f) {
+              f.rdma[0].roce_v1_gids = true;
+              f.pod_pnet_entry = false;
+            }),
+       V, SmcrReason::PodSubnetOutsideRdmaNetdev, "NOSMCDEV", SmcrSide::Client},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -229,9 +249,11 @@ TEST_CASE("the user-facing line says what to change") {
   CHECK(veth.detail.find("10.77.0.1/24") != std::string::npos);
   const auto erdma = predict_smcr(pod(K::Erdma, PodLinkKind::Ipvlan, {ip("10.77.0.11/24")}, "eth0"));
   CHECK(erdma.detail.find("not proven on eRDMA") != std::string::npos);
-  CHECK(predict_smcr(with(pod(K::Erdma, PodLinkKind::Veth, {}), [](auto& f) { f.ueid_set = false; }))
-            .detail.find("smcr.ueid") != std::string::npos);
-  const auto missing = predict_smcr(with(pod(K::Erdma, PodLinkKind::Missing, {}), [](auto& f) { f.interface = "net1"; }));
+  CHECK(predict_smcr(with(pod(K::Erdma, PodLinkKind::Veth, {}), [](auto& f) {
+          f.ueid_set = false;
+        })).detail.find("smcr.ueid") != std::string::npos);
+  const auto missing =
+      predict_smcr(with(pod(K::Erdma, PodLinkKind::Missing, {}), [](auto& f) { f.interface = "net1"; }));
   CHECK(missing.detail.find("net1") != std::string::npos);
   CHECK(unknown_prediction("netns gone").summary() ==
         "unknown (facts-unavailable): the agent could not look at the pod's network: netns gone");
@@ -254,7 +276,6 @@ TEST_CASE("reason names are stable, distinct and kebab case") {
   CHECK(verdict_of(SmcrReason::IpvlanSoftroceLinkBreaks) == SmcrVerdict::WillBreak);
 }
 
-
 TEST_CASE("same-node connections: SMC-D through the loopback device unless it is absent or off") {
   const auto base = pod(RdmaDriverKind::Rxe, PodLinkKind::Veth, {ip("10.89.1.5/24")});
   struct Case {
@@ -263,9 +284,10 @@ TEST_CASE("same-node connections: SMC-D through the loopback device unless it is
     SameNodeMode want;
     const char* says;
   };
-  for (const auto& c : std::vector<Case>{{"lo", "", SameNodeMode::SmcdLoopback, "SMC-D through the kernel's loopback device lo"},
-                                         {"lo", "ERDMANOSMCD", SameNodeMode::AsAcrossNodes, "PNETID ERDMANOSMCD"},
-                                         {"", "", SameNodeMode::AsAcrossNodes, "no SMC-D loopback device"}}) {
+  for (const auto& c :
+       std::vector<Case>{{"lo", "", SameNodeMode::SmcdLoopback, "SMC-D through the kernel's loopback device lo"},
+                         {"lo", "ERDMANOSMCD", SameNodeMode::AsAcrossNodes, "PNETID ERDMANOSMCD"},
+                         {"", "", SameNodeMode::AsAcrossNodes, "no SMC-D loopback device"}}) {
     CAPTURE(c.device);
     CAPTURE(c.pnet_id);
     const auto f = with(base, [&](SmcrPodFacts& x) {
@@ -300,8 +322,9 @@ TEST_CASE("same-node connections: SMC-D through the loopback device unless it is
   CHECK(off.side == SmcrSide::Client);
   CHECK(to_string(SameNodeMode::SmcdLoopback) == "smcd-loopback");
   CHECK(to_string(SameNodeMode::AsAcrossNodes) == "as-across-nodes");
-  CHECK(predict_same_node(with(base, [](SmcrPodFacts& x) { x.smcd_loopback_device = "lo"; })).summary().rfind(
-            "smcd-loopback: ", 0) == 0);
+  CHECK(predict_same_node(with(base, [](SmcrPodFacts& x) { x.smcd_loopback_device = "lo"; }))
+            .summary()
+            .rfind("smcd-loopback: ", 0) == 0);
 }
 
 }  // namespace erdma::agent

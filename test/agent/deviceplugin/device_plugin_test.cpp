@@ -25,11 +25,11 @@ using erdma::testing::eventually;
 namespace {
 
 using namespace std::chrono_literals;
+using erdma::testing::TempDir;
 using testing::count_health;
 using testing::FakeKubelet;
 using testing::FakeRdmaDevices;
 using testing::make_device;
-using erdma::testing::TempDir;
 using testing::WatchStream;
 
 // Generous bounds: these waits end as soon as the condition holds.
@@ -64,7 +64,8 @@ RuntimeTiming fast_timing() {
 struct Harness {
   TempDir dir;
   AgentConfig cfg;
-  FakeRdmaDevices devices{{make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 1, PortState::Active, "eth1")}};
+  FakeRdmaDevices devices{
+      {make_device("erdma_0", "uverbs0", 0), make_device("erdma_1", "uverbs1", 1, PortState::Active, "eth1")}};
   RecordingHook hook;
   common::metrics::Registry registry;
   AgentMetrics metrics{registry};
@@ -391,8 +392,10 @@ TEST_CASE("two-device node: a request for 2 gets both devices, Allocate gives bo
   d1.ports[0].gids = {{2, "0000:0000:0000:0000:0000:ffff:0a00:0106", GidType::RoceV2, "eth1"}};
   h.devices.set_devices({d0, d1});
   h.runtime->request_rescan();
-  REQUIRE(eventually([&] { return !h.runtime->state().snapshot()->devices.empty() &&
-                                  !h.runtime->state().snapshot()->devices[0].ports[0].gids.empty(); }));
+  REQUIRE(eventually([&] {
+    return !h.runtime->state().snapshot()->devices.empty() &&
+           !h.runtime->state().snapshot()->devices[0].ports[0].gids.empty();
+  }));
   auto stub = h.client();
   std::vector<std::string> all;
   for (const char* d : {"erdma_0", "erdma_1"}) {
@@ -458,8 +461,8 @@ TEST_CASE("GetPreferredAllocation spreads over devices, NUMA-aware, then packs")
     // 6 slots: one on each device, then packed onto the first.
     v1beta1::PreferredAllocationResponse r;
     REQUIRE(ask_preferred(*stub, all, {}, 6, r).ok());
-    CHECK(ids_of(r) == std::vector<std::string>{"erdma_0-0", "erdma_1-0", "erdma_2-0", "erdma_0-1", "erdma_0-2",
-                                                "erdma_0-3"});
+    CHECK(ids_of(r) ==
+          std::vector<std::string>{"erdma_0-0", "erdma_1-0", "erdma_2-0", "erdma_0-1", "erdma_0-2", "erdma_0-3"});
   }
   {
     v1beta1::PreferredAllocationResponse r;
@@ -819,10 +822,12 @@ TEST_CASE("a full PreStartContainer queue answers at once through missed_turn, n
     }
     CHECK(hook.missed() == std::vector<std::string>{"PreStartContainer calls queued: 1, the most the agent holds"});
     hook.open();
-    REQUIRE(eventually([&] {
-      std::lock_guard lock(mu);
-      return answers.size() == 3;
-    }, 20s));
+    REQUIRE(eventually(
+        [&] {
+          std::lock_guard lock(mu);
+          return answers.size() == 3;
+        },
+        20s));
   }
   for (const auto& a : answers) CHECK(a.ok());
 }

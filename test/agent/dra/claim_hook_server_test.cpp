@@ -17,8 +17,8 @@
 
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <future>
+#include <iterator>
 #include <mutex>
 #include <stdexcept>
 
@@ -172,15 +172,15 @@ TEST_CASE("without the agent, or with an agent that does not answer, the contain
 
 TEST_CASE("the hook refuses a command line that is not its own (exit 2) and a state it cannot send (exit 0)") {
   TempDir dir("hook");
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {},
-           {"rdma", "--claim", kUid, "--socket", "/run/x.sock"},
-           {"smcr", "--claim", kUid},
-           {"smcr", "--claim", "", "--socket", "/run/x.sock"},
-           {"smcr", "--claim", kUid, "--socket", "relative.sock"},
-           {"smcr", "--claim", kUid, "--socket", "/run/x.sock", "--timeout-ms", "0"},
-           {"smcr", "--claim", kUid, "--socket", "/run/x.sock", "--other", "1"},
-           {"smcr", "--claim", kUid, "--socket", "/" + std::string(120, 's')}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{},
+                                             {"rdma", "--claim", kUid, "--socket", "/run/x.sock"},
+                                             {"smcr", "--claim", kUid},
+                                             {"smcr", "--claim", "", "--socket", "/run/x.sock"},
+                                             {"smcr", "--claim", kUid, "--socket", "relative.sock"},
+                                             {"smcr", "--claim", kUid, "--socket", "/run/x.sock", "--timeout-ms", "0"},
+                                             {"smcr", "--claim", kUid, "--socket", "/run/x.sock", "--other", "1"},
+                                             {"smcr", "--claim", kUid, "--socket", "/" + std::string(120, 's')}}) {
     const auto r = run_hook(dir, args);
     CAPTURE(r.err);
     CHECK(r.exit_code == 2);
@@ -199,11 +199,14 @@ TEST_CASE("the socket answers what is not a request with the reason, and a handl
     return ClaimHookOutcome{true, "Configured"};
   });
   REQUIRE_OK(server.start());
-  CHECK(send_request(server.socket_path(), "GET / HTTP/1.1\r\n\r\n").rfind("error the header line \"GET / HTTP/1.1", 0) == 0);
-  CHECK(send_request(server.socket_path(), "erdma-cdi-hook/1 smcr " + std::string(kUid) + "\n{\"annotations\": {}}") ==
-        "error the runtime's OCI state for container \"\" names no pod sandbox (annotation io.kubernetes.cri.sandbox-id "
-        "or io.kubernetes.cri-o.SandboxID): is the container started by a CRI runtime whose runtime passes "
-        "annotations to hooks?\n");
+  CHECK(
+      send_request(server.socket_path(), "GET / HTTP/1.1\r\n\r\n").rfind("error the header line \"GET / HTTP/1.1", 0) ==
+      0);
+  CHECK(
+      send_request(server.socket_path(), "erdma-cdi-hook/1 smcr " + std::string(kUid) + "\n{\"annotations\": {}}") ==
+      "error the runtime's OCI state for container \"\" names no pod sandbox (annotation io.kubernetes.cri.sandbox-id "
+      "or io.kubernetes.cri-o.SandboxID): is the container started by a CRI runtime whose runtime passes "
+      "annotations to hooks?\n");
   const std::string request = "erdma-cdi-hook/1 smcr " + std::string(kUid) + "\n" + kState;
   CHECK(send_request(server.socket_path(), request) == "error the agent failed on this request; its log says why\n");
   fail = false;

@@ -51,10 +51,9 @@ TEST_CASE("ApiPodEvents: Warnings and Normal Events on pods with the UIDs given;
   events.normal("team-a/train-0", "u-0", kEventClaimPrepared, "claim c0 prepared");
   events.claim_warning("team-a/c1", kEventCardUnavailable, "card erdma_0 is down");
   REQUIRE(erdma::testing::eventually([&] { return posted(api).size() == 4; }));
-  CHECK(posted(api) == std::vector<std::string>{"Normal ErdmaClaimPrepared train-0 u-0",
-                                                "Warning ErdmaCardUnavailable train-1 u-1",
-                                                "Warning ErdmaCardUnavailable train-2 u-2",
-                                                "Warning SmcrSetupFailed train-0 u-0"});
+  CHECK(posted(api) ==
+        std::vector<std::string>{"Normal ErdmaClaimPrepared train-0 u-0", "Warning ErdmaCardUnavailable train-1 u-1",
+                                 "Warning ErdmaCardUnavailable train-2 u-2", "Warning SmcrSetupFailed train-0 u-0"});
   CHECK_FALSE(read_a_pod(api));
 }
 

@@ -43,7 +43,8 @@ using testing::FakeKubeApi;
 // The claim, stored at its path with the uid it names (the kubelet refers to claims by uid).
 void put(FakeKubeApi& api, const json& claim) {
   const json& meta = claim["metadata"];
-  api.put_keeping_uid_for_test(kube::resource_claim_path(meta["namespace"].get<std::string>(), meta["name"].get<std::string>()), claim);
+  api.put_keeping_uid_for_test(
+      kube::resource_claim_path(meta["namespace"].get<std::string>(), meta["name"].get<std::string>()), claim);
 }
 
 std::string uid(int n) {
@@ -64,10 +65,11 @@ json claim(int n, json results, json configs = json::array()) {
 }
 
 json smcr_config() {
-  return json::array({json{{"source", "FromClass"},
-                           {"opaque",
-                            {{"driver", kDriver},
-                             {"parameters", {{"apiVersion", "erdma.aliyun.com/v1alpha1"}, {"kind", "ErdmaConfig"}, {"mode", "smcr"}}}}}}});
+  return json::array({json{
+      {"source", "FromClass"},
+      {"opaque",
+       {{"driver", kDriver},
+        {"parameters", {{"apiVersion", "erdma.aliyun.com/v1alpha1"}, {"kind", "ErdmaConfig"}, {"mode", "smcr"}}}}}}});
 }
 
 drapb::Claim ref(int n, std::string id = "") {
@@ -107,8 +109,10 @@ struct Kubelet {
   std::unique_ptr<regpb::Registration::Stub> reg;
   std::unique_ptr<drapb::DRAPlugin::Stub> dra;
   explicit Kubelet(const DraPluginConfig& c)
-      : reg(regpb::Registration::NewStub(grpc::CreateChannel("unix:" + c.registration_socket(), grpc::InsecureChannelCredentials()))),
-        dra(drapb::DRAPlugin::NewStub(grpc::CreateChannel("unix:" + c.dra_socket(), grpc::InsecureChannelCredentials()))) {}
+      : reg(regpb::Registration::NewStub(
+            grpc::CreateChannel("unix:" + c.registration_socket(), grpc::InsecureChannelCredentials()))),
+        dra(drapb::DRAPlugin::NewStub(
+            grpc::CreateChannel("unix:" + c.dra_socket(), grpc::InsecureChannelCredentials()))) {}
 
   drapb::NodePrepareResourcesResponse prepare(std::vector<drapb::Claim> claims) {
     drapb::NodePrepareResourcesRequest req;
@@ -148,7 +152,8 @@ struct Fixture {
   std::unique_ptr<Kubelet> kubelet;
   Fixture() { start(); }
   void start() {
-    plugin = std::make_unique<DraKubeletPlugin>(dirs.config(), api, [] { return cards(); }, &registry);
+    plugin = std::make_unique<DraKubeletPlugin>(
+        dirs.config(), api, [] { return cards(); }, &registry);
     const auto s = plugin->start();
     REQUIRE_OK(s);
     kubelet = std::make_unique<Kubelet>(dirs.config());
@@ -173,7 +178,8 @@ TEST_CASE("GetInfo names the driver, the service socket and v1.DRAPlugin and the
   CHECK(info.endpoint() == f.dirs.config().dra_socket());
   CHECK(std::vector<std::string>(info.supported_versions().begin(), info.supported_versions().end()) ==
         (std::vector<std::string>{"v1.DRAPlugin", "v1.DRAResourceHealth"}));
-  CHECK(f.dirs.config().registration_socket() == (f.dirs.root / "plugins_registry" / "erdma.aliyun.com-reg.sock").string());
+  CHECK(f.dirs.config().registration_socket() ==
+        (f.dirs.root / "plugins_registry" / "erdma.aliyun.com-reg.sock").string());
   CHECK_FALSE(f.plugin->registration().notified);
 
   regpb::RegistrationStatus refused;
@@ -236,7 +242,7 @@ TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids an
   REQUIRE(::stat(f.dirs.spec(1).c_str(), &after) == 0);
   CHECK(after.st_ino == before.st_ino);  // not rewritten
   CHECK(f.plugin->service()->counters().spec_writes == writes);
-  CHECK(f.api.calls_of("GET") == gets);           // answered from the record
+  CHECK(f.api.calls_of("GET") == gets);  // answered from the record
 }
 
 TEST_CASE("an SMC-R claim gets the library mount and no uverbs") {
@@ -344,7 +350,8 @@ TEST_CASE("restart keeps prepared claims, unprepare then removes spec and record
   const auto first = f.kubelet->prepare({ref(10)});
   REQUIRE(first.claims().at(uid(10)).error().empty());
   f.restart();
-  f.api.delete_for_test(kube::resource_claim_path("team-a", "claim-10"));  // the API server is not asked again for a prepared claim
+  f.api.delete_for_test(
+      kube::resource_claim_path("team-a", "claim-10"));  // the API server is not asked again for a prepared claim
   const auto again = f.kubelet->prepare({ref(10)});
   CHECK(again.claims().at(uid(10)).SerializeAsString() == first.claims().at(uid(10)).SerializeAsString());
   CHECK(fs::exists(f.dirs.spec(10)));
@@ -371,10 +378,12 @@ TEST_CASE("a spec file gone while the claim is recorded (reboot empties /var/run
 TEST_CASE("latency histograms: one observation per kubelet call, result=\"error\" when a claim of it failed") {
   Fixture f;
   const auto prepares = [&](const std::string& result) {
-    return erdma::testing::sample(f.registry, "erdma_agent_dra_prepare_duration_seconds_count{result=\"" + result + "\"}");
+    return erdma::testing::sample(f.registry,
+                                  "erdma_agent_dra_prepare_duration_seconds_count{result=\"" + result + "\"}");
   };
   const auto unprepares = [&](const std::string& result) {
-    return erdma::testing::sample(f.registry, "erdma_agent_dra_unprepare_duration_seconds_count{result=\"" + result + "\"}");
+    return erdma::testing::sample(f.registry,
+                                  "erdma_agent_dra_unprepare_duration_seconds_count{result=\"" + result + "\"}");
   };
   // Registered at start, before any call: the dashboard and the alert see zeros, not nothing.
   CHECK(prepares("ok") == 0);
@@ -389,7 +398,8 @@ TEST_CASE("latency histograms: one observation per kubelet call, result=\"error\
   REQUIRE(two.claims().at(uid(31)).error().empty());
   CHECK(prepares("ok") == 1);  // two claims, one call: one pod's wait
   CHECK(prepares("error") == 0);
-  CHECK(erdma::testing::sample(f.registry, "erdma_agent_dra_prepare_duration_seconds_bucket{result=\"ok\",le=\"+Inf\"}") == 1);
+  CHECK(erdma::testing::sample(f.registry,
+                               "erdma_agent_dra_prepare_duration_seconds_bucket{result=\"ok\",le=\"+Inf\"}") == 1);
 
   // A claim the API server does not have, beside one it has: the pod does not start, so the
   // call counts as an error.

@@ -17,10 +17,10 @@
 namespace erdma::agent {
 namespace {
 
+using erdma::testing::eventually;
 using nlohmann::json;
 using testing::FakeKubeApi;
 using testing::make_device;
-using erdma::testing::eventually;
 
 const std::string kCollection(kube::kResourceSlicesPath);
 
@@ -261,21 +261,30 @@ TEST_CASE("slice_event_needs_publish: an event of the wrong shape is InvalidArgu
   };
   const std::vector<Case> cases = {
       {"not an object", json::array({1}), "ResourceSlice watch event: expected an object, got list"},
-      {"type a number", {{"type", 1}, {"object", own}}, "ResourceSlice watch event: type: expected a string, got number 1"},
+      {"type a number",
+       {{"type", 1}, {"object", own}},
+       "ResourceSlice watch event: type: expected a string, got number 1"},
       {"no type", {{"object", own}}, "ResourceSlice watch event: type is missing"},
-      {"object a list", {{"type", "ADDED"}, {"object", json::array({own})}},
+      {"object a list",
+       {{"type", "ADDED"}, {"object", json::array({own})}},
        "ResourceSlice watch event: object: expected an object, got list"},
-      {"name a number", {{"type", "MODIFIED"}, {"object", with("/metadata/name", 5)}},
+      {"name a number",
+       {{"type", "MODIFIED"}, {"object", with("/metadata/name", 5)}},
        "ResourceSlice watch event: object.metadata.name: expected a string, got number 5"},
-      {"metadata a string", {{"type", "DELETED"}, {"object", with("/metadata", "x")}},
+      {"metadata a string",
+       {{"type", "DELETED"}, {"object", with("/metadata", "x")}},
        "ResourceSlice watch event: object.metadata.name is missing"},
-      {"spec missing", {{"type", "ADDED"}, {"object", {{"metadata", {{"name", "s"}}}}}},
+      {"spec missing",
+       {{"type", "ADDED"}, {"object", {{"metadata", {{"name", "s"}}}}}},
        "ResourceSlice watch event: object.spec is missing"},
-      {"nodeName a bool", {{"type", "ADDED"}, {"object", with("/spec/nodeName", true)}},
+      {"nodeName a bool",
+       {{"type", "ADDED"}, {"object", with("/spec/nodeName", true)}},
        "ResourceSlice watch event: object.spec.nodeName: expected a string, got boolean true"},
-      {"driver an object", {{"type", "ADDED"}, {"object", with("/spec/driver", json::object())}},
+      {"driver an object",
+       {{"type", "ADDED"}, {"object", with("/spec/driver", json::object())}},
        "ResourceSlice watch event: object.spec.driver: expected a string, got map"},
-      {"devices an object", {{"type", "MODIFIED"}, {"object", with("/spec/devices", {{"name", "erdma-0"}})}},
+      {"devices an object",
+       {{"type", "MODIFIED"}, {"object", with("/spec/devices", {{"name", "erdma-0"}})}},
        "ResourceSlice watch event: object.spec.devices: expected an array, got map"},
   };
   for (const auto& c : cases) {
@@ -286,7 +295,8 @@ TEST_CASE("slice_event_needs_publish: an event of the wrong shape is InvalidArgu
     CHECK(r.error().message == c.want);
   }
   // A BOOKMARK carries no slice: its object is not read.
-  const auto bookmark = slice_event_needs_publish({{"type", "BOOKMARK"}, {"object", 5}}, wanted, "node-a", "erdma.aliyun.com");
+  const auto bookmark =
+      slice_event_needs_publish({{"type", "BOOKMARK"}, {"object", 5}}, wanted, "node-a", "erdma.aliyun.com");
   REQUIRE(bookmark.ok());
   CHECK_FALSE(*bookmark);
 }
@@ -414,7 +424,8 @@ TEST_CASE("the loop: watch events of the wrong types are logged and skipped; a v
   REQUIRE(eventually([&] { return publisher.stats().repairs >= 1; }));  // counted once the publish returns
   // The same watch went on: it was not ended and opened again.
   size_t watches = 0;
-  for (const auto& call : api.calls()) if (call.verb == "WATCH") ++watches;
+  for (const auto& call : api.calls())
+    if (call.verb == "WATCH") ++watches;
   CHECK(watches == 1);
   CHECK(api.open_watches() == 1);
   publisher.stop();

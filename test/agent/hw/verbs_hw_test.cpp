@@ -46,8 +46,7 @@ int main() {
     // NCCL's GID index as Allocate would set it: its sysfs entry must really be an IPv4-mapped
     // RoCE v2 GID. A netdev without an IPv4 address has none; that is reported, not failed.
     if (const auto index = ipv4_roce_v2_gid_index(d)) {
-      const std::string port = "/sys/class/infiniband/" + d.name + "/ports/" +
-                               std::to_string(d.ports.front().number);
+      const std::string port = "/sys/class/infiniband/" + d.name + "/ports/" + std::to_string(d.ports.front().number);
       std::ifstream gid(port + "/gids/" + std::to_string(*index));
       std::ifstream type(port + "/gid_attrs/types/" + std::to_string(*index));
       std::string g, t;

@@ -18,8 +18,9 @@ TEST_CASE("build_pod_event: the core/v1 Event kubectl describe shows, about the 
   CHECK(e["kind"] == "Event");
   CHECK(e["metadata"]["name"] == "trainer-0.18a2b");
   CHECK(e["metadata"]["namespace"] == "team-a");
-  CHECK(e["involvedObject"] == json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", "team-a"},
-                                    {"name", "trainer-0"}, {"uid", "0b8f-uid"}});
+  CHECK(
+      e["involvedObject"] ==
+      json{{"apiVersion", "v1"}, {"kind", "Pod"}, {"namespace", "team-a"}, {"name", "trainer-0"}, {"uid", "0b8f-uid"}});
   CHECK(e["reason"] == "SmcrSetupFailed");
   CHECK(e["message"] == "no pnet entry");
   CHECK(e["type"] == "Warning");
@@ -75,7 +76,8 @@ TEST_CASE("EventPoster: posts to the pod's namespace, the same news once per win
   REQUIRE(repeat.ok());
   CHECK_FALSE(*repeat);
   CHECK(*poster.post(kPod, EventType::Warning, "SmcrSetupFailed", "another message"));
-  CHECK(*poster.post(PodRef{"team-a", "trainer-1", "other-uid"}, EventType::Warning, "SmcrSetupFailed", "no pnet entry"));
+  CHECK(
+      *poster.post(PodRef{"team-a", "trainer-1", "other-uid"}, EventType::Warning, "SmcrSetupFailed", "no pnet entry"));
   CHECK(api.objects("/api/v1/namespaces/team-a/events").size() == 3);
 
   now += std::chrono::minutes(6);  // 11 minutes after the first

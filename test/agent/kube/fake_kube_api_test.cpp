@@ -46,8 +46,8 @@ TEST_CASE("fake API: lists filter by escaped field selectors, unsupported fields
   auto all = api.get(kSlices);
   REQUIRE(all.ok());
   CHECK((*all)["items"].size() == 3);
-  auto mine = api.get(std::string(kSlices) + "?fieldSelector=" +
-                      kube::url_query_escape("spec.nodeName=n1,spec.driver=erdma.aliyun.com"));
+  auto mine = api.get(std::string(kSlices) +
+                      "?fieldSelector=" + kube::url_query_escape("spec.nodeName=n1,spec.driver=erdma.aliyun.com"));
   REQUIRE(mine.ok());
   REQUIRE((*mine)["items"].size() == 1);
   CHECK((*mine)["items"][0]["metadata"]["name"] == "a");
@@ -91,7 +91,8 @@ TEST_CASE("fake API: failures for one path, for good, and calls counted by verb"
 TEST_CASE("fake API: PUT <object>/status changes only the status, under the object's resourceVersion") {
   FakeKubeApi api;
   const std::string claims = "/apis/resource.k8s.io/v1/namespaces/team-a/resourceclaims";
-  api.put_keeping_uid_for_test(claims + "/c", json{{"metadata", {{"name", "c"}, {"uid", "u-c"}}}, {"spec", {{"x", 1}}}});
+  api.put_keeping_uid_for_test(claims + "/c",
+                               json{{"metadata", {{"name", "c"}, {"uid", "u-c"}}}, {"spec", {{"x", 1}}}});
   const json stored = *api.object(claims + "/c");
   CHECK(stored["metadata"]["uid"] == "u-c");  // kept as given
   json edited = stored;
@@ -137,13 +138,14 @@ TEST_CASE("fake API: a watch sees what is there, then every change of its select
   std::stop_source stop;
   std::optional<Status> result;
   std::thread watcher([&] {
-    result = api.watch(std::string(kSlices) + "?watch=true&fieldSelector=spec.nodeName%3Dn1",
-                       [&](const json& e) {
-                         std::lock_guard<std::mutex> lock(mu);
-                         seen.push_back(e["type"].get<std::string>() + " " + e["object"]["metadata"]["name"].get<std::string>());
-                         return true;
-                       },
-                       stop.get_token());
+    result = api.watch(
+        std::string(kSlices) + "?watch=true&fieldSelector=spec.nodeName%3Dn1",
+        [&](const json& e) {
+          std::lock_guard<std::mutex> lock(mu);
+          seen.push_back(e["type"].get<std::string>() + " " + e["object"]["metadata"]["name"].get<std::string>());
+          return true;
+        },
+        stop.get_token());
   });
   REQUIRE(erdma::testing::eventually([&] { return api.open_watches() == 1; }));
   REQUIRE(api.create(kSlices, slice("b", "n2")).ok());  // another node: not seen
@@ -160,7 +162,8 @@ TEST_CASE("fake API: a watch sees what is there, then every change of its select
   CHECK(seen == std::vector<std::string>{"ADDED a", "MODIFIED a", "DELETED a"});
 
   std::thread second([&] {
-    result = api.watch(std::string(kSlices) + "?watch=true", [](const json&) { return true; }, std::stop_token());
+    result = api.watch(
+        std::string(kSlices) + "?watch=true", [](const json&) { return true; }, std::stop_token());
   });
   REQUIRE(erdma::testing::eventually([&] { return api.open_watches() == 1; }));
   api.push_watch_error(410, "Expired", "too old resource version");

@@ -6,8 +6,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -43,8 +43,7 @@ CertSpec spec(std::string cn, std::string sans, bool ca = false) {
 // A CA, a server certificate it signs for 127.0.0.1 and localhost, and the files a pod has.
 struct Pki {
   PemPair ca = make_cert(spec("test-ca", "", true));
-  PemPair server = make_cert(spec("kubernetes", "IP:127.0.0.1,DNS:localhost"),
-                             &ca);
+  PemPair server = make_cert(spec("kubernetes", "IP:127.0.0.1,DNS:localhost"), &ca);
 };
 
 const Pki& pki() {
@@ -77,8 +76,8 @@ struct Fixture {
 };
 
 std::string status_body(unsigned code, const std::string& reason, const std::string& message) {
-  return nlohmann::json{{"kind", "Status"},  {"apiVersion", "v1"}, {"status", "Failure"},
-                        {"reason", reason},  {"message", message}, {"code", code}}
+  return nlohmann::json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+                        {"reason", reason}, {"message", message}, {"code", code}}
       .dump();
 }
 
@@ -183,7 +182,10 @@ TEST_CASE("error_from_answer: 409 without a reason is AlreadyExists only for POS
   CHECK(error_from_answer("GET", "/p", 401, "").message.find("token") != std::string::npos);
   CHECK(error_from_answer("GET", "/p", 403, "").message.find("RBAC") != std::string::npos);
   // A body that is not a Status is quoted, bounded and printable.
-  const auto html = error_from_answer("GET", "/p", 502, std::string("<html>\x01" "bad gateway</html>") + std::string(2000, 'x'));
+  const auto html = error_from_answer("GET", "/p", 502,
+                                      std::string("<html>\x01"
+                                                  "bad gateway</html>") +
+                                          std::string(2000, 'x'));
   CHECK(html.code == ErrorCode::Unavailable);
   CHECK(html.message.find("<html> bad gateway") != std::string::npos);
   CHECK(html.message.size() < 800);
@@ -238,8 +240,7 @@ TEST_CASE("a server certificate for another name or address is refused, names go
     CHECK(f.server.received().empty());
   }
   SUBCASE("name not in the certificate") {
-    const PemPair cert = make_cert(spec("kubernetes", "DNS:other.example,IP:127.0.0.1"),
-                                   &pki().ca);
+    const PemPair cert = make_cert(spec("kubernetes", "DNS:other.example,IP:127.0.0.1"), &pki().ca);
     Fixture f([](ServerConn& c, const Request&) { c.reply(200, "{}"); }, cert);
     auto got = f.api("localhost")->get("/api/v1/nodes/n1");
     REQUIRE_FALSE(got.ok());
@@ -368,12 +369,13 @@ TEST_CASE("watch: events split across chunks arrive whole and in order, the serv
   });
   auto api = f.api();
   std::vector<std::string> seen;
-  const Status done = api->watch("/apis/resource.k8s.io/v1/resourceslices?watch=true",
-                                 [&](const nlohmann::json& e) {
-                                   seen.push_back(e["type"].get<std::string>());
-                                   return true;
-                                 },
-                                 std::stop_token());
+  const Status done = api->watch(
+      "/apis/resource.k8s.io/v1/resourceslices?watch=true",
+      [&](const nlohmann::json& e) {
+        seen.push_back(e["type"].get<std::string>());
+        return true;
+      },
+      std::stop_token());
   CHECK(done.ok());
   CHECK(seen == std::vector<std::string>{"ADDED", "MODIFIED", "DELETED"});
   const auto r = f.server.received();
@@ -386,14 +388,16 @@ TEST_CASE("watch: an ERROR event with 410 ends it as NotFound with the server's 
   Fixture f([](ServerConn& c, const Request&) {
     c.begin_chunked(200);
     c.chunk(event("ADDED", "a"));
-    c.chunk(nlohmann::json{{"type", "ERROR"}, {"object", nlohmann::json::parse(status_body(410, "Expired", "too old resource version: 5 (9)"))}}
+    c.chunk(nlohmann::json{
+                {"type", "ERROR"},
+                {"object", nlohmann::json::parse(status_body(410, "Expired", "too old resource version: 5 (9)"))}}
                 .dump() +
             "\n");
     c.wait_for_client_close();
   });
   int events = 0;
-  const Status done = f.api()->watch("/w?watch=true", [&](const nlohmann::json&) { return ++events, true; },
-                                     std::stop_token());
+  const Status done = f.api()->watch(
+      "/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, std::stop_token());
   REQUIRE_FALSE(done.ok());
   CHECK(done.error().code == ErrorCode::NotFound);
   CHECK(done.error().message.find("too old resource version") != std::string::npos);
@@ -412,10 +416,12 @@ TEST_CASE("watch: the handler returning false ends it, a non-2xx start is mapped
   });
   auto api = f.api();
   int events = 0;
-  CHECK(api->watch("/w?watch=true", [&](const nlohmann::json&) { return ++events < 1; }, std::stop_token()).ok());
+  CHECK(api->watch(
+               "/w?watch=true", [&](const nlohmann::json&) { return ++events < 1; }, std::stop_token())
+            .ok());
   CHECK(events == 1);
-  const Status forbidden = api->watch("/forbidden?watch=true", [](const nlohmann::json&) { return true; },
-                                      std::stop_token());
+  const Status forbidden = api->watch(
+      "/forbidden?watch=true", [](const nlohmann::json&) { return true; }, std::stop_token());
   REQUIRE_FALSE(forbidden.ok());
   CHECK(forbidden.error().code == ErrorCode::PermissionDenied);
   CHECK(forbidden.error().message.find("cannot watch resourceslices") != std::string::npos);
@@ -436,7 +442,8 @@ TEST_CASE("watch: stop from another thread ends a quiet stream at once, ordinary
   std::atomic<int> events{0};
   std::optional<Status> result;
   std::thread watcher([&] {
-    result = api->watch("/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, stop.get_token());
+    result = api->watch(
+        "/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, stop.get_token());
   });
   const bool first = erdma::testing::eventually([&] { return events.load() == 1; });
   if (!first) {
@@ -463,7 +470,8 @@ TEST_CASE("watch: a stream quiet for longer than watch_idle_timeout is taken as 
   config.watch_idle_timeout = std::chrono::milliseconds(200);
   auto api = std::move(make_https_api(config)).value();
   int events = 0;
-  const Status done = api->watch("/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, std::stop_token());
+  const Status done = api->watch(
+      "/w?watch=true", [&](const nlohmann::json&) { return ++events, true; }, std::stop_token());
   REQUIRE_FALSE(done.ok());
   CHECK(done.error().code == ErrorCode::DeadlineExceeded);
   CHECK(events == 1);
@@ -513,8 +521,8 @@ TEST_CASE("make_https_api refuses a bad address or CA file") {
   dir.write("empty.crt", "");
   ApiConfig c;
   c.ca_file = dir.file("ca.crt");
-  for (const char* bad : {"http://10.0.0.1", "https://", "https://h:0", "https://h:99999", "https://::1:443",
-                          "https://h/path"}) {
+  for (const char* bad :
+       {"http://10.0.0.1", "https://", "https://h:0", "https://h:99999", "https://::1:443", "https://h/path"}) {
     CAPTURE(bad);
     c.server = bad;
     auto made = make_https_api(c);

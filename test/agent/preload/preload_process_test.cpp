@@ -9,20 +9,20 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <vector>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
+#include "process.hpp"
 #include "test/eventually.hpp"
 #include "test/skip.hpp"
 #include "test/support.hpp"
-#include "process.hpp"
 
 using namespace erdma::agent::testing;
 using erdma::testing::skip_or_fail;
 // Each test's files; declared before the processes that write there, so it outlives them.
-using erdma::testing::TempDir;
 using erdma::testing::skip_test;
+using erdma::testing::TempDir;
 
 namespace {
 
@@ -137,8 +137,9 @@ TEST_CASE("garbage environment values are reported once and ignored") {
   TempDir scratch("preload");
   const std::string dir = scratch.path();
   auto plain = run({kProbe, "kinds"}, base_env(), dir, "plain");
-  auto r = run({kProbe, "kinds"},
-               preload_env({{"SMC_SNDBUF", "12x"}, {"SMC_RCVBUF", "-1"}, {"SMC_PRELOAD_MODE", "inet"}}), dir, "garbage");
+  auto r =
+      run({kProbe, "kinds"}, preload_env({{"SMC_SNDBUF", "12x"}, {"SMC_RCVBUF", "-1"}, {"SMC_PRELOAD_MODE", "inet"}}),
+          dir, "garbage");
   REQUIRE(r.exit_code == 0);
   CHECK(count(r.err, "ignoring SMC_SNDBUF=\"12x\"") == 1);
   CHECK(count(r.err, "ignoring SMC_RCVBUF=\"-1\"") == 1);
@@ -217,8 +218,9 @@ TEST_CASE("curl downloads from python's http.server, both preloaded") {
     if (end != std::string::npos) port = out.substr(pos + 6, end - pos - 6);
     return !port.empty();
   }));
-  auto r = run({"/usr/bin/curl", "-sS", "--max-time", "30", "-o", dir + "/got.bin", "http://127.0.0.1:" + port + "/blob.bin"},
-               env, dir, "curl");
+  auto r = run(
+      {"/usr/bin/curl", "-sS", "--max-time", "30", "-o", dir + "/got.bin", "http://127.0.0.1:" + port + "/blob.bin"},
+      env, dir, "curl");
   CHECK(r.exit_code == 0);
   CHECK(slurp(dir + "/got.bin") == blob);
   CHECK(count(r.err, "smc-preload[") >= 1);
@@ -242,10 +244,9 @@ TEST_CASE("the library needs nothing but libc (and libdl for old glibc) and expo
 // does not have, and musl fails at start on any symbol it lacks. So every undefined symbol must
 // be a function both have since the x86_64 baseline, bound to GLIBC_2.2.5.
 TEST_CASE("every undefined symbol is a portable libc function at version GLIBC_2.2.5") {
-  const std::set<std::string> portable = {"getenv",  "__errno_location", "vsnprintf", "snprintf", "setsockopt",
-                                          "write",   "getpid",           "strcmp",    "syscall",  "sched_yield",
-                                          "dlsym",   "__cxa_finalize",   "getuid",    "geteuid",  "getgid",
-                                          "getegid"};
+  const std::set<std::string> portable = {
+      "getenv",  "__errno_location", "vsnprintf", "snprintf",       "setsockopt", "write",   "getpid", "strcmp",
+      "syscall", "sched_yield",      "dlsym",     "__cxa_finalize", "getuid",     "geteuid", "getgid", "getegid"};
   // Weak references the toolchain adds to every shared object; nothing needs them to resolve.
   const std::set<std::string> weak_ok = {"__gmon_start__", "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable",
                                          "__cxa_finalize"};
@@ -293,7 +294,7 @@ TEST_CASE("a musl program starts and works with the library preloaded") {
   auto pre = run({probe, "kinds"}, preload_env({{"SMC_DEBUG", "1"}}), dir, "musl-pre");
   CHECK(pre.exit_code == 0);
   CHECK(pre.err.find("Error relocating") == std::string::npos);
-  CHECK(count(pre.err, "smc-preload[") >= 1);  // loaded and interposing under musl's loader
+  CHECK(count(pre.err, "smc-preload[") >= 1);          // loaded and interposing under musl's loader
   if (!kernel_has_smc()) CHECK(pre.out == plain.out);  // nothing the program sees changes
 }
 

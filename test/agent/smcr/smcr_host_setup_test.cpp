@@ -96,8 +96,8 @@ TEST_CASE("host setup adds an IB entry per port, an ETH entry per netdev and the
   REQUIRE_OK(r);
   CHECK(r->applied.size() == 5);
   CHECK(r->conflicts.empty());
-  CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "erdma_0"), ib("ERDMA", "erdma_1"), eth("ERDMA", "eth0"),
-                                           eth("ERDMA", "eth1")}));
+  CHECK(sorted(k.table.entries) ==
+        sorted({ib("ERDMA", "erdma_0"), ib("ERDMA", "erdma_1"), eth("ERDMA", "eth0"), eth("ERDMA", "eth1")}));
   REQUIRE(k.info.table.size() == 1);
   CHECK(k.info.table[0].str() == "ERDMA-CONTROLLER");
 
@@ -180,8 +180,8 @@ TEST_CASE("the SMC-R service sets the host up at start and again when devices ch
   REQUIRE(state.update(devices.scan().value()));
   REQUIRE(eventually([&] { return service.host_setups_ok() == 2; }));
   service.stop();
-  CHECK(sorted(k.table.entries) == sorted({ib("ERDMA", "erdma_0"), ib("ERDMA", "erdma_1"), eth("ERDMA", "eth0"),
-                                           eth("ERDMA", "eth1")}));
+  CHECK(sorted(k.table.entries) ==
+        sorted({ib("ERDMA", "erdma_0"), ib("ERDMA", "erdma_1"), eth("ERDMA", "eth0"), eth("ERDMA", "eth1")}));
   CHECK(metrics.host_setups_ok.value() == 2);
   CHECK(metrics.host_setup_ops.value() == 5);
 }
@@ -272,7 +272,6 @@ TEST_CASE("the preload library is installed atomically and only when it changed"
   CHECK_FALSE(install_preload(cfg, &metrics).ok());
   CHECK(metrics.preload_error.value() == 1);
 }
-
 
 TEST_CASE("host setup turns the SMC-D loopback device off and on again, and says which it is") {
   Kernel k;

@@ -6,8 +6,8 @@
 
 #include <condition_variable>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include <sys/stat.h>
@@ -19,11 +19,11 @@
 #include "agent/sys/pod_sources.hpp"
 #include "common/log.hpp"
 #include "test/eventually.hpp"
-#include "test/log_capture.hpp"
 #include "test/fakes/fake_kubelet.hpp"
 #include "test/fakes/fake_pod_apis.hpp"
 #include "test/fakes/fake_rdma_devices.hpp"
 #include "test/fakes/fake_smc.hpp"
+#include "test/log_capture.hpp"
 #include "test/support.hpp"
 
 namespace erdma::agent {
@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using erdma::testing::TempDir;
 using testing::Behaviour;
 using testing::FakeCriServer;
 using testing::FakeKubelet;
@@ -39,7 +40,6 @@ using testing::FakePodResourcesServer;
 using testing::FakeRdmaDevices;
 using testing::FakeSandbox;
 using testing::make_device;
-using erdma::testing::TempDir;
 
 constexpr auto kWait = 10s;
 const std::string kTrue = "true";
@@ -177,7 +177,8 @@ SmcrPodFacts veth_pod(const char* pod_ip) {
   f.kind = PodLinkKind::Veth;
   f.addresses = {Ipv4Prefix::parse(pod_ip).value()};
   f.pod_pnet_entry = true;
-  f.rdma = {NodeRdmaNetdev{"eth0", "erdma_0", RdmaDriverKind::Erdma, {Ipv4Prefix::parse("10.77.0.1/24").value()}, false}};
+  f.rdma = {
+      NodeRdmaNetdev{"eth0", "erdma_0", RdmaDriverKind::Erdma, {Ipv4Prefix::parse("10.77.0.1/24").value()}, false}};
   f.ueid_set = true;
   return f;
 }
@@ -236,7 +237,8 @@ struct PodHarness {
     cfg.proc_root = proc.path();
     cfg.smcr.sysctls = {{"net.smc.wmem", "262144"}};
     cfg.smcr.call_timeout_ms = call_timeout_ms;
-    podres_client = std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, std::chrono::milliseconds(call_timeout_ms));
+    podres_client =
+        std::make_unique<GrpcPodResources>(cfg.pod_resources_socket, std::chrono::milliseconds(call_timeout_ms));
     cri_client = std::make_unique<GrpcCriSandboxes>(cfg.cri_socket, std::chrono::milliseconds(call_timeout_ms));
     hook = std::make_unique<SmcrPodSetup>(cfg, *podres_client, *cri_client, configurator, &metrics, inspector);
     hook->allow_netns_dir_for_test(dir.path() + "/netns/");  // where netns_file() puts the stand-ins
@@ -756,7 +758,9 @@ TEST_CASE("kubelet's answer does not wait for the SMC-R prediction, and every se
     ~Restore() { common::log::set_sink_for_test(nullptr); }
   } restore;
   const std::string setup_line = "\"msg\":\"SMC-R pod setup\"";
-  const auto pending = [&h] { return h.registry.expose().find("erdma_agent_smcr_pod_predictions_pending 1") != std::string::npos; };
+  const auto pending = [&h] {
+    return h.registry.expose().find("erdma_agent_smcr_pod_predictions_pending 1") != std::string::npos;
+  };
 
   SUBCASE("the answer comes with the netns configured; the line and the prediction follow") {
     const auto path = h.add_pod("ns", "a", {"erdma_0-0"});
@@ -788,9 +792,9 @@ TEST_CASE("kubelet's answer does not wait for the SMC-R prediction, and every se
     h.add_pod("ns", "c", {"erdma_0-2"});
     h.inspector.hold();
     REQUIRE(h.prestart({"erdma_0-0"}).ok());
-    REQUIRE(h.inspector.wait_entered(1));      // a: being predicted
-    REQUIRE(h.prestart({"erdma_0-1"}).ok());   // b: queued
-    REQUIRE(h.prestart({"erdma_0-2"}).ok());   // c: no room
+    REQUIRE(h.inspector.wait_entered(1));     // a: being predicted
+    REQUIRE(h.prestart({"erdma_0-1"}).ok());  // b: queued
+    REQUIRE(h.prestart({"erdma_0-2"}).ok());  // c: no room
     CHECK(h.hook->pending_predictions() == 2);
     CHECK(count_of(lines, setup_line) == 1);
     CHECK(lines.find("\"pod\":\"ns/c\"") != std::string::npos);
@@ -958,9 +962,8 @@ TEST_CASE("a netns path outside the runtime's directories is never opened; a reu
   write_text(h.proc.path() + "/4242/stat", "4242 (pause) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 1 1024 1");
   // A process that took pid 4343 after the runtime named it: it started later than now.
   write_text(h.proc.path() + "/4343/ns/net", "");
-  write_text(h.proc.path() + "/4343/stat",
-             "4343 (sh) S 1 4343 4343 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 " + std::to_string(boot_ticks_now() + 100000) +
-                 " 1024 1");
+  write_text(h.proc.path() + "/4343/stat", "4343 (sh) S 1 4343 4343 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 " +
+                                               std::to_string(boot_ticks_now() + 100000) + " 1024 1");
   const std::string elsewhere = h.proc.path() + "/elsewhere";
   write_text(elsewhere, "");
 

@@ -31,8 +31,12 @@ std::optional<unsigned> gid_index_from(const FakeSysfs& s, const std::string& de
 TEST_CASE("GID index from a sysfs GID table: the RoCE v2 entry with an IPv4-mapped GID") {
   FakeSysfs s;
   // The usual RoCE table: 0 = link-local v1, 1 = link-local v2, 2 = IPv4 v1, 3 = IPv4 v2.
-  s.rdma_device("erdma_0", "1: CA", {{0, kLinkLocal, "IB/RoCE v1"}, {1, kLinkLocal, "RoCE v2"},
-                                     {2, kV4, "IB/RoCE v1"}, {3, kV4, "RoCE v2"}, {4, kZero, ""}});
+  s.rdma_device("erdma_0", "1: CA",
+                {{0, kLinkLocal, "IB/RoCE v1"},
+                 {1, kLinkLocal, "RoCE v2"},
+                 {2, kV4, "IB/RoCE v1"},
+                 {3, kV4, "RoCE v2"},
+                 {4, kZero, ""}});
   // Another card whose table has no link-local v2 entry: the IPv4 v2 entry sits at 1.
   s.rdma_device("erdma_1", "1: CA", {{0, kLinkLocal, "IB/RoCE v1"}, {1, kV4, "RoCE v2"}}, "eth1");
   // iWARP-style table: one GID from the MAC, type unreadable.
@@ -143,12 +147,14 @@ TEST_CASE("run_modprobe: exit status, modprobe's own message, a missing binary, 
   std::getline(in, line);
   CHECK(line == "-- smc");  // the module is never taken for an option
 
-  const std::string fail = script("fail", "echo 'modprobe: ERROR: could not insert smc: Operation not permitted' >&2\nexit 1\n");
+  const std::string fail =
+      script("fail", "echo 'modprobe: ERROR: could not insert smc: Operation not permitted' >&2\nexit 1\n");
   auto s = run_modprobe(fail, "smc");
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().code == ErrorCode::FailedPrecondition);
   CAPTURE(s.error().message);
-  CHECK(s.error().message.find("modprobe smc failed (exit 1): modprobe: ERROR: could not insert smc: Operation not permitted") == 0);
+  CHECK(s.error().message.find(
+            "modprobe smc failed (exit 1): modprobe: ERROR: could not insert smc: Operation not permitted") == 0);
   CHECK(s.error().message.find("CAP_SYS_MODULE") != std::string::npos);
 
   auto missing = run_modprobe(dir.root() + "/no-such-modprobe", "smc");

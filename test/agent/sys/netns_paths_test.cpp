@@ -29,7 +29,8 @@ TEST_CASE("runtime netns paths are opened only under the runtime's directories")
 }
 
 TEST_CASE("a process's start time is field 22 of its stat line, counted after the command") {
-  CHECK(parse_proc_start_time("4242 (pause) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 1024 1") == 987654u);
+  CHECK(parse_proc_start_time("4242 (pause) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 987654 1024 1") ==
+        987654u);
   // A command with spaces and parentheses.
   CHECK(parse_proc_start_time("77 (a) b (c)) R 1 77 77 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0") == 55u);
   CHECK_FALSE(parse_proc_start_time("4242 (pause) S 1 2 3").has_value());

@@ -7,10 +7,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <fcntl.h>
 #include <memory>
 #include <set>
 #include <string>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <thread>
@@ -78,10 +78,13 @@ TEST_CASE("work runs inside the namespace and sees its interfaces") {
   SetnsNetns runner;
   std::set<std::string> inside;
   const ino_t before = thread_netns_inode();
-  auto st = runner.run(ns.ref(), [&] {
-    inside = interfaces();
-    return Status{};
-  }, soon());
+  auto st = runner.run(
+      ns.ref(),
+      [&] {
+        inside = interfaces();
+        return Status{};
+      },
+      soon());
   REQUIRE(st.ok());
   CHECK(inside == std::set<std::string>{"lo", ns.inner});
   auto outside = interfaces();
@@ -98,22 +101,30 @@ TEST_CASE("sysctl writes land in the namespace only") {
   REQUIRE(host_before.ok());
   const std::string want = *host_before == "3" ? "4" : "3";
   std::string seen_inside;
-  auto st = runner.run(ns.ref(), [&]() -> Status {
-    if (auto w = write_sysctl("net.ipv4.tcp_syn_retries", want); !w) return w;
-    auto r = read_sysctl("net.ipv4.tcp_syn_retries");
-    if (!r) return r.error();
-    seen_inside = *r;
-    return {};
-  }, soon());
+  auto st = runner.run(
+      ns.ref(),
+      [&]() -> Status {
+        if (auto w = write_sysctl("net.ipv4.tcp_syn_retries", want); !w) return w;
+        auto r = read_sysctl("net.ipv4.tcp_syn_retries");
+        if (!r) return r.error();
+        seen_inside = *r;
+        return {};
+      },
+      soon());
   REQUIRE(st.ok());
   CHECK(seen_inside == want);
   CHECK(read_sysctl("net.ipv4.tcp_syn_retries").value() == *host_before);
   // A second visit sees the value kept by the namespace.
   std::string again;
-  REQUIRE(runner.run(ns.ref(), [&] {
-    again = read_sysctl("net.ipv4.tcp_syn_retries").value();
-    return Status{};
-  }, soon()).ok());
+  REQUIRE(runner
+              .run(
+                  ns.ref(),
+                  [&] {
+                    again = read_sysctl("net.ipv4.tcp_syn_retries").value();
+                    return Status{};
+                  },
+                  soon())
+              .ok());
   CHECK(again == want);
 }
 
@@ -141,10 +152,13 @@ TEST_CASE("a namespace given by pid is joined") {
   }));
   SetnsNetns runner;
   std::set<std::string> inside;
-  auto st = runner.run(target, [&] {
-    inside = interfaces();
-    return Status{};
-  }, soon());
+  auto st = runner.run(
+      target,
+      [&] {
+        inside = interfaces();
+        return Status{};
+      },
+      soon());
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   REQUIRE(st.ok());
@@ -160,10 +174,13 @@ TEST_CASE("a vanished namespace is NotFound") {
     name = ns.name;
   }
   bool ran = false;
-  auto st = runner.run(NetnsRef::of_path("/var/run/netns/" + name), [&] {
-    ran = true;
-    return Status{};
-  }, soon());
+  auto st = runner.run(
+      NetnsRef::of_path("/var/run/netns/" + name),
+      [&] {
+        ran = true;
+        return Status{};
+      },
+      soon());
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().code == ErrorCode::NotFound);
   CHECK_FALSE(ran);
@@ -172,7 +189,8 @@ TEST_CASE("a vanished namespace is NotFound") {
   REQUIRE(child >= 0);
   if (child == 0) ::_exit(0);
   ::waitpid(child, nullptr, 0);
-  auto gone = runner.run(NetnsRef::of_pid(child), [] { return Status{}; }, soon());
+  auto gone = runner.run(
+      NetnsRef::of_pid(child), [] { return Status{}; }, soon());
   REQUIRE_FALSE(gone.ok());
   CHECK(gone.error().code == ErrorCode::NotFound);
 }
@@ -180,9 +198,11 @@ TEST_CASE("a vanished namespace is NotFound") {
 TEST_CASE("a path that is no network namespace is refused") {
   require_root();
   SetnsNetns runner;
-  auto uts = runner.run(NetnsRef::of_path("/proc/self/ns/uts"), [] { return Status{}; }, soon());
+  auto uts = runner.run(
+      NetnsRef::of_path("/proc/self/ns/uts"), [] { return Status{}; }, soon());
   CHECK(uts.error().code == ErrorCode::InvalidArgument);
-  auto file = runner.run(NetnsRef::of_path("/proc/self/status"), [] { return Status{}; }, soon());
+  auto file = runner.run(
+      NetnsRef::of_path("/proc/self/status"), [] { return Status{}; }, soon());
   CHECK(file.error().code == ErrorCode::InvalidArgument);
 }
 
@@ -192,12 +212,15 @@ TEST_CASE("work that overruns its deadline is abandoned, not waited for") {
   SetnsNetns runner;
   auto release = std::make_shared<std::atomic<bool>>(false);
   auto finished = std::make_shared<std::atomic<bool>>(false);
-  auto st = runner.run(ns.ref(), [release, finished] {
-    // The work under test: it runs past its deadline until released (at most 5 s).
-    for (int i = 0; i < 500 && !release->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    finished->store(true);
-    return Status{};
-  }, std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
+  auto st = runner.run(
+      ns.ref(),
+      [release, finished] {
+        // The work under test: it runs past its deadline until released (at most 5 s).
+        for (int i = 0; i < 500 && !release->load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        finished->store(true);
+        return Status{};
+      },
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(50));
   REQUIRE_FALSE(st.ok());
   CHECK(st.error().code == ErrorCode::DeadlineExceeded);
   release->store(true);
@@ -226,13 +249,17 @@ TEST_CASE("a namespace opened once is the one entered, even after its name names
   REQUIRE(std::system(("ip netns del " + ns.name + " && ip netns add " + ns.name).c_str()) == 0);
   SetnsNetns runner;
   std::set<std::string> inside;
-  auto st = runner.run(pinned, [&] {
-    inside = interfaces();
-    return Status{};
-  }, soon());
+  auto st = runner.run(
+      pinned,
+      [&] {
+        inside = interfaces();
+        return Status{};
+      },
+      soon());
   REQUIRE_OK(st);
   CHECK(inside.count(ns.inner) == 1);  // the namespace that was opened, kept alive by its descriptor
-  auto again = runner.run(kept, [] { return Status{}; }, soon());
+  auto again = runner.run(
+      kept, [] { return Status{}; }, soon());
   REQUIRE_FALSE(again.ok());
   CHECK(again.error().code == ErrorCode::NotFound);  // by path and identity: another namespace now
 }

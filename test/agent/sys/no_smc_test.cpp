@@ -61,7 +61,8 @@ TEST_CASE("erdma-agent pnet, ueid, smc-status and smc-stats say so and how to fi
     const char* fix;
   };
   const char* smc = "error: the kernel has no SMC (module smc not loaded): load the kernel module smc on the node";
-  const char* diag = "error: the kernel has no SMC (module smc_diag not loaded): load the kernel modules smc and smc_diag";
+  const char* diag =
+      "error: the kernel has no SMC (module smc_diag not loaded): load the kernel modules smc and smc_diag";
   const Case cases[] = {
       {"pnet list", smc, "`modprobe smc`"},
       {"pnet list --netns /proc/self/ns/net", smc, "`modprobe smc`"},

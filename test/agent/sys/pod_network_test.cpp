@@ -9,8 +9,8 @@
 #include <string>
 #include <unistd.h>
 
-#include "test/skip.hpp"
 #include "test/fakes/fake_smc.hpp"
+#include "test/skip.hpp"
 #include "test/support.hpp"
 
 using namespace erdma;
@@ -46,9 +46,9 @@ struct Layout {
     if (!sh("ip netns add " + node)) return;
     netdev_type = kernel_has(node, "dummy") ? "dummy" : kernel_has(node, "bridge") ? "bridge" : "";
     if (netdev_type.empty() || !sh("ip -n " + node + " link add " + rdma_netdev + " type " + netdev_type)) return;
-    upper_type = kernel_has(node, "ipvlan mode l2", rdma_netdev) ? "ipvlan mode l2"
+    upper_type = kernel_has(node, "ipvlan mode l2", rdma_netdev)        ? "ipvlan mode l2"
                  : kernel_has(node, "macvlan mode bridge", rdma_netdev) ? "macvlan mode bridge"
-                                                                       : "";
+                                                                        : "";
     if (upper_type.empty()) return;
     ok = sh("ip netns add " + veth_pod) && sh("ip netns add " + ipvlan_pod) &&
          sh("ip -n " + node + " addr add 10.77.0.1/24 dev " + rdma_netdev) &&
@@ -91,8 +91,12 @@ TEST_CASE("the inspector reads a veth pod and an ipvlan pod on the RDMA netdev")
   info->table = {Ueid::parse("SMCR-TEST").value()};
   KernelPodNetworkInspector inspector(
       netns, Layout::ref(l.node), [dev]() -> Result<std::vector<RdmaDevice>> { return std::vector<RdmaDevice>{dev}; },
-      [pnet]() -> Result<std::unique_ptr<PnetTable>> { return std::unique_ptr<PnetTable>(new agent::testing::FakePnetTable(*pnet)); },
-      [info]() -> Result<std::unique_ptr<SmcInfo>> { return std::unique_ptr<SmcInfo>(new agent::testing::FakeSmcInfo(*info)); });
+      [pnet]() -> Result<std::unique_ptr<PnetTable>> {
+        return std::unique_ptr<PnetTable>(new agent::testing::FakePnetTable(*pnet));
+      },
+      [info]() -> Result<std::unique_ptr<SmcInfo>> {
+        return std::unique_ptr<SmcInfo>(new agent::testing::FakeSmcInfo(*info));
+      });
 
   SUBCASE("veth pod") {
     pnet->entries = {PnetEntry::eth("ERDMA", "eth0").value()};

@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <span>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 

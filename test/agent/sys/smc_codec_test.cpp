@@ -123,9 +123,7 @@ TEST_CASE("malformed pnet replies are rejected with the reason") {
          put_raw_string(m, SMC_PNETID_ETHNAME, "eth0", 4);
        },
        "attribute 2"},
-      {"NAME too long",
-       [](nl_msg* m) { nla_put_string(m, SMC_PNETID_NAME, "ABCDEFGHIJKLMNOPQRS"); },
-       "attribute 1"},
+      {"NAME too long", [](nl_msg* m) { nla_put_string(m, SMC_PNETID_NAME, "ABCDEFGHIJKLMNOPQRS"); }, "attribute 1"},
       {"IBPORT as u32",
        [](nl_msg* m) {
          nla_put_string(m, SMC_PNETID_NAME, "ERDMA");

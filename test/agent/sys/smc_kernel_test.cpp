@@ -11,10 +11,10 @@
 #include <string>
 #include <unistd.h>
 
-#include "test/skip.hpp"
-#include "test/support.hpp"
 #include "agent/sys/netns.hpp"
 #include "pnet_table_contract.hpp"
+#include "test/skip.hpp"
+#include "test/support.hpp"
 
 using namespace erdma;
 using namespace erdma::agent;
@@ -48,16 +48,19 @@ TEST_CASE("kernel pnet table keeps the contract in a fresh netns") {
   const std::string name = "erdma-kt-" + std::to_string(::getpid());
   REQUIRE(std::system(("ip netns add " + name).c_str()) == 0);
   SetnsNetns netns;
-  auto st = netns.run(NetnsRef::of_path("/var/run/netns/" + name), []() -> Status {
-    auto t = NetlinkPnetTable::open();  // opened inside: the socket belongs to the fresh netns
-    if (!t) return t.error();
-    try {
-      agent::testing::check_pnet_table_contract(**t, false);
-    } catch (...) {  // a failed REQUIRE on this worker thread; doctest has recorded it
-      return make_error(ErrorCode::Internal, "contract failed in the fresh netns");
-    }
-    return {};
-  }, soon());
+  auto st = netns.run(
+      NetnsRef::of_path("/var/run/netns/" + name),
+      []() -> Status {
+        auto t = NetlinkPnetTable::open();  // opened inside: the socket belongs to the fresh netns
+        if (!t) return t.error();
+        try {
+          agent::testing::check_pnet_table_contract(**t, false);
+        } catch (...) {  // a failed REQUIRE on this worker thread; doctest has recorded it
+          return make_error(ErrorCode::Internal, "contract failed in the fresh netns");
+        }
+        return {};
+      },
+      soon());
   CHECK(st.ok());
   CHECK(std::system(("ip netns del " + name).c_str()) == 0);
 }

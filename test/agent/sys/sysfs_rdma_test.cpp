@@ -76,7 +76,8 @@ TEST_CASE("recorded tree: two erdma devices and an InfiniBand device") {
   REQUIRE(names.ok());
   CHECK(*names == std::vector<std::string>{"erdma_0", "erdma_1", "mlx5_0"});
   const auto uverbs = reader.uverbs_by_device();
-  CHECK(uverbs == std::map<std::string, std::string>{{"erdma_0", "uverbs0"}, {"erdma_1", "uverbs1"}, {"mlx5_0", "uverbs2"}});
+  CHECK(uverbs ==
+        std::map<std::string, std::string>{{"erdma_0", "uverbs0"}, {"erdma_1", "uverbs1"}, {"mlx5_0", "uverbs2"}});
 
   auto e0 = reader.read_device("erdma_0", uverbs);
   REQUIRE(e0.ok());
@@ -229,7 +230,6 @@ TEST_CASE("static source serves the configured list") {
   CHECK(s->rdma_cm_present);
   CHECK(two.describe() == "static (2 devices)");
 }
-
 
 TEST_CASE("the SMC-D loopback device is the virtual one under class/dibs") {
   namespace fs = std::filesystem;

@@ -87,7 +87,8 @@ apiVersion: v1
 kind: List
 items:
 - {apiVersion: v1, kind: Pod, metadata: {name: p1}, spec: {containers: []}}
-)", "t.yaml");
+)",
+                                      "t.yaml");
   REQUIRE(docs.ok());
   auto inputs = preview_inputs(*docs, "");
   REQUIRE(inputs.ok());
@@ -156,7 +157,8 @@ spec:
   CHECK(r["response"]["allowed"] == true);
   CHECK(r["response"]["patchType"] == "JSONPatch");
   const json mutated = json::parse(pod.out);
-  CHECK(mutated["spec"]["containers"][0]["env"][0] == json({{"name", "LD_PRELOAD"}, {"value", "/usr/lib/smc/libsmc-preload.so"}}));
+  CHECK(mutated["spec"]["containers"][0]["env"][0] ==
+        json({{"name", "LD_PRELOAD"}, {"value", "/usr/lib/smc/libsmc-preload.so"}}));
   CHECK(mutated["metadata"]["namespace"] == "default");
   CHECK(patch.err.find("Warning: added aliyun/erdma-smcr: 1 to container \"app\"") != std::string::npos);
   CHECK(patch.err.find("Pod default/web: mutated") != std::string::npos);
@@ -202,19 +204,23 @@ TEST_CASE("bad flags and bad input exit 2 with one error line - a refused pod ex
   // With the library from a hostPath volume, a pod volume of that name with another source is
   // refused (by default the library comes in the device plugin's answer and nothing conflicts).
   TempFile host_path_cfg("smcr: {libraryFrom: hostPath}\n", "host-path.yaml");
-  TempFile refused(R"({"kind":"Pod","metadata":{"name":"p","annotations":{"network.alibabacloud.com/erdma-smcr":"true"}},
+  TempFile refused(
+      R"({"kind":"Pod","metadata":{"name":"p","annotations":{"network.alibabacloud.com/erdma-smcr":"true"}},
                        "spec":{"volumes":[{"name":"erdma-smc-preload","emptyDir":{}}],"containers":[{"name":"a"}]}})",
-                   "refused.json");
+      "refused.json");
   const std::vector<Case> cases = {
       {{}, kExitUsage, "error: -f FILE is required"},
       {{"-f"}, kExitUsage, "error: flag -f needs a value"},
       {{"--bogus", "x"}, kExitUsage, "error: unknown flag --bogus"},
       {{"-f", good.path.string(), "extra"}, kExitUsage, "error: unexpected argument extra"},
-      {{"-f", good.path.string(), "-o", "xml"}, kExitUsage, "error: -o must be yaml, json, patch, review, pod or request"},
+      {{"-f", good.path.string(), "-o", "xml"},
+       kExitUsage,
+       "error: -o must be yaml, json, patch, review, pod or request"},
       {{"-f", "/nonexistent/pod.yaml"}, kExitUsage, "error: /nonexistent/pod.yaml: cannot open"},
       {{"-f", bad_yaml.path.string()}, kExitUsage, "error: "},
       {{"-f", good.path.string(), "--config", bad_cfg.path.string()}, kExitUsage, "error: "},
-      {{"-f", refused.path.string(), "--config", host_path_cfg.path.string()}, kExitDenied,
+      {{"-f", refused.path.string(), "--config", host_path_cfg.path.string()},
+       kExitDenied,
        "Pod default/p: rejected: pod default/p: volume"},
       {{"-f", refused.path.string()}, kExitOk, ""},
   };
@@ -297,15 +303,45 @@ TEST_CASE("plain scalars resolve as kubectl (sigs.k8s.io/yaml over go-yaml v2, Y
     json want;
   };
   const std::vector<Case> cases = {
-      {"yes", true},        {"Yes", true},   {"on", true},      {"ON", true},      {"y", true},
-      {"true", true},       {"no", false},   {"off", false},    {"N", false},      {"FALSE", false},
-      {"", nullptr},        {"~", nullptr},  {"null", nullptr}, {"Null", nullptr}, {"1", 1},
-      {"-7", -7},           {"+3", 3},       {"1_000", 1000},   {"0x1F", 31},      {"0o17", 15},
-      {"0777", 511},        {"0b101", 5},    {"-0b11", -3},     {"08", 8.0},       {"1.5", 1.5},
-      {"1e3", 1000.0},      {".5", 0.5},     {"-1.", -1.0},     {"18446744073709551615", 18446744073709551615ull},
+      {"yes", true},
+      {"Yes", true},
+      {"on", true},
+      {"ON", true},
+      {"y", true},
+      {"true", true},
+      {"no", false},
+      {"off", false},
+      {"N", false},
+      {"FALSE", false},
+      {"", nullptr},
+      {"~", nullptr},
+      {"null", nullptr},
+      {"Null", nullptr},
+      {"1", 1},
+      {"-7", -7},
+      {"+3", 3},
+      {"1_000", 1000},
+      {"0x1F", 31},
+      {"0o17", 15},
+      {"0777", 511},
+      {"0b101", 5},
+      {"-0b11", -3},
+      {"08", 8.0},
+      {"1.5", 1.5},
+      {"1e3", 1000.0},
+      {".5", 0.5},
+      {"-1.", -1.0},
+      {"18446744073709551615", 18446744073709551615ull},
       {"2001-12-14", "2001-12-14"},  // timestamps stay text when decoded into interface{}
-      {"yess", "yes" "s"},  {"True!", "True!"}, {"1.2.3", "1.2.3"}, {"0x", "0x"}, {".inf", ".inf"},
-      {"-", "-"},           {"1Gi", "1Gi"},  {"500m", "500m"},
+      {"yess", "yes"
+               "s"},
+      {"True!", "True!"},
+      {"1.2.3", "1.2.3"},
+      {"0x", "0x"},
+      {".inf", ".inf"},
+      {"-", "-"},
+      {"1Gi", "1Gi"},
+      {"500m", "500m"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.in);
@@ -330,7 +366,8 @@ list: [yes, "no", 0x10]
 ---
 ---
 second: doc
-)", "t.yaml");
+)",
+                                   "t.yaml");
   REQUIRE_OK(docs);
   REQUIRE(docs->size() == 2);
   const json& d = (*docs)[0];
@@ -367,11 +404,15 @@ second: doc
 
 TEST_CASE("the YAML writer quotes every string a YAML 1.1 or 1.2 reader would take for another type") {
   json doc = json::object();
-  const std::vector<std::string> strings = {"yes", "no", "on", "off", "y", "n", "true", "True", "null", "~", "",
-                                            "1", "0x1F", "0o17", "0777", "1_000", "1e3", ".5", ".inf", ".nan", "<<",
-                                            "=", "2001-12-14", "a: b", "# not a comment", "- item", "  lead",
-                                            "trail  ", "multi\nline\n", "tab\there", "üñí", "[x]", "{y}", "@at",
-                                            "`tick", "%pct", "!bang", "&amp", "*star", "|pipe", ">gt", "'q'", "\"dq\""};
+  const std::vector<std::string> strings = {"yes",    "no",     "on",         "off",           "y",
+                                            "n",      "true",   "True",       "null",          "~",
+                                            "",       "1",      "0x1F",       "0o17",          "0777",
+                                            "1_000",  "1e3",    ".5",         ".inf",          ".nan",
+                                            "<<",     "=",      "2001-12-14", "a: b",          "# not a comment",
+                                            "- item", "  lead", "trail  ",    "multi\nline\n", "tab\there",
+                                            "üñí",    "[x]",    "{y}",        "@at",           "`tick",
+                                            "%pct",   "!bang",  "&amp",       "*star",         "|pipe",
+                                            ">gt",    "'q'",    "\"dq\""};
   for (size_t i = 0; i < strings.size(); ++i) {
     doc["k" + std::to_string(i)] = strings[i];
     doc[strings[i].empty() ? std::string("empty-key-not-allowed") : strings[i]] = i;  // as keys, too
@@ -430,32 +471,37 @@ kind: Deployment
 metadata: {name: d, namespace: team-a}
 spec:
   selector: {matchLabels: {app: web}}
-  template:)" + smcr_template + R"(
+  template:)" + smcr_template +
+                           R"(
 ---
 apiVersion: apps/v1
 kind: StatefulSet
 metadata: {name: s}
 spec:
   serviceName: s
-  template:)" + smcr_template + R"(
+  template:)" + smcr_template +
+                           R"(
 ---
 apiVersion: apps/v1
 kind: DaemonSet
 metadata: {name: ds}
 spec:
-  template:)" + smcr_template + R"(
+  template:)" + smcr_template +
+                           R"(
 ---
 apiVersion: apps/v1
 kind: ReplicaSet
 metadata: {name: rs}
 spec:
-  template:)" + smcr_template + R"(
+  template:)" + smcr_template +
+                           R"(
 ---
 apiVersion: batch/v1
 kind: Job
 metadata: {name: j}
 spec:
-  template:)" + smcr_template + R"(
+  template:)" + smcr_template +
+                           R"(
 ---
 apiVersion: batch/v1
 kind: CronJob

@@ -69,13 +69,15 @@ TEST_CASE("malformed bodies are Invalid with a message and no response body") {
        "request body is not valid JSON: The input is not valid UTF-8"},
       {"too deep", deep, "request body is not valid JSON"},
       {"array", "[]", "request body is not a JSON object"},
-      {"wrong kind", R"({"apiVersion":"admission.k8s.io/v1","kind":"Pod"})", "kind: expected \"AdmissionReview\", got \"Pod\""},
+      {"wrong kind", R"({"apiVersion":"admission.k8s.io/v1","kind":"Pod"})",
+       "kind: expected \"AdmissionReview\", got \"Pod\""},
       {"no kind", R"({"apiVersion":"admission.k8s.io/v1"})", "kind: expected \"AdmissionReview\", got \"\""},
       {"kind not string", R"({"apiVersion":"admission.k8s.io/v1","kind":1})", "kind: expected a string"},
       {"wrong version", R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview"})",
        "apiVersion: expected \"admission.k8s.io/v1\", got \"admission.k8s.io/v2\""},
       {"no request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})", "request: missing"},
-      {"null request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null})", "request: missing"},
+      {"null request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null})",
+       "request: missing"},
       {"request not a map", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":[]})",
        "request: expected a map"},
       {"no uid", review_with(no_uid), "request.uid: missing or empty"},
@@ -86,10 +88,13 @@ TEST_CASE("malformed bodies are Invalid with a message and no response body") {
       {"dryRun not bool", review_with(dry_run_string), "request.dryRun: expected a boolean"},
       // Another JSON implementation could take the other copy: refuse rather than guess.
       {"duplicate object", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",
-        "object":{"metadata":{"name":"a"}},"object":false}})", "request: duplicate key \"object\""},
-      {"duplicate uid", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","uid":"v"}})",
+        "object":{"metadata":{"name":"a"}},"object":false}})",
+       "request: duplicate key \"object\""},
+      {"duplicate uid",
+       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","uid":"v"}})",
        "request: duplicate key \"uid\""},
-      {"duplicate request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{},"request":{}})",
+      {"duplicate request",
+       R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{},"request":{}})",
        "duplicate key \"request\""},
       {"duplicate apiVersion", R"({"apiVersion":"admission.k8s.io/v1","apiVersion":"x","kind":"AdmissionReview"})",
        "duplicate key \"apiVersion\""},
@@ -137,8 +142,8 @@ TEST_CASE("a padded body is reviewed in place, whatever its padding holds") {
       std::string buffer = *text + std::string(kBodyPadding, fill);
       if (text == &cut) buffer.replace(cut.size(), 2, "}}");  // would close the cut review
       const ReviewResult want = plain.review(*text, preset_config());
-      const ReviewResult got = padded.review(ReviewBody(std::string_view(buffer).substr(0, text->size()), true),
-                                             preset_config());
+      const ReviewResult got =
+          padded.review(ReviewBody(std::string_view(buffer).substr(0, text->size()), true), preset_config());
       CHECK(got.outcome == want.outcome);
       CHECK(got.body == want.body);
       CHECK(got.error == want.error);
@@ -174,15 +179,17 @@ TEST_CASE("append_review_response writes exactly the fields the apiserver checks
   AdmissionResponse r;
   r.uid = "u\"1";
   append_review_response(out, "admission.k8s.io/v1", r);
-  CHECK(out == R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u\"1","allowed":true}})");
+  CHECK(out ==
+        R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u\"1","allowed":true}})");
 
   out.clear();
   const std::vector<std::string> warnings = {"w1", "w\"2"};
   r.patch = "[]";
   r.warnings = warnings;
   append_review_response(out, "admission.k8s.io/v1", r);
-  CHECK(out ==
-        R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u\"1","allowed":true,"patchType":"JSONPatch","patch":"W10=","warnings":["w1","w\"2"]}})");
+  CHECK(
+      out ==
+      R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u\"1","allowed":true,"patchType":"JSONPatch","patch":"W10=","warnings":["w1","w\"2"]}})");
 }
 
 TEST_CASE("one Reviewer serves many bodies - views never leak between them") {

@@ -92,7 +92,8 @@ TEST_CASE("invalid configurations are errors that name the key") {
   const std::vector<Case> cases = {
       {"top-level list", "[1, 2]", "config: expected a map at the top level, got list"},
       {"unknown top key", "resourceNmae: x/y", "resourceNmae: unknown key (known keys: resourceName, "},
-      {"unknown nested key", "smcr: {libary: x.so}", "smcr.libary: unknown key (known keys of smcr: libraryFrom, preloadHostDir, "},
+      {"unknown nested key", "smcr: {libary: x.so}",
+       "smcr.libary: unknown key (known keys of smcr: libraryFrom, preloadHostDir, "},
       {"resource wrong type", "resourceName: 5", "resourceName: expected a string, got number"},
       {"resource without domain", "resourceName: erdma",
        "resourceName: \"erdma\" is not an extended resource name: it has no <domain>/ in front; an extended "
@@ -110,9 +111,11 @@ TEST_CASE("invalid configurations are errors that name the key") {
       {"env value missing", "erdmaEnv: [{name: A}]", "erdmaEnv[0].value: missing"},
       {"env bad name", "erdmaEnv: [{name: 1ABC, value: x}]", "erdmaEnv[0].name: must be a variable name"},
       {"env extra key", "erdmaEnv: [{name: A, value: x, valueFrom: y}]", "erdmaEnv[0].valueFrom: unknown key"},
-      {"env duplicate", "erdmaEnv: [{name: A, value: x}, {name: A, value: y}]", "erdmaEnv[1].name: duplicate variable A"},
+      {"env duplicate", "erdmaEnv: [{name: A, value: x}, {name: A, value: y}]",
+       "erdmaEnv[1].name: duplicate variable A"},
       {"env LD_PRELOAD", "erdmaEnv: [{name: LD_PRELOAD, value: /x.so}]", "erdmaEnv[0].name: LD_PRELOAD is managed"},
-      {"smcr env LD_PRELOAD", "smcr: {env: [{name: LD_PRELOAD, value: /x.so}]}", "smcr.env[0].name: LD_PRELOAD is managed"},
+      {"smcr env LD_PRELOAD", "smcr: {env: [{name: LD_PRELOAD, value: /x.so}]}",
+       "smcr.env[0].name: LD_PRELOAD is managed"},
       {"mount without name", "deviceMounts: [{hostPath: /a, mountPath: /b}]", "deviceMounts[0].name: missing"},
       {"mount name not a label", "deviceMounts: [{name: dev.infiniband, hostPath: /a, mountPath: /b}]",
        "deviceMounts[0].name: \"dev.infiniband\" is not a volume name (a DNS-1123 label): it has a '.' (character "
@@ -125,9 +128,11 @@ TEST_CASE("invalid configurations are errors that name the key") {
        "deviceMounts[0].type: must be one of"},
       {"mount readOnly string", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b, readOnly: \"yes\"}]",
        "deviceMounts[0].readOnly: expected true or false, got string (write it without quotes)"},
-      {"mount duplicate name", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b}, {name: a, hostPath: /c, mountPath: /d}]",
+      {"mount duplicate name",
+       "deviceMounts: [{name: a, hostPath: /a, mountPath: /b}, {name: a, hostPath: /c, mountPath: /d}]",
        "deviceMounts[1].name: duplicate volume name a"},
-      {"mount duplicate path", "deviceMounts: [{name: a, hostPath: /a, mountPath: /b}, {name: c, hostPath: /c, mountPath: /b/}]",
+      {"mount duplicate path",
+       "deviceMounts: [{name: a, hostPath: /a, mountPath: /b}, {name: c, hostPath: /c, mountPath: /b/}]",
        "deviceMounts[1].mountPath: duplicate mountPath /b"},
       {"mount reserved name", "deviceMounts: [{name: erdma-smc-preload, hostPath: /a, mountPath: /b}]",
        "deviceMounts[0].name: erdma-smc-preload is reserved"},
@@ -147,14 +152,16 @@ TEST_CASE("invalid configurations are errors that name the key") {
        "smcr.allowedNamespaces[0]: \"ML\" is not a namespace name (a DNS-1123 label)"},
       {"smcr resourceName without domain", "smcr: {resourceName: erdma-smcr}",
        "smcr.resourceName: \"erdma-smcr\" is not an extended resource name: it has no <domain>/ in front"},
-      {"smcr resourceName same", "smcr: {resourceName: aliyun/erdma}", "smcr.resourceName: must differ from resourceName"},
+      {"smcr resourceName same", "smcr: {resourceName: aliyun/erdma}",
+       "smcr.resourceName: must differ from resourceName"},
       {"smcr mountPath moved without hostPath", "smcr: {mountPath: /opt/smc}",
        "smcr.mountPath: can only be changed with smcr.libraryFrom: hostPath; erdma-agent mounts the library at /usr/lib/smc"},
       {"smcr mountPath relative", "smcr: {mountPath: lib}", "smcr.mountPath: must be an absolute path, got \"lib\""},
       {"smcr mountPath root", "smcr: {mountPath: /}", "smcr.mountPath: must not be \"/\""},
       {"smcr mountPath blank", "smcr: {mountPath: /usr/lib/my smc}", "smcr.mountPath: must not contain ':' or blanks"},
       {"smcr hostDir relative", "smcr: {preloadHostDir: var/lib}", "smcr.preloadHostDir: must be an absolute path"},
-      {"smcr addResource string", "smcr: {addResource: \"true\"}", "smcr.addResource: expected true or false, got string (write it without quotes)"},
+      {"smcr addResource string", "smcr: {addResource: \"true\"}",
+       "smcr.addResource: expected true or false, got string (write it without quotes)"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.name);
@@ -200,8 +207,8 @@ TEST_CASE("resourceName and smcr.resourceName follow the apiserver's extended re
                                      "\"example.com/rdma\"");
     auto smcr = load_yaml("smcr: {resourceName: " + r.name + "}");
     REQUIRE_FALSE(smcr.ok());
-    CHECK(smcr.error().message.find("smcr.resourceName: \"" + r.name + "\" is not an extended resource name: " + r.why) ==
-          0);
+    CHECK(smcr.error().message.find("smcr.resourceName: \"" + r.name +
+                                    "\" is not an extended resource name: " + r.why) == 0);
     CHECK(smcr.error().message.ends_with(", or \"\" to give SMC-R containers resourceName"));
   }
 }

@@ -31,8 +31,8 @@
 #include "common/structured.hpp"
 #include "common/text.hpp"
 #include "pod_security.hpp"
-#include "webhook/core/names.hpp"
 #include "test/support.hpp"
+#include "webhook/core/names.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -165,12 +165,11 @@ bool owned_path(const std::string& path) {
   return std::regex_match(path, re);
 }
 
-
 void run_case(const fs::path& dir) {
   new_violations_by_case()[dir.filename().string()];
-  const std::set<std::string> allowed = {"pod.json",         "review.json",       "config.json",  "config.yaml",
-                                         "want_outcome.txt", "want.json",         "want_warnings.txt",
-                                         "want_error.txt",   "README.md"};
+  const std::set<std::string> allowed = {"pod.json",          "review.json",      "config.json",
+                                         "config.yaml",       "want_outcome.txt", "want.json",
+                                         "want_warnings.txt", "want_error.txt",   "README.md"};
   for (const auto& entry : fs::directory_iterator(dir)) {
     INFO("unexpected file in a golden case: ", entry.path().string());
     CHECK(allowed.count(entry.path().filename().string()) == 1);
@@ -199,8 +198,8 @@ void run_case(const fs::path& dir) {
   } else {
     body = slurp(dir / "review.json");
     const json review = json::parse(body, nullptr, false);
-    if (!review.is_discarded() && review.is_object() && review.contains("request") &&
-        review["request"].is_object() && review["request"].contains("object")) {
+    if (!review.is_discarded() && review.is_object() && review.contains("request") && review["request"].is_object() &&
+        review["request"].contains("object")) {
       pod = review["request"]["object"];
     }
   }

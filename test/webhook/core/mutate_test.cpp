@@ -25,7 +25,8 @@ struct Run {
 const Config& preset_config() {
   static const Config c = [] {
     auto r = Config::load(
-        json{{"erdmaEnv", {{{"name", "NCCL_IB_HCA"}, {"value", "erdma"}}, {{"name", "NCCL_IB_GID_INDEX"}, {"value", "1"}}}}});
+        json{{"erdmaEnv",
+              {{{"name", "NCCL_IB_HCA"}, {"value", "erdma"}}, {{"name", "NCCL_IB_GID_INDEX"}, {"value", "1"}}}}});
     REQUIRE(r.ok());
     return *r;
   }();
@@ -78,26 +79,29 @@ TEST_CASE("LD_PRELOAD splits like ld.so and merges without duplicates") {
     const char* want;
   };
   const char* lib = "/usr/lib/smc/libsmc-preload.so";
-  for (const Case& c : {Case{"", "/usr/lib/smc/libsmc-preload.so"}, Case{" : ", "/usr/lib/smc/libsmc-preload.so"},
-                        Case{"/a.so", "/a.so:/usr/lib/smc/libsmc-preload.so"},
-                        Case{"/a.so:", "/a.so:/usr/lib/smc/libsmc-preload.so"},
-                        Case{"/a.so ", "/a.so /usr/lib/smc/libsmc-preload.so"},
-                        Case{"/usr/lib/smc/libsmc-preload.so", "/usr/lib/smc/libsmc-preload.so"},
-                        Case{"/a.so /usr/lib/smc/libsmc-preload.so:/b.so", "/a.so /usr/lib/smc/libsmc-preload.so:/b.so"},
-                        Case{"/usr/lib/smc/libsmc-preload.so.1", "/usr/lib/smc/libsmc-preload.so.1:/usr/lib/smc/libsmc-preload.so"}}) {
+  for (const Case& c :
+       {Case{"", "/usr/lib/smc/libsmc-preload.so"}, Case{" : ", "/usr/lib/smc/libsmc-preload.so"},
+        Case{"/a.so", "/a.so:/usr/lib/smc/libsmc-preload.so"}, Case{"/a.so:", "/a.so:/usr/lib/smc/libsmc-preload.so"},
+        Case{"/a.so ", "/a.so /usr/lib/smc/libsmc-preload.so"},
+        Case{"/usr/lib/smc/libsmc-preload.so", "/usr/lib/smc/libsmc-preload.so"},
+        Case{"/a.so /usr/lib/smc/libsmc-preload.so:/b.so", "/a.so /usr/lib/smc/libsmc-preload.so:/b.so"},
+        Case{"/usr/lib/smc/libsmc-preload.so.1", "/usr/lib/smc/libsmc-preload.so.1:/usr/lib/smc/libsmc-preload.so"}}) {
     CAPTURE(c.value);
     CHECK(merge_ld_preload(c.value, lib) == c.want);
   }
 }
 
 Config host_path_config() {
-  auto c = Config::load(json{{"smcr", {{"libraryFrom", "hostPath"}}}, {"erdmaEnv", preset_config().to_json()["erdmaEnv"]}});
+  auto c =
+      Config::load(json{{"smcr", {{"libraryFrom", "hostPath"}}}, {"erdmaEnv", preset_config().to_json()["erdmaEnv"]}});
   REQUIRE(c.ok());
   return *c;
 }
 
 json huge_pod() {
-  json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", "huge"}, {"annotations", {{"network.alibabacloud.com/erdma-smcr", "true"}}}}}};
+  json pod = {{"apiVersion", "v1"},
+              {"kind", "Pod"},
+              {"metadata", {{"name", "huge"}, {"annotations", {{"network.alibabacloud.com/erdma-smcr", "true"}}}}}};
   for (int i = 0; i < 1000; ++i) {
     pod["spec"]["containers"].push_back(container("c" + std::to_string(i), i % 2 == 0));
     pod["spec"]["initContainers"].push_back(container("i" + std::to_string(i), false));
@@ -219,7 +223,8 @@ TEST_CASE("init containers come first whatever the key order, and paths use the 
 }
 
 TEST_CASE("a pod without metadata gets the whole metadata map") {
-  const json pod = json::parse(R"({"spec":{"containers":[{"name":"app","resources":{"limits":{"aliyun/erdma":"1"}}}]}})");
+  const json pod =
+      json::parse(R"({"spec":{"containers":[{"name":"app","resources":{"limits":{"aliyun/erdma":"1"}}}]}})");
   Run r = run(pod);
   REQUIRE(r.mutation.ok());
   CHECK(r.patched["metadata"]["annotations"]["network.alibabacloud.com/erdma-injected"] == "erdma-env");

@@ -40,14 +40,14 @@ std::vector<const json*> all_containers(const json& spec) {
 
 // The capabilities baseline allows a container to add.
 constexpr std::array<std::string_view, 13> kBaselineCapabilities = {
-    "AUDIT_WRITE", "CHOWN",  "DAC_OVERRIDE", "FOWNER", "FSETID",  "KILL",       "MKNOD",
-    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"};
+    "AUDIT_WRITE",      "CHOWN",   "DAC_OVERRIDE", "FOWNER",  "FSETID", "KILL",      "MKNOD",
+    "NET_BIND_SERVICE", "SETFCAP", "SETGID",       "SETPCAP", "SETUID", "SYS_CHROOT"};
 
 // The sysctls baseline allows (the "safe" set).
 constexpr std::array<std::string_view, 10> kSafeSysctls = {
-    "kernel.shm_rmid_forced",      "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-    "net.ipv4.tcp_syncookies",     "net.ipv4.ping_group_range",    "net.ipv4.ip_local_reserved_ports",
-    "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",     "net.ipv4.tcp_keepalive_intvl",
+    "kernel.shm_rmid_forced",       "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",      "net.ipv4.ping_group_range",    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",  "net.ipv4.tcp_fin_timeout",     "net.ipv4.tcp_keepalive_intvl",
     "net.ipv4.tcp_keepalive_probes"};
 
 // The volume types restricted allows.
@@ -84,7 +84,8 @@ std::set<std::string> pod_security_violations(const json& pod) {
   const json& volumes = at(spec, "volumes");
   if (volumes.is_array()) {
     for (const auto& vol : volumes) {
-      if (vol.is_object() && vol.contains("hostPath") && !vol["hostPath"].is_null()) v.insert("baseline:hostPathVolumes");
+      if (vol.is_object() && vol.contains("hostPath") && !vol["hostPath"].is_null())
+        v.insert("baseline:hostPathVolumes");
     }
   }
   if (bad_apparmor(at(psc, "appArmorProfile"))) v.insert("baseline:appArmor");
@@ -113,7 +114,8 @@ std::set<std::string> pod_security_violations(const json& pod) {
     if (add.is_array()) {
       for (const auto& cap : add) {
         const std::string name = str(cap);
-        if (std::find(kBaselineCapabilities.begin(), kBaselineCapabilities.end(), name) == kBaselineCapabilities.end()) {
+        if (std::find(kBaselineCapabilities.begin(), kBaselineCapabilities.end(), name) ==
+            kBaselineCapabilities.end()) {
           v.insert("baseline:capabilities");
         }
       }
@@ -162,7 +164,8 @@ std::set<std::string> pod_security_violations(const json& pod) {
     if (user.is_number() && user.get<double>() == 0) v.insert("restricted:runAsUser");
     if (!windows) {
       const std::string t = str(at(at(sc, "seccompProfile"), "type"));
-      if (!(one_of(t, {"RuntimeDefault", "Localhost"}) || (t.empty() && pod_seccomp_ok))) v.insert("restricted:seccomp");
+      if (!(one_of(t, {"RuntimeDefault", "Localhost"}) || (t.empty() && pod_seccomp_ok)))
+        v.insert("restricted:seccomp");
       const json& caps = at(sc, "capabilities");
       const json& drop = at(caps, "drop");
       const bool drops_all =

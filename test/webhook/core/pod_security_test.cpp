@@ -6,8 +6,8 @@
 
 #include <functional>
 
-using nlohmann::json;
 using erdma::webhook::test::pod_security_violations;
+using nlohmann::json;
 
 namespace {
 
@@ -43,41 +43,61 @@ TEST_CASE("pod security: a restricted pod violates nothing; each broken control 
       {"hostPID", [](json& p) { p["spec"]["hostPID"] = true; }, {"baseline:hostNamespaces"}},
       {"hostIPC", [](json& p) { p["spec"]["hostIPC"] = true; }, {"baseline:hostNamespaces"}},
       {"hostPath",
-       [](json& p) { p["spec"]["volumes"].push_back({{"name", "h"}, {"hostPath", {{"path", "/x"}}}}); },
+       [](json& p) {
+         p["spec"]["volumes"].push_back({{"name", "h"}, {"hostPath", {{"path", "/x"}}}});
+       },
        {"baseline:hostPathVolumes", "restricted:volumeTypes"}},
-      {"nfs volume", [](json& p) { p["spec"]["volumes"].push_back({{"name", "n"}, {"nfs", {{"server", "s"}}}}); },
+      {"nfs volume",
+       [](json& p) {
+         p["spec"]["volumes"].push_back({{"name", "n"}, {"nfs", {{"server", "s"}}}});
+       },
        {"restricted:volumeTypes"}},
       {"privileged", [&](json& p) { c0(p)["securityContext"]["privileged"] = true; }, {"baseline:privileged"}},
-      {"NET_ADMIN", [&](json& p) { c0(p)["securityContext"]["capabilities"]["add"].push_back("NET_ADMIN"); },
+      {"NET_ADMIN",
+       [&](json& p) { c0(p)["securityContext"]["capabilities"]["add"].push_back("NET_ADMIN"); },
        {"baseline:capabilities", "restricted:capabilities"}},
-      {"CHOWN (baseline only)", [&](json& p) { c0(p)["securityContext"]["capabilities"]["add"].push_back("CHOWN"); },
+      {"CHOWN (baseline only)",
+       [&](json& p) { c0(p)["securityContext"]["capabilities"]["add"].push_back("CHOWN"); },
        {"restricted:capabilities"}},
-      {"no drop ALL", [&](json& p) { c0(p)["securityContext"]["capabilities"].erase("drop"); },
+      {"no drop ALL",
+       [&](json& p) { c0(p)["securityContext"]["capabilities"].erase("drop"); },
        {"restricted:capabilities"}},
       {"hostPort", [&](json& p) { c0(p)["ports"][0]["hostPort"] = 8080; }, {"baseline:hostPorts"}},
-      {"seccomp Unconfined", [&](json& p) { c0(p)["securityContext"]["seccompProfile"]["type"] = "Unconfined"; },
+      {"seccomp Unconfined",
+       [&](json& p) { c0(p)["securityContext"]["seccompProfile"]["type"] = "Unconfined"; },
        {"baseline:seccomp", "restricted:seccomp"}},
-      {"no seccomp anywhere", [](json& p) { p["spec"]["securityContext"].erase("seccompProfile"); },
+      {"no seccomp anywhere",
+       [](json& p) { p["spec"]["securityContext"].erase("seccompProfile"); },
        {"restricted:seccomp"}},
-      {"apparmor unconfined", [&](json& p) { c0(p)["securityContext"]["appArmorProfile"]["type"] = "Unconfined"; },
+      {"apparmor unconfined",
+       [&](json& p) { c0(p)["securityContext"]["appArmorProfile"]["type"] = "Unconfined"; },
        {"baseline:appArmor"}},
       {"apparmor annotation",
        [](json& p) { p["metadata"]["annotations"]["container.apparmor.security.beta.kubernetes.io/a"] = "unconfined"; },
        {"baseline:appArmor"}},
-      {"selinux type", [&](json& p) { c0(p)["securityContext"]["seLinuxOptions"]["type"] = "spc_t"; },
+      {"selinux type",
+       [&](json& p) { c0(p)["securityContext"]["seLinuxOptions"]["type"] = "spc_t"; },
        {"baseline:seLinux"}},
-      {"selinux user", [](json& p) { p["spec"]["securityContext"]["seLinuxOptions"]["user"] = "root"; },
+      {"selinux user",
+       [](json& p) { p["spec"]["securityContext"]["seLinuxOptions"]["user"] = "root"; },
        {"baseline:seLinux"}},
       {"procMount", [&](json& p) { c0(p)["securityContext"]["procMount"] = "Unmasked"; }, {"baseline:procMount"}},
-      {"unsafe sysctl", [](json& p) { p["spec"]["securityContext"]["sysctls"].push_back({{"name", "net.smc.tcp2smc"}}); },
+      {"unsafe sysctl",
+       [](json& p) {
+         p["spec"]["securityContext"]["sysctls"].push_back({{"name", "net.smc.tcp2smc"}});
+       },
        {"baseline:sysctls"}},
-      {"hostProcess", [&](json& p) { c0(p)["securityContext"]["windowsOptions"]["hostProcess"] = true; },
+      {"hostProcess",
+       [&](json& p) { c0(p)["securityContext"]["windowsOptions"]["hostProcess"] = true; },
        {"baseline:hostProcess"}},
-      {"privilege escalation", [&](json& p) { c0(p)["securityContext"].erase("allowPrivilegeEscalation"); },
+      {"privilege escalation",
+       [&](json& p) { c0(p)["securityContext"].erase("allowPrivilegeEscalation"); },
        {"restricted:privilegeEscalation"}},
-      {"runAsNonRoot false", [&](json& p) { c0(p)["securityContext"]["runAsNonRoot"] = false; },
+      {"runAsNonRoot false",
+       [&](json& p) { c0(p)["securityContext"]["runAsNonRoot"] = false; },
        {"restricted:runAsNonRoot"}},
-      {"runAsNonRoot unset", [](json& p) { p["spec"]["securityContext"].erase("runAsNonRoot"); },
+      {"runAsNonRoot unset",
+       [](json& p) { p["spec"]["securityContext"].erase("runAsNonRoot"); },
        {"restricted:runAsNonRoot"}},
       {"runAsUser 0", [&](json& p) { c0(p)["securityContext"]["runAsUser"] = 0; }, {"restricted:runAsUser"}},
       {"env, mounts and limits are no violation",

@@ -114,7 +114,8 @@ TEST_CASE("a pod of 180k containers is refused before any work per container") {
   // The review's second sketch: ~3 MiB of SMC-R containers with distinct short names.
   const ReviewResult r = review(review_of(R"({"network.alibabacloud.com/erdma-smcr":"true"})", containers(180000)));
   REQUIRE(r.outcome == Outcome::Rejected);
-  CHECK(r.error.find("spec.containers: 180000 containers and init containers; erdma-webhook mutates pods of at most 4096") !=
+  CHECK(r.error.find(
+            "spec.containers: 180000 containers and init containers; erdma-webhook mutates pods of at most 4096") !=
         std::string::npos);
 }
 
@@ -139,8 +140,9 @@ TEST_CASE("a repeated name among thousands of containers is found") {
 
 TEST_CASE("thousands of warnings: the answer and the annotation stay bounded, the counts stay exact") {
   // Every container uses envFrom and gets the SMC-R library, so each one warns.
-  const std::string body = review_of(R"({"network.alibabacloud.com/erdma-smcr":"true"})",
-                                     containers(kMaxContainers, false, R"(,"envFrom":[{"configMapRef":{"name":"x"}}])"));
+  const std::string body =
+      review_of(R"({"network.alibabacloud.com/erdma-smcr":"true"})",
+                containers(kMaxContainers, false, R"(,"envFrom":[{"configMapRef":{"name":"x"}}])"));
   const ReviewResult r = review(body);
   REQUIRE(r.outcome == Outcome::Mutated);
   REQUIRE(r.warnings.size() == kMaxWarnings);

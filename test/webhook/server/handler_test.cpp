@@ -33,7 +33,9 @@ nlohmann::json smcr_pod() {
   return {{"apiVersion", "v1"},
           {"kind", "Pod"},
           {"metadata",
-           {{"name", "web-0"}, {"namespace", "team-a"}, {"annotations", {{"network.alibabacloud.com/erdma-smcr", "true"}}}}},
+           {{"name", "web-0"},
+            {"namespace", "team-a"},
+            {"annotations", {{"network.alibabacloud.com/erdma-smcr", "true"}}}}},
           {"spec", {{"containers", {{{"name", "app"}, {"image", "nginx"}}}}}}};
 }
 
@@ -79,8 +81,8 @@ TEST_CASE_FIXTURE(Fixture, "content types: application/json with parameters and 
     CAPTURE(ct);
     CHECK(call("POST", "/mutate-pods", ct, body).status == 200);
   }
-  for (std::string_view ct : {"", "text/plain", "application/jsonx", "application/x-www-form-urlencoded",
-                              "application/yaml", "json"}) {
+  for (std::string_view ct :
+       {"", "text/plain", "application/jsonx", "application/x-www-form-urlencoded", "application/yaml", "json"}) {
     CAPTURE(ct);
     HttpResponse r = call("POST", "/mutate-pods", ct, body);
     CHECK(r.status == 415);
@@ -97,7 +99,8 @@ TEST_CASE_FIXTURE(Fixture, "malformed bodies answer 400 with a plain-text reason
       {"not json", "hello"},
       {"array", "[]"},
       {"deep", std::string(100000, '[') + std::string(100000, ']')},
-      {"invalid utf-8", "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"\xff\xfe\"}}"},
+      {"invalid utf-8",
+       "{\"apiVersion\":\"admission.k8s.io/v1\",\"kind\":\"AdmissionReview\",\"request\":{\"uid\":\"\xff\xfe\"}}"},
       {"no request", R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"})"},
       {"wrong version", R"({"apiVersion":"admission.k8s.io/v2","kind":"AdmissionReview","request":{"uid":"a"}})"},
       {"nul bytes", std::string("{\0\0}", 4)},
@@ -171,8 +174,8 @@ TEST_CASE_FIXTURE(Fixture, "probes: healthz always 200, readyz 503 while drainin
 }
 
 TEST_CASE_FIXTURE(Fixture, "unknown paths answer 404 with valid UTF-8 even for hostile targets") {
-  for (std::string_view target : {"/", "/mutate", "/mutate-pods/", "/MUTATE-PODS", "/metrics", "*",
-                                  "/\xff\xfe?x", "/mutate-pods%00"}) {
+  for (std::string_view target :
+       {"/", "/mutate", "/mutate-pods/", "/MUTATE-PODS", "/metrics", "*", "/\xff\xfe?x", "/mutate-pods%00"}) {
     CAPTURE(target);
     HttpResponse r = call("POST", target, "application/json", "{}");
     CHECK(r.status == 404);
@@ -204,12 +207,13 @@ TEST_CASE_FIXTURE(Fixture, "warnings reach the log record as text and the metric
   REQUIRE(r.admission.has_value());
   const ReviewResult& rec = *r.admission;
   CHECK(rec.warnings.size() == 3);
-  CHECK(warning_text(rec) ==
-        "container \"side\" requests aliyun/erdma without a limit; the apiserver refuses extended resources whose "
-        "requests do not equal their limits: set limits.aliyun/erdma to the requested quantity\n"
-        "added aliyun/erdma-smcr: 1 to container \"app\": SMC-R needs an eRDMA node, and erdma-agent mounts the preload "
-        "library into the containers holding it\n"
-        "container \"app\" uses envFrom; injected LD_PRELOAD take precedence over the same names there");
+  CHECK(
+      warning_text(rec) ==
+      "container \"side\" requests aliyun/erdma without a limit; the apiserver refuses extended resources whose "
+      "requests do not equal their limits: set limits.aliyun/erdma to the requested quantity\n"
+      "added aliyun/erdma-smcr: 1 to container \"app\": SMC-R needs an eRDMA node, and erdma-agent mounts the preload "
+      "library into the containers holding it\n"
+      "container \"app\" uses envFrom; injected LD_PRELOAD take precedence over the same names there");
   CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::RequestsWithoutLimits)] == 1);
   CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::ResourceAdded)] == 1);
   CHECK(rec.warning_counts[static_cast<size_t>(WarningKind::EnvFromPrecedence)] == 1);

@@ -245,8 +245,8 @@ TEST_CASE("the client CA file is reloaded with the pair, under the same settings
     subjects = info.client_ca_subjects;
     ++seen.certs;
   };
-  Reloader reloader(ReloadPaths{tls_volume.path("tls.crt"), tls_volume.path("tls.key"), ""}, tls, config,
-                    file_loader(), std::move(events), settings);
+  Reloader reloader(ReloadPaths{tls_volume.path("tls.crt"), tls_volume.path("tls.key"), ""}, tls, config, file_loader(),
+                    std::move(events), settings);
   CHECK(reloader.check_now() == 0);
 
   // A new CA alone (the pair unchanged) builds a new context that requires it, still TLS 1.3 only.
@@ -294,8 +294,8 @@ TEST_CASE("the watching thread sees a swap of the client CA's own volume") {
   Current<SslContext> tls(creds->context);
   Current<const Config> config(std::make_shared<const Config>(Config::defaults()));
   Seen seen;
-  Reloader reloader(ReloadPaths{tls_volume.path("tls.crt"), tls_volume.path("tls.key"), ""}, tls, config,
-                    file_loader(), seen.events(), settings);
+  Reloader reloader(ReloadPaths{tls_volume.path("tls.crt"), tls_volume.path("tls.key"), ""}, tls, config, file_loader(),
+                    seen.events(), settings);
   REQUIRE(reloader.start(std::chrono::hours(1), std::chrono::milliseconds(20)).ok());
   ca_volume.update({{"ca.crt", ca2.cert}});
   const bool reloaded = erdma::testing::eventually([&] { return seen.certs > 0; });

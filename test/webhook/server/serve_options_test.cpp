@@ -57,18 +57,29 @@ TEST_CASE("flags: defaults, values, errors") {
   CHECK(p->options.shutdown_grace.count() == 2000);
   CHECK(p->options.log_level == "debug");
   CHECK(p->options.idle_timeout.count() == 90000);
-  auto q = parse_serve_args({"--max-connections-per-peer", "8", "--idle-timeout-before-review=2s", "--body-timeout", "30s"});
+  auto q =
+      parse_serve_args({"--max-connections-per-peer", "8", "--idle-timeout-before-review=2s", "--body-timeout", "30s"});
   REQUIRE(q.ok());
   CHECK(q->options.body_timeout.count() == 30000);
   CHECK(q->options.max_connections_per_peer == 8);
   CHECK(q->options.idle_timeout_before_review.count() == 2000);
   CHECK(parse_serve_args({"--help"}).value().help);
 
-  for (const auto& bad : std::vector<std::vector<std::string>>{
-           {"--nope"}, {"--listen"}, {"--threads", "0"}, {"--threads", "x"}, {"--log-level", "loud"},
-           {"--reload-interval", "10ms"}, {"positional"}, {"--max-body-bytes", "lots"}, {"--idle-timeout", "0"},
-           {"--max-connections-per-peer", "0"}, {"--idle-timeout-before-review", "50ms"}, {"--body-budget", "0"},
-           {"--body-budget", "lots"}, {"--body-timeout", "10ms"}, {"--body-timeout", "soon"}}) {
+  for (const auto& bad : std::vector<std::vector<std::string>>{{"--nope"},
+                                                               {"--listen"},
+                                                               {"--threads", "0"},
+                                                               {"--threads", "x"},
+                                                               {"--log-level", "loud"},
+                                                               {"--reload-interval", "10ms"},
+                                                               {"positional"},
+                                                               {"--max-body-bytes", "lots"},
+                                                               {"--idle-timeout", "0"},
+                                                               {"--max-connections-per-peer", "0"},
+                                                               {"--idle-timeout-before-review", "50ms"},
+                                                               {"--body-budget", "0"},
+                                                               {"--body-budget", "lots"},
+                                                               {"--body-timeout", "10ms"},
+                                                               {"--body-timeout", "soon"}}) {
     CAPTURE(bad.front());
     CHECK_FALSE(parse_serve_args(bad).ok());
   }
@@ -102,8 +113,11 @@ TEST_CASE("the body budget must hold a body of --max-body-bytes beside its reser
 
 TEST_CASE("config file server section") {
   ServeOptions o;
-  REQUIRE(apply_server_section({{"listen", "127.0.0.1:9443"}, {"maxBodyBytes", "1Mi"}, {"threads", 2},
-                                {"shutdownGrace", "3s"}, {"tlsCert", "/etc/tls/tls.crt"}},
+  REQUIRE(apply_server_section({{"listen", "127.0.0.1:9443"},
+                                {"maxBodyBytes", "1Mi"},
+                                {"threads", 2},
+                                {"shutdownGrace", "3s"},
+                                {"tlsCert", "/etc/tls/tls.crt"}},
                                o)
               .ok());
   CHECK(o.listen == "127.0.0.1:9443");
@@ -189,7 +203,8 @@ TEST_CASE("TLS keys of the server section, and flags over them") {
   CHECK(from_file->options.client_ca == "/etc/client-ca.crt");
 
   // Flags win, key by key; the combination is checked after both.
-  auto flags = parse_serve_args({"--client-ca", "/other.crt", "--tls-cipher-suites", "TLS_AES_256_GCM_SHA384"}, section);
+  auto flags =
+      parse_serve_args({"--client-ca", "/other.crt", "--tls-cipher-suites", "TLS_AES_256_GCM_SHA384"}, section);
   REQUIRE(flags.ok());
   CHECK(flags->options.client_ca == "/other.crt");
   CHECK(flags->options.tls_policy.tls13_suites == std::vector<std::string>{"TLS_AES_256_GCM_SHA384"});
@@ -215,8 +230,8 @@ TEST_CASE("TLS keys of the server section, and flags over them") {
 
 TEST_CASE("--help names the TLS flags and every accepted suite") {
   const std::string usage = serve_usage();
-  for (const char* flag : {"--tls-min-version", "--tls-cipher-suites", "--client-ca", "tlsMinVersion",
-                           "tlsCipherSuites", "clientCA"}) {
+  for (const char* flag :
+       {"--tls-min-version", "--tls-cipher-suites", "--client-ca", "tlsMinVersion", "tlsCipherSuites", "clientCA"}) {
     CAPTURE(flag);
     CHECK(usage.find(flag) != std::string::npos);
   }

@@ -52,8 +52,7 @@ void add_ext(X509* cert, X509* issuer, int nid, const char* value) {
 }  // namespace
 
 PemPair make_cert(const CertSpec& spec, const PemPair* issuer) {
-  std::unique_ptr<EVP_PKEY, Free> key(spec.kind == KeyKind::EcdsaP256 ? EVP_EC_gen("P-256")
-                                                                       : EVP_RSA_gen(2048));
+  std::unique_ptr<EVP_PKEY, Free> key(spec.kind == KeyKind::EcdsaP256 ? EVP_EC_gen("P-256") : EVP_RSA_gen(2048));
   check(key != nullptr, "key generation");
   std::unique_ptr<X509, Free> cert(X509_new());
   X509_set_version(cert.get(), 2);
@@ -63,8 +62,8 @@ PemPair make_cert(const CertSpec& spec, const PemPair* issuer) {
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), static_cast<long>(spec.not_after_offset));
   X509_set_pubkey(cert.get(), key.get());
   X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                             reinterpret_cast<const unsigned char*>(spec.common_name.c_str()), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(spec.common_name.c_str()),
+                             -1, -1, 0);
   std::unique_ptr<EVP_PKEY, Free> issuer_key;
   std::unique_ptr<X509, Free> issuer_cert;
   if (issuer != nullptr) {

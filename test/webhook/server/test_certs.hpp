@@ -17,11 +17,11 @@ struct PemPair {
 struct CertSpec {
   KeyKind kind = KeyKind::EcdsaP256;
   std::string common_name = "erdma-webhook.erdma-system.svc";
-  int64_t not_before_offset = -60;          // seconds from now
-  int64_t not_after_offset = 24 * 3600;     // seconds from now
+  int64_t not_before_offset = -60;       // seconds from now
+  int64_t not_after_offset = 24 * 3600;  // seconds from now
   bool ca = false;
-  std::string extended_key_usage;           // e.g. "clientAuth", "serverAuth"; empty: none
-  std::string subject_alt_names;            // e.g. "IP:127.0.0.1,DNS:localhost"; empty: DNS:<common_name>
+  std::string extended_key_usage;  // e.g. "clientAuth", "serverAuth"; empty: none
+  std::string subject_alt_names;   // e.g. "IP:127.0.0.1,DNS:localhost"; empty: DNS:<common_name>
 };
 
 // A new key and a certificate for it; signed by `issuer` when given, else self-signed.

@@ -3,9 +3,9 @@
 
 #include <doctest/doctest.h>
 #include <openssl/err.h>
-#include <stdlib.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <stdlib.h>
 
 #include <chrono>
 #include <filesystem>
@@ -15,8 +15,8 @@
 
 #include <boost/asio/ssl/context.hpp>
 
-#include "test_certs.hpp"
 #include "test/support.hpp"
+#include "test_certs.hpp"
 
 namespace erdma::webhook::server {
 namespace {
@@ -111,8 +111,7 @@ TEST_CASE("bad pairs are refused with a message that says why") {
       {"garbage key", a.cert, garbage_key, "no unencrypted PEM private key"},
       {"certificate as key", a.cert, a.cert, "no unencrypted PEM private key"},
       {"key as certificate", a.key, a.key, "no PEM certificate"},
-      {"corrupt base64 in certificate",
-       a.cert.substr(0, 40) + "!!!!" + a.cert.substr(44), a.key, "certificate"},
+      {"corrupt base64 in certificate", a.cert.substr(0, 40) + "!!!!" + a.cert.substr(44), a.key, "certificate"},
       {"second certificate malformed", a.cert + "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", a.key,
        "malformed"},
   };
@@ -144,7 +143,7 @@ using ClientCtx = std::unique_ptr<SSL_CTX, SslCtxFree>;
 struct ClientSpec {
   const testing::PemPair* cert = nullptr;  // presented when set
   int max_version = TLS1_3_VERSION;
-  const char* tls12_ciphers = nullptr;     // OpenSSL list; null: the client's defaults
+  const char* tls12_ciphers = nullptr;  // OpenSSL list; null: the client's defaults
   const char* tls13_suites = nullptr;
 };
 

@@ -41,14 +41,19 @@ TEST_CASE("cipher suite names map to OpenSSL's, in the order given, TLS 1.2 and 
        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
        {"ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"},
        {}},
-      {"older Go spelling of ChaCha20", "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
-       {"ECDHE-ECDSA-CHACHA20-POLY1305"}, {}},
+      {"older Go spelling of ChaCha20",
+       "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+       {"ECDHE-ECDSA-CHACHA20-POLY1305"},
+       {}},
       {"OpenSSL names too", "ECDHE-RSA-AES128-GCM-SHA256", {"ECDHE-RSA-AES128-GCM-SHA256"}, {}},
       {"blanks, letter case, repeats, empty items",
        " tls_ecdhe_ecdsa_with_aes_128_gcm_sha256 ,, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,",
-       {"ECDHE-ECDSA-AES128-GCM-SHA256"}, {}},
-      {"mixed with TLS 1.3", "TLS_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
-       {"ECDHE-ECDSA-AES128-GCM-SHA256"}, {"TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"}},
+       {"ECDHE-ECDSA-AES128-GCM-SHA256"},
+       {}},
+      {"mixed with TLS 1.3",
+       "TLS_AES_256_GCM_SHA384,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,TLS_AES_128_GCM_SHA256",
+       {"ECDHE-ECDSA-AES128-GCM-SHA256"},
+       {"TLS_AES_256_GCM_SHA384", "TLS_AES_128_GCM_SHA256"}},
       {"TLS 1.3 only", "TLS_CHACHA20_POLY1305_SHA256", {}, {"TLS_CHACHA20_POLY1305_SHA256"}},
   };
   for (const auto& c : cases) {
@@ -61,12 +66,12 @@ TEST_CASE("cipher suite names map to OpenSSL's, in the order given, TLS 1.2 and 
 }
 
 TEST_CASE("unknown and insecure suite names are refused, listing the accepted ones") {
-  for (const char* bad : {"TLS_RSA_WITH_AES_128_GCM_SHA256",          // no forward secrecy
-                          "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",       // CBC
-                          "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",  // CBC
-                          "TLS_RSA_WITH_3DES_EDE_CBC_SHA", "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
-                          "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,NOPE", "AES128-GCM-SHA256", "ALL", "DEFAULT",
-                          "", ",", " , "}) {
+  for (const char* bad :
+       {"TLS_RSA_WITH_AES_128_GCM_SHA256",          // no forward secrecy
+        "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",       // CBC
+        "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA384",  // CBC
+        "TLS_RSA_WITH_3DES_EDE_CBC_SHA", "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,NOPE", "AES128-GCM-SHA256", "ALL", "DEFAULT", "", ",", " , "}) {
     CAPTURE(bad);
     auto got = parse_cipher_suites(bad);
     REQUIRE_FALSE(got.ok());
