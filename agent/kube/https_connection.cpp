@@ -88,13 +88,24 @@ Result<void> Connection::open(Clock::duration timeout) {
   }
   stream_.emplace(ioc_, tls_);
   SSL* native = stream_->native_handle();
+  // The name or address the certificate must carry. Both calls fail only when OpenSSL cannot
+  // allocate or cannot parse the address: then no connection is made, rather than one whose
+  // certificate would be checked against nothing.
   if (endpoint_.is_ip) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(native), endpoint_.host.c_str());
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(native), endpoint_.host.c_str()) != 1) {
+      close();
+      return make_error(ErrorCode::Internal, "TLS: cannot require " + endpoint_.host +
+                                                 " in the API server's certificate (X509_VERIFY_PARAM_set1_ip_asc)");
+    }
   } else {
     // SNI, for names only (RFC 6066); SSL_set_tlsext_host_name is this call behind a C cast.
     SSL_ctrl(native, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
              const_cast<char*>(endpoint_.host.c_str()));
-    SSL_set1_host(native, endpoint_.host.c_str());
+    if (SSL_set1_host(native, endpoint_.host.c_str()) != 1) {
+      close();
+      return make_error(ErrorCode::Internal,
+                        "TLS: cannot require " + endpoint_.host + " in the API server's certificate (SSL_set1_host)");
+    }
   }
   stream_->set_verify_mode(ssl::verify_peer);
   auto& tcp_stream = beast::get_lowest_layer(*stream_);

@@ -20,8 +20,10 @@
 # now show SMCR; SMC-D, SMC-R and TCP rates printed side by side), and a drain of the other node
 # under a PodDisruptionBudget (both replicas move, the looper reconnects): the looper's counts are
 # printed and none may be lost. An unprivileged aliyun/erdma pod and the guide's nccltest shape get
-# the node's card (rdma_cm, uverbs0, ibv_devinfo PORT_ACTIVE, NCCL_IB_HCA). Then `down`, and
-# nothing left behind (test/cluster/leftovers.sh).
+# the node's card (rdma_cm, uverbs0, ibv_devinfo PORT_ACTIVE, NCCL_IB_HCA), and so do pods with a
+# DRA claim (manifests/dra). Pods on the pod network with an SMC-R claim and no annotation show
+# SMCR too: the claim's CDI spec names the agent's createRuntime hook, which has the agent set up
+# each pod's netns. Then `down`, and nothing left behind (test/cluster/leftovers.sh).
 #
 #   test/cluster/vm-nodes.sh [BUILD_DIR]      (root; default BUILD_DIR: build)
 #

@@ -374,7 +374,8 @@ def check_invariants(objs, mode, fail_open, nfd, ns, create, replicas):
     # no DRA driver unless asked for: no token, no RBAC, no DeviceClass, none of its directories
     dra_objs = sorted(k for k in objs if k[0] in ("ClusterRole", "ClusterRoleBinding", "DeviceClass"))
     dra_dirs = sorted(v["hostPath"]["path"] for v in pod["volumes"]
-                      if "hostPath" in v and v["hostPath"]["path"] in tm.DRA_DIRS.values())
+                      if "hostPath" in v and v["hostPath"]["path"] in
+                      tm.dra_host_dirs(tm.dra_config({"dra": {"enabled": True}})).values())
     if pod.get("automountServiceAccountToken") is not False or dra_objs or dra_dirs or \
             (agent_cfg.get("dra") or {}).get("enabled"):
         p.append("without agent.config.dra.enabled: token %s, DRA objects %s, DRA directories %s" %
@@ -881,7 +882,7 @@ def main():
         mounts = {m["mountPath"]: tm.volume(pod, m["name"])["hostPath"]["path"]
                   for m in pod["containers"][0]["volumeMounts"] if "hostPath" in tm.volume(pod, m["name"])}
         for key in tm.DRA_DIRS:
-            path = DRA_ELSEWHERE[key].rstrip("/")
+            path = DRA_ELSEWHERE[key].rstrip("/") + ("/" + driver if key == "pluginDir" else "")
             if mounts.get(path) != path:
                 problems.append("dra.%s %s is not mounted from the host at the same path: %s" % (key, path, mounts))
         rules = objs[("ClusterRole", "", tm.DRA_ROLE)]["rules"]

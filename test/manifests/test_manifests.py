@@ -622,8 +622,8 @@ def check_agent(objs):
     if nfd_file:
         want_host[os.path.dirname(nfd_file)] = (os.path.dirname(nfd_file), False)
     if dra["enabled"]:
-        for key in DRA_DIRS:
-            want_host[dra[key]] = (dra[key], False)
+        for path in dra_host_dirs(dra).values():
+            want_host[path] = (path, False)
     host = {}
     for v in pod.get("volumes") or []:
         if "hostPath" in v:
@@ -858,6 +858,15 @@ def check_network_policy(objs):
     return p
 
 
+def dra_host_dirs(dra):
+    """The host directories the DRA driver is given, from dra_config's answer: the kubelet's plugin
+    directory only as the driver's own <pluginDir>/<driverName> (other drivers' sockets and
+    checkpoints stay out of reach), the others whole."""
+    out = {k: dra[k] for k in DRA_DIRS}
+    out["pluginDir"] = dra["pluginDir"].rstrip("/") + "/" + dra["driverName"]
+    return out
+
+
 def dra_config(cfg):
     """The agent config's dra section with the agent's defaults for keys left out, dirs without a
     trailing slash (as the agent reads them)."""
@@ -1039,7 +1048,7 @@ def dra_differences(default, dra):
     pod = ds["spec"]["template"]["spec"]
     c = pod["containers"][0]
     dirs = {v["name"] for v in pod.get("volumes") or []
-            if (v.get("hostPath") or {}).get("path") in {dra_config(agent_config_of(dra) or {})[k] for k in DRA_DIRS}}
+            if (v.get("hostPath") or {}).get("path") in set(dra_host_dirs(dra_config(agent_config_of(dra) or {})).values())}
     c["volumeMounts"] = [m for m in c.get("volumeMounts") or [] if m["name"] not in dirs]
     pod["volumes"] = [v for v in pod.get("volumes") or [] if v["name"] not in dirs]
     c["env"] = [e for e in c.get("env") or [] if e.get("name") != "NODE_NAME"]
@@ -1103,7 +1112,7 @@ def dra_breakages():
         r["metadata"]["namespace"] = NS
         o[("ClusterRole", NS, DRA_ROLE)] = r
 
-    registry, plugins, cdi = DRA_DIRS["registryDir"], DRA_DIRS["pluginDir"], DRA_DIRS["cdiDir"]
+    registry, plugins, cdi = DRA_DIRS["registryDir"], DRA_DIRS["pluginDir"] + "/" + DRA_DRIVER, DRA_DIRS["cdiDir"]
     return [
         ("dra.enabled off", "dra.enabled is False", lambda o: dra_edit(o, {"enabled": False})),
         ("config drifted beside dra.enabled", "more than dra.enabled", lambda o: dra_edit(o, {"slotsPerDevice": 8})),
