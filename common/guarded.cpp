@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include "common/jitter.hpp"
 #include "common/log.hpp"
 
 namespace erdma::common {
@@ -65,7 +66,7 @@ void run_restarting(std::string_view component, const std::function<void()>& loo
     }
     report(component, error, "restarting", static_cast<int64_t>(wait.count()));
     if (on_failure) run_guarded(component, [&] { on_failure(error); });
-    const auto until = std::chrono::steady_clock::now() + wait;
+    const auto until = std::chrono::steady_clock::now() + jittered(wait);
     while (std::chrono::steady_clock::now() < until) {
       bool stop = true;  // a stop predicate that throws is taken as "stop"
       run_guarded(component, [&] { stop = stopping(); });

@@ -322,12 +322,13 @@ bool DraStartRetry::record(const Status& outcome, Clock::time_point now) {
     return true;
   }
   const std::string& message = outcome.error().message;
+  const auto wait = common::jittered(every_, 0.2, draw_());
   if (errors_.failed(message)) {
     log::error("DRA driver did not start; retrying")
         .kv("error", message)
-        .kv("retry_s", static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(every_).count()));
+        .kv("retry_ms", static_cast<int64_t>(wait.count()));
   }
-  next_ = now + every_;
+  next_ = now + wait;
   std::lock_guard lock(mu_);
   last_error_ = message;
   return false;

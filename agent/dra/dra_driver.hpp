@@ -21,6 +21,7 @@
 #include "agent/kube/api.hpp"
 #include "agent/kube/events.hpp"
 #include "agent/kube/pod_events.hpp"
+#include "common/jitter.hpp"
 #include "common/metrics.hpp"
 #include "common/repeat_filter.hpp"
 #include "common/work_queue.hpp"
@@ -127,18 +128,23 @@ class DraDriver {
 class DraStartRetry {
  public:
   using Clock = std::chrono::steady_clock;
-  explicit DraStartRetry(Clock::duration every) : every_(every) {}
+  // `draw` gives the jitter's draw in [0, 1] (common/jitter.hpp): the wait after a failure is
+  // `every` within +-20 %, so that a fleet's agents do not retry together.
+  explicit DraStartRetry(Clock::duration every, std::function<double()> draw = common::jitter_unit)
+      : every_(std::chrono::duration_cast<std::chrono::milliseconds>(every)), draw_(std::move(draw)) {}
 
-  // True when a start is due at `now`: before the first, or `every` after the last failure.
+  // True when a start is due at `now`: before the first, or the jittered period after the last
+  // failure.
   [[nodiscard]] bool due(Clock::time_point now) const noexcept { return now >= next_; }
   // The outcome of a start made at `now`. A failure is kept for last_error(), logged when it is
-  // news, and puts the next start `every` later. True when the start worked.
+  // news, and puts the next start `every` +-20 % later. True when the start worked.
   bool record(const Status& outcome, Clock::time_point now);
   // The last failure's message; "" before the first failure and after a success. Thread-safe.
   [[nodiscard]] std::string last_error() const;
 
  private:
-  const Clock::duration every_;
+  const std::chrono::milliseconds every_;
+  const std::function<double()> draw_;
   Clock::time_point next_{};
   common::RepeatFilter errors_;
   mutable std::mutex mu_;  // guards last_error_

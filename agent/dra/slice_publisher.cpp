@@ -5,6 +5,7 @@
 
 #include "agent/kube/api_paths.hpp"
 #include "common/guarded.hpp"
+#include "common/jitter.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
 
@@ -213,7 +214,7 @@ void SlicePublisher::run_loop() {
   auto backoff = options_.backoff_initial;
   Clock::time_point retry_at{};  // while failing: not before this
   bool failing = false;
-  auto next_resync = Clock::now() + options_.resync;
+  auto next_resync = Clock::now() + common::jittered(options_.resync, 0.1);
   common::RepeatFilter errors;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop.stop_requested()) {
@@ -255,7 +256,7 @@ void SlicePublisher::run_loop() {
       }
       failing = false;
       backoff = options_.backoff_initial;
-      next_resync = Clock::now() + options_.resync;
+      next_resync = Clock::now() + common::jittered(options_.resync, 0.1);
     } else {
       ++stats_.publishes_failed;
       stats_.last_error = result.error().message;
@@ -266,7 +267,7 @@ void SlicePublisher::run_loop() {
             .kv("retry_ms", static_cast<int64_t>(backoff.count()));
       }
       failing = true;
-      retry_at = Clock::now() + backoff;
+      retry_at = Clock::now() + common::jittered(backoff);
       backoff = std::min(backoff * 2, options_.backoff_max);
     }
   }
@@ -320,7 +321,7 @@ void SlicePublisher::run_watch(std::stop_token stop) {
       if (errors.failed(status.error().message)) {
         log::warn("resource slice watch failed").kv("error", status.error().message);
       }
-      wait = backoff;
+      wait = common::jittered(backoff);
       backoff = std::min(backoff * 2, options_.backoff_max);
     } else {
       errors.succeeded();

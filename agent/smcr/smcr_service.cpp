@@ -3,6 +3,7 @@
 
 #include "agent/sys/file_install.hpp"
 #include "common/guarded.hpp"
+#include "common/jitter.hpp"
 #include "common/log.hpp"
 
 namespace erdma::agent {
@@ -134,7 +135,7 @@ void SmcrService::loop() {
         log::warn("SMC-R resync: cannot list the runtime's sandboxes; retrying")
             .kv("error", r.error().message)
             .kv("retry_ms", static_cast<int64_t>(timing_.resync_retry.count()));
-        next_resync = Clock::now() + timing_.resync_retry;
+        next_resync = Clock::now() + common::jittered(timing_.resync_retry);
       }
     }
     if (stats_ != nullptr && Clock::now() >= next_stats) {

@@ -88,8 +88,8 @@ TEST_CASE("DraStartRetry: a failed start is logged when its error is news, and t
   const auto no_token = make_error(ErrorCode::FailedPrecondition, "no service-account token");
   const auto no_node = make_error(ErrorCode::FailedPrecondition, "no NODE_NAME");
   const DraStartRetry::Clock::time_point t0{};
-  DraStartRetry retry(10s);
-  CHECK(retry.due(t0));  // the first start is due at once
+  DraStartRetry retry(10s, [] { return 0.5; });  // the middle of the jitter: 10 s exactly
+  CHECK(retry.due(t0));                          // the first start is due at once
   CHECK(retry.last_error().empty());
 
   CHECK_FALSE(retry.record(Status(no_token), t0));  // the first failure: logged
@@ -112,6 +112,30 @@ TEST_CASE("DraStartRetry: a failed start is logged when its error is news, and t
   CHECK(log.count(line) == 2);
   CHECK_FALSE(retry.record(Status(no_node), t0 + 60s));  // after a success the same error is news again
   CHECK(log.count(line) == 3);
+}
+
+// A fleet of agents that failed together does not retry together: the period is spread by +-20 %.
+TEST_CASE("DraStartRetry: the wait after a failure is the period within +-20 %, as the draw says") {
+  using namespace std::chrono_literals;
+  erdma::testing::LogCapture log;
+  const auto failed = Status(make_error(ErrorCode::Unavailable, "no API server"));
+  const DraStartRetry::Clock::time_point t0{};
+  DraStartRetry low(10s, [] { return 0.0; });
+  CHECK_FALSE(low.record(failed, t0));
+  CHECK_FALSE(low.due(t0 + 8s - 1ms));
+  CHECK(low.due(t0 + 8s));
+  CHECK(log.count(R"("retry_ms":8000)") == 1);
+  DraStartRetry high(10s, [] { return 1.0; });
+  CHECK_FALSE(high.record(failed, t0));
+  CHECK_FALSE(high.due(t0 + 12s - 1ms));
+  CHECK(high.due(t0 + 12s));
+  // The real draw stays inside the band.
+  for (int i = 0; i < 100; ++i) {
+    DraStartRetry drawn(10s);
+    CHECK_FALSE(drawn.record(failed, t0));
+    CHECK_FALSE(drawn.due(t0 + 8s - 1ms));
+    CHECK(drawn.due(t0 + 12s));
+  }
 }
 
 TEST_CASE("DraSupervisor: idle with dra.enabled: false, and until a start works the readiness answer says why") {
