@@ -73,8 +73,8 @@ Result<nlohmann::json> HttpsApi::call(http::verb verb, std::string_view path, co
 
 Result<std::unique_ptr<Api>> make_https_api(ApiConfig config) {
   ERDMA_TRY_ASSIGN(https::Endpoint endpoint, https::parse_server(config.server));
-  ERDMA_TRY_ASSIGN(auto tls, https::client_tls_context(config.ca_file));
-  return std::unique_ptr<Api>(new https::HttpsApi(std::move(config), std::move(endpoint), std::move(tls)));
+  ERDMA_TRY_ASSIGN(auto trust, https::TrustFile::open(config.ca_file));
+  return std::unique_ptr<Api>(new https::HttpsApi(std::move(config), std::move(endpoint), std::move(trust)));
 }
 
 }  // namespace erdma::agent::kube

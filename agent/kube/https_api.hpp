@@ -13,6 +13,7 @@
 #include "agent/kube/https_connection.hpp"
 #include "agent/kube/server_address.hpp"
 #include "agent/kube/token_file.hpp"
+#include "agent/kube/trust_file.hpp"
 
 namespace erdma::agent::kube::https {
 
@@ -21,12 +22,12 @@ inline constexpr uint32_t kMaxHeaderBytes = 64 * 1024;
 
 class HttpsApi final : public Api {
  public:
-  HttpsApi(ApiConfig config, Endpoint endpoint, std::unique_ptr<ssl::context> tls)
+  HttpsApi(ApiConfig config, Endpoint endpoint, std::unique_ptr<TrustFile> trust)
       : config_(std::move(config)),
         endpoint_(std::move(endpoint)),
-        tls_(std::move(tls)),
+        trust_(std::move(trust)),
         token_(config_.token_file),
-        conn_(*tls_, endpoint_) {}
+        conn_(*trust_, endpoint_) {}
 
   // Api
   Result<nlohmann::json> get(std::string_view path) override { return call(http::verb::get, path, nullptr); }
@@ -46,7 +47,7 @@ class HttpsApi final : public Api {
 
   const ApiConfig config_;
   const Endpoint endpoint_;
-  const std::unique_ptr<ssl::context> tls_;
+  const std::unique_ptr<TrustFile> trust_;  // the CA, read again when it rotates
   TokenFile token_;
   std::mutex mu_;  // serializes calls on conn_
   Connection conn_;

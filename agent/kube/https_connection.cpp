@@ -1,6 +1,8 @@
 // One TLS connection to the API server, and the client context (see https_connection.hpp).
 #include "agent/kube/https_connection.hpp"
 
+#include "agent/kube/trust_file.hpp"
+
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -86,7 +88,8 @@ Result<void> Connection::open(Clock::duration timeout) {
     if (rec) return unavailable("resolving " + endpoint_.host, rec);
     for (const auto& r : found) targets.push_back(r.endpoint());
   }
-  stream_.emplace(ioc_, tls_);
+  tls_ = trust_.current();
+  stream_.emplace(ioc_, *tls_);
   SSL* native = stream_->native_handle();
   // The name or address the certificate must carry. Both calls fail only when OpenSSL cannot
   // allocate or cannot parse the address: then no connection is made, rather than one whose

@@ -33,12 +33,15 @@ using Clock = std::chrono::steady_clock;
 // peer. FailedPrecondition when the file cannot be read or holds no usable PEM certificate.
 [[nodiscard]] Result<std::unique_ptr<ssl::context>> client_tls_context(const std::string& ca_file);
 
+class TrustFile;  // trust_file.hpp
+
 // One TLS connection to the server and the io_context its operations run on. Each operation
 // starts, then runs the context until it completes or its deadline passes (beast::error::timeout).
-// Not thread-safe, except cancel_from_any_thread(). `tls` and `endpoint` must outlive it.
+// Each open() takes the trust file's current CA context (a rotated CA serves the next connection).
+// Not thread-safe, except cancel_from_any_thread(). `trust` and `endpoint` must outlive it.
 class Connection {
  public:
-  Connection(ssl::context& tls, const Endpoint& endpoint) : tls_(tls), endpoint_(endpoint) {}
+  Connection(TrustFile& trust, const Endpoint& endpoint) : trust_(trust), endpoint_(endpoint) {}
 
   bool is_open() const { return stream_.has_value(); }
   bool reused() const { return uses_ > 0; }  // a request went over it already
@@ -98,8 +101,9 @@ class Connection {
   void run();
 
   net::io_context ioc_{1};
-  ssl::context& tls_;
+  TrustFile& trust_;
   const Endpoint& endpoint_;
+  std::shared_ptr<ssl::context> tls_;  // the stream's: declared before it, so it outlives it
   std::optional<beast::ssl_stream<beast::tcp_stream>> stream_;
   beast::flat_buffer buffer_;
   int uses_ = 0;  // requests written since open()

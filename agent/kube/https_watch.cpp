@@ -16,7 +16,7 @@ Status HttpsApi::watch(std::string_view path, const WatchHandler& on_event, std:
   auto token_read = token_.current();
   if (!token_read) return make_error(token_read.error().code, what + ": " + token_read.error().message);
   const std::string token = std::move(token_read).value();
-  Connection conn(*tls_, endpoint_);
+  Connection conn(*trust_, endpoint_);
   std::stop_callback on_stop(stop, [&conn] { conn.cancel_from_any_thread(); });
   const auto stopped = [&] { return stop.stop_requested(); };
   const auto start_deadline = Clock::now() + config_.timeout;

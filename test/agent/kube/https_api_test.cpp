@@ -17,6 +17,7 @@
 
 #include "test/agent/kube/tls_test_server.hpp"
 #include "test/eventually.hpp"
+#include "test/log_capture.hpp"
 #include "test/support.hpp"
 #include "test/webhook/server/test_certs.hpp"
 
@@ -228,6 +229,37 @@ TEST_CASE("a server certificate from another CA is refused") {
   CHECK(got.error().code == ErrorCode::Unavailable);
   CHECK(got.error().message.find("certificate") != std::string::npos);
   CHECK(f.server.received().empty());
+}
+
+// The cluster's root CA rotates: the kubelet rewrites the pod's ca.crt, and the next connection
+// trusts the new one without an agent restart.
+TEST_CASE("a rotated CA file is trusted by the next connection; a broken one keeps the last good CA") {
+  const PemPair other_ca = make_cert(spec("next-ca", "", true));
+  const PemPair cert = make_cert(spec("kubernetes", "IP:127.0.0.1"), &other_ca);
+  erdma::testing::LogCapture log;
+  // Every answer closes its connection, so every call opens a new one.
+  Fixture f([](ServerConn& c, const Request&) { c.reply(200, "{}", "application/json", true); }, cert);
+  auto api = f.api();
+  auto before = api->get("/api/v1/nodes/n1");
+  REQUIRE_FALSE(before.ok());
+  CHECK(before.error().message.find("certificate") != std::string::npos);
+
+  f.dir.write("ca.crt", other_ca.cert);  // a new inode, as the kubelet's symlink swap gives
+  REQUIRE_OK(api->get("/api/v1/nodes/n1"));
+  CHECK(log.count(R"("msg":"the API server's CA file changed: new connections trust it")") == 1);
+
+  // Mid-rotation garbage: the last good CA stays, said once however many connections look.
+  f.dir.write("ca.crt", "not a certificate\n");
+  REQUIRE_OK(api->get("/api/v1/nodes/n1"));
+  REQUIRE_OK(api->get("/api/v1/nodes/n1"));
+  CHECK(log.count(R"("msg":"the API server's CA file changed but cannot be used; the last one read is kept")") == 1);
+  CHECK(log.count("holds no PEM certificate") == 1);
+
+  // Rotated back to a CA that did not sign the server: the next connection is refused again.
+  f.dir.write("ca.crt", pki().ca.cert);
+  auto after = api->get("/api/v1/nodes/n1");
+  REQUIRE_FALSE(after.ok());
+  CHECK(after.error().message.find("certificate") != std::string::npos);
 }
 
 TEST_CASE("a server certificate for another name or address is refused, names go by SNI") {
