@@ -18,9 +18,12 @@ leftover_host_paths=(/var/lib/kubelet /var/log/pods /var/log/containers /var/lib
   /dev/infiniband /etc/cdi /run/cdi /var/run/cdi /opt/cni)
 
 # Written by the test command's other stages while a cluster test runs (the sanitizer lane builds
-# and runs its suites beside it), or caches by design: not the cluster's doing.
+# and runs its suites beside it), or caches by design: not the cluster's doing. ~/.config/go is the
+# Go toolchain's own state: every `go` run counts itself in telemetry/, a file per day, so a run
+# that crosses midnight (UTC) sees a new one born.
 leftover_busy_paths=(/proc /sys /dev /tmp /var/tmp /var/cache/erdma-controller /var/cache/apt /var/lib/apt
-  /var/log "${HOME:-/root}/.cache" "${HOME:-/root}/go" "${CCACHE_DIR:-${HOME:-/root}/.ccache}")
+  /var/log "${HOME:-/root}/.cache" "${HOME:-/root}/go" "${HOME:-/root}/.config/go"
+  "${CCACHE_DIR:-${HOME:-/root}/.ccache}")
 
 # _leftover_signature PATH: one line per entry under PATH (name, type, change time), or "absent".
 _leftover_signature() {
