@@ -182,11 +182,7 @@ dra::ClaimHookOutcome DraDriver::on_hook(const HookRequest& request, std::chrono
   if (plugin == nullptr || plugin->service() == nullptr) {
     return {false, "the agent's DRA driver is starting; this container's pod is not set up (SMC-R falls back to TCP)"};
   }
-  std::optional<PreparedClaim> claim;
-  {
-    const Checkpoint recorded = plugin->service()->checkpoint();
-    if (auto it = recorded.claims.find(request.claim_uid); it != recorded.claims.end()) claim = it->second;
-  }
+  const std::optional<PreparedClaim> claim = plugin->service()->recorded(request.claim_uid);
   if (auto ok = check_hook_claim(claim, request.claim_uid); !ok) {
     log::warn("CDI hook: request refused")
         .kv("claim", request.claim_uid)

@@ -132,6 +132,12 @@ Checkpoint DraService::checkpoint() const {
   return checkpoint_;
 }
 
+std::optional<PreparedClaim> DraService::recorded(const std::string& claim_uid) const {
+  std::lock_guard lock(mu_);
+  if (auto it = checkpoint_.claims.find(claim_uid); it != checkpoint_.claims.end()) return it->second;
+  return std::nullopt;
+}
+
 DraCounters DraService::counters() const {
   std::lock_guard lock(mu_);
   return counters_;

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,8 @@ class DraService final : public drapb::DRAPlugin::Service {
                                       drapb::NodeUnprepareResourcesResponse* response) override;
 
   [[nodiscard]] Checkpoint checkpoint() const;
+  // The record of one claim, if prepared (the CDI hook asks for one claim, not the whole set).
+  [[nodiscard]] std::optional<PreparedClaim> recorded(const std::string& claim_uid) const;
   [[nodiscard]] DraCounters counters() const;
   [[nodiscard]] const DraServiceConfig& config() const noexcept { return config_; }
   // Spec files removed at start because no recorded claim owned them.

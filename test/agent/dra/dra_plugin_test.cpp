@@ -231,6 +231,8 @@ TEST_CASE("prepare an RDMA claim: spec with the card's nodes and env, CDI ids an
   REQUIRE(cp.ok());
   REQUIRE(cp->claims.count(uid(1)) == 1);
   CHECK(cp->claims.at(uid(1)).devices.at(0).card == "erdma_1");
+  CHECK(f.plugin->service()->recorded(uid(1)) == cp->claims.at(uid(1)));  // what the CDI hook reads
+  CHECK_FALSE(f.plugin->service()->recorded(uid(2)).has_value());
 
   struct stat before {};
   REQUIRE(::stat(f.dirs.spec(1).c_str(), &before) == 0);
