@@ -10,9 +10,9 @@
 #      that exercise C++ (unit, fuzz-input replay, the servers under hostile clients) there;
 #   5. runs every libFuzzer target for a short, fixed time (test/fuzz/run.sh).
 # Between 2 and 3: real Kubernetes (kube-apiserver, scheduler, controller-manager, kubelet) built
-# from pinned Go modules once per machine, a one-node cluster, and the user's journey on it; then
-# containerd 2.x (also from its pinned Go module) on the same cluster, handing a pod CDI devices,
-# and the agent's DRA driver there (test/cluster/dra.sh); then the same cluster with two VM worker
+# from pinned Go modules once per machine, a one-node cluster, and the user's journey on it; an
+# upgrade from the release before, in docs/upgrading.md's order; then containerd 2.x (also from
+# its pinned Go module) on the same cluster, handing a pod CDI devices, and the agent's DRA driver there (test/cluster/dra.sh); then the same cluster with two VM worker
 # nodes on a kernel with SMC (test/cluster/vm-nodes.sh): the seed Deployment shows SMCR, through
 # faults and a drain, beside hostNetwork and veth pods held against the agent's prediction, SMC-D
 # between pods of one node, and the DRA driver on the nodes' real cards.
@@ -105,6 +105,11 @@ stage "unit and integration tests" 1200 ctest --test-dir build --output-on-failu
 # `down`, then the user's journey with the product installed as README.md says.
 stage "real cluster: smoke test, then the user's journey" 900 \
   bash -c 'test/cluster/smoke.sh && test/cluster/journey.sh build'
+# docs/upgrading.md followed on the cluster: 0.1.0 built from its commit (once per machine, about
+# 3 minutes cold, then cached), installed with its own manifests, upgraded to this tree in the
+# page's order while pods are being created (about 70 s).
+stage "real cluster: upgrade from 0.1.0, in docs/upgrading.md's order, under a create loop" 900 \
+  test/cluster/upgrade.sh build
 # Admission without a webhook (docs/admission.md): the MutatingAdmissionPolicy of
 # manifests/admission-policy and erdma-webhook, the webhook's golden pods through both on the real
 # kube-apiserver, compared field by field (about 45 s).

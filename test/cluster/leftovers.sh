@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# Sourced by test/cluster/smoke.sh, cdi.sh and dra.sh: what scripts/cluster.sh may leave on this
-# machine, noted before `up` and checked after `down`. The callers set STATE (the state directory)
-# and PORT (the API server's port here).
+# Sourced by cluster_test_begin (test/cluster/checks.sh), so by every real-cluster test: what
+# scripts/cluster.sh may leave on this machine, noted before `up` and checked after `down`. The
+# callers set STATE (the state directory) and PORT (the API server's port here).
 #
 # Two checks that do not depend on what the machine had before:
 # - every path a kubelet, containerd, a CNI plugin or the controller-manager creates by default on
@@ -105,18 +105,4 @@ leftovers_after() {
   _leftover_new_paths | sed 's/^/new path: /'
   [ "$(_leftover_iptables)" = "$leftover_before_iptables" ] || echo "this machine's iptables rules changed"
   return 0
-}
-
-# down_and_check T0: brings the cluster down ("$CLUSTER" down; sets downed=1 for the caller's
-# trap), then fails (the caller's `fail`) on anything left behind; `step` reports each part, the
-# last with the whole test's time since T0.
-down_and_check() {
-  local t=$SECONDS left
-  "$CLUSTER" down
-  # shellcheck disable=SC2034  # read by the caller's trap
-  downed=1
-  step "down in $((SECONDS - t)) s"
-  left=$(leftovers_after) || fail "the leftover check itself failed (exit $?): $left"
-  [ -z "$left" ] || fail "left behind: $left"
-  step "nothing left behind; all checks passed in $((SECONDS - $1)) s"
 }

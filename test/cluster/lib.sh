@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by test/cluster/journey.sh and bench/cluster-startup.sh: a cluster from
+# Sourced by test/cluster/journey.sh, upgrade.sh, dra.sh and bench/cluster-startup.sh: a cluster from
 # scripts/cluster.sh with the product's images on its node, and the product installed the way
 # README.md tells a user. The callers set SRC (the repository), BUILD (a build tree), CLUSTER
 # (scripts/cluster.sh), STATE (its state directory) and work (a scratch directory of theirs).
@@ -34,12 +34,12 @@ product_images() {
     { [ -e /dev/infiniband/rdma_cm ] || mknod -m 666 /dev/infiniband/rdma_cm c 10 58; }'
 }
 
-# site_static_device DIR: the site overlay in DIR (its kustomization.yaml has no
-# configMapGenerator yet) replaces the agent's configuration with the base's file but a static
-# device, the README's way to change a setting.
+# site_static_device DIR [MANIFESTS]: the site overlay in DIR (its kustomization.yaml has no
+# configMapGenerator yet) replaces the agent's configuration with the base's file (of MANIFESTS,
+# default this tree's manifests/) but a static device, the README's way to change a setting.
 site_static_device() {
   sed -e 's/^  source: verbs$/  source: static\n  static: [{name: erdma_0, uverbs: uverbs0, netdev: eth0}]/' \
-    "$SRC/manifests/base/agent-config.yaml" >"$1/agent-config.yaml"
+    "${2:-$SRC/manifests}/base/agent-config.yaml" >"$1/agent-config.yaml"
   grep -q 'source: static' "$1/agent-config.yaml" || { echo "agent-config.yaml: no 'source: verbs' to replace" >&2; return 1; }
   printf '%s\n' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
     '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >>"$1/kustomization.yaml"
@@ -72,4 +72,30 @@ product_install() {
     [ $SECONDS -lt $end ] || { echo "no aliyun/erdma capacity after 60 s" >&2; return 1; }
     sleep 0.5
   done
+}
+
+# A load of pod creations while an upgrade or a fault is under way: test/cluster/create_loop.py in
+# the background, server-side dry runs of SMC-R pods in namespace $NS, authenticated with the
+# cluster's admin certificate ($STATE/pki). load_start starts it; `check "load running" wait_for 60
+# test -e "$work/started"` waits for its first admitted pod. It is not run through check: the loop
+# must be this shell's child, for load_stop to wait for it.
+load_pid=
+load_start() {
+  rm -f "$work/stop" "$work/started" "$work/load.json"
+  /usr/bin/python3 "$SRC/test/cluster/create_loop.py" --server "https://127.0.0.1:${ERDMA_CLUSTER_PORT:-6443}" \
+    --ca "$STATE/pki/ca.crt" --cert "$STATE/pki/admin.crt" --key "$STATE/pki/admin.key" --namespace "$NS" \
+    --interval 0.1 --max-seconds 900 --stop-file "$work/stop" --started-file "$work/started" \
+    >"$work/load.json" 2>"$work/load.err" &
+  load_pid=$!
+}
+load_stop() {  # ends the loop (in this shell: it waits for its child)
+  touch "$work/stop"
+  wait "$load_pid"
+  load_pid=
+}
+load_verdict() {  # the loop's counts; succeeds when every create was admitted and mutated
+  cat "$work/load.json" "$work/load.err"
+  /usr/bin/python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+sys.exit(0 if d["created"] > 0 and d["failed"] == 0 and d["unmutated"] == 0 else 1)' "$work/load.json"
 }
