@@ -101,9 +101,19 @@ grep -E 'Ready .* after the start|up in' "$work/up.log" || true
 echo "cluster with VM nodes up in $((SECONDS - t0)) s"
 
 node_kernel() { kubectl get node "$1" -o jsonpath='{.status.nodeInfo.kernelVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kubeletVersion}'; }
+# The checks below are functions; check runs them in a subshell of this shell, so they see its
+# functions and variables. Those whose verdict is a pipeline turn pipefail off for themselves
+# (`local -`): the pipeline's status is its last command's. With pipefail, a `grep -q` or `head`
+# that stops reading early would fail the check through the SIGPIPE of the `tee` before it.
+# vm_kernel_and_kubelet NODE: the node runs a 7.3 kernel and the kubelet v1.37.2.
+vm_kernel_and_kubelet() {
+  local out
+  out=$(node_kernel "$1")
+  echo "$out"
+  case $out in 7.3.*' '*' 'v1.37.2) ;; *) return 1 ;; esac
+}
 for n in "$VM1" "$VM2"; do
-  check "$n is Ready with the 7.3 kernel and the real kubelet v1.37.2" bash -c "
-    out=\$($(declare -f node_kernel); node_kernel $n); echo \"\$out\"; case \$out in 7.3.*' '*' 'v1.37.2) ;; *) exit 1 ;; esac"
+  check "$n is Ready with the 7.3 kernel and the real kubelet v1.37.2" vm_kernel_and_kubelet "$n"
 done
 
 # The agent's discovery on real Soft-RoCE (test/agent/hw/verbs_hw_test.cpp, ctest's
@@ -111,11 +121,16 @@ done
 # a device of its own: libibverbs, sysfs and RDMA netlink agree on rxe0, its port and uverbs node,
 # and the GID index Allocate would give NCCL is an IPv4 RoCE v2 entry.
 phase "the agent's RDMA discovery on a VM node's Soft-RoCE"
-check "agent.rdma_hardware on $VM1: rxe0 on eth0, healthy, with an IPv4 RoCE v2 GID for NCCL" bash -c "
-  out=\$('$CLUSTER' exec --node $VM1 '$BUILD/test/agent/agent_rdma_hw_test; echo exit=\$?'); echo \"\$out\"
-  grep -qx 'exit=0' <<<\"\$out\" &&
-    grep -q '^device rxe0 driver=rxe uverbs=uverbs[0-9]* netdev=eth0 .* healthy=1\$' <<<\"\$out\" &&
-    grep -q '^device rxe0 NCCL_IB_GID_INDEX=[0-9]* (gid .*, RoCE v2)\$' <<<\"\$out\""
+# rdma_hw_test_passes NODE: the test passes on the node and finds rxe0 as described above.
+rdma_hw_test_passes() {
+  local out
+  out=$("$CLUSTER" exec --node "$1" "$BUILD/test/agent/agent_rdma_hw_test; echo exit=\$?")  # $? in the VM
+  echo "$out"
+  grep -qx 'exit=0' <<<"$out" &&
+    grep -q '^device rxe0 driver=rxe uverbs=uverbs[0-9]* netdev=eth0 .* healthy=1$' <<<"$out" &&
+    grep -q '^device rxe0 NCCL_IB_GID_INDEX=[0-9]* (gid .*, RoCE v2)$' <<<"$out"
+}
+check "agent.rdma_hardware on $VM1: rxe0 on eth0, healthy, with an IPv4 RoCE v2 GID for NCCL" rdma_hw_test_passes "$VM1"
 
 # A pod on a VM node: Running, exec and logs through the API server to that node's kubelet.
 phase "a pod on a VM node: exec and logs"
@@ -130,9 +145,15 @@ spec:
   - {name: main, image: $WORKLOAD, imagePullPolicy: Never, command: [sh, -c, "echo hello-from-vm; exec sleep 100000"]}
 EOT
 must "the pod on $VM1 becomes Ready" kubectl wait --for=condition=Ready pod/hello-vm --timeout=110s
-check "kubectl exec into it (uname: the VM's kernel; an RDMA device of its own)" bash -c "
-  kubectl exec hello-vm -- sh -c 'uname -r; ls /sys/class/infiniband' | tee /dev/stderr | head -n 1 | grep -q '^7\.3\.'"
-check "kubectl logs from it" bash -c "[ \"\$(kubectl logs hello-vm)\" = hello-from-vm ]"
+# exec_sees_vm_kernel POD: uname -r in the pod says 7.3 (its RDMA devices are printed beside it).
+exec_sees_vm_kernel() {
+  local -
+  set +o pipefail
+  kubectl exec "$1" -- sh -c 'uname -r; ls /sys/class/infiniband' | tee /dev/stderr | head -n 1 | grep -q '^7\.3\.'
+}
+check "kubectl exec into it (uname: the VM's kernel; an RDMA device of its own)" exec_sees_vm_kernel hello-vm
+logs_say_hello() { [ "$(kubectl logs "$1")" = hello-from-vm ]; }
+check "kubectl logs from it" logs_say_hello hello-vm
 kubectl delete pod hello-vm --wait=false >/dev/null
 
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +175,10 @@ site() {  # the README's way to change a setting: the agent's discovery names So
 must "the eRDMA node pool labelled (the two VM nodes)" kubectl label node "$VM1" "$VM2" aliyun.accelerator/erdma=true
 must "a site overlay: the agent discovers the rxe driver's devices" site
 must "kubectl apply -k (manifests/default through the site overlay)" kubectl apply -k "$work/site"
-must "erdma-certs generate and apply" bash -c "'$SRC/certs/erdma-certs' generate --dir '$work/pki' && '$SRC/certs/erdma-certs' apply --dir '$work/pki'"
+certs_generated_and_applied() {
+  "$SRC/certs/erdma-certs" generate --dir "$work/pki" && "$SRC/certs/erdma-certs" apply --dir "$work/pki"
+}
+must "erdma-certs generate and apply" certs_generated_and_applied
 must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=110s
 must "the agent DaemonSet rolls out on both VM nodes" bounded 600 "the agent's rollout" \
   kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=590s
@@ -165,7 +189,9 @@ done
 
 # ---------------------------------------------------------------------------------------------
 phase "the seed Deployment on the pod network, and a client on the other VM node"
-must "namespace $NS opted in" bash -c "kubectl create namespace $NS >/dev/null && kubectl label namespace $NS erdma-injection=enabled >/dev/null"
+# namespace_opted_in NS: the namespace created and labelled for the webhook.
+namespace_opted_in() { kubectl create namespace "$1" >/dev/null && kubectl label namespace "$1" erdma-injection=enabled >/dev/null; }
+must "namespace $NS opted in" namespace_opted_in "$NS"
 # As the guide writes it (image aside): a plain Deployment with the annotation, no hostNetwork.
 # The server keeps each connection open a while after answering, so smcss sees it ACTIVE.
 cat >"$work/app.yaml" <<EOT
@@ -202,7 +228,8 @@ server_ip=$(kubectl -n "$NS" get pod "$server" -o jsonpath='{.status.podIP}')
 client_node=$VM1
 [ "$server_node" != "$VM1" ] || client_node=$VM2
 echo "server $server on $server_node at $server_ip; the client goes to $client_node"
-check "the server landed on a VM node (the webhook's aliyun/erdma-smcr request)" bash -c "[ '$server_node' = $VM1 ] || [ '$server_node' = $VM2 ]"
+is_vm_node() { [ "$1" = "$VM1" ] || [ "$1" = "$VM2" ]; }
+check "the server landed on a VM node (the webhook's aliyun/erdma-smcr request)" is_vm_node "$server_node"
 cat >"$work/client.yaml" <<EOT
 apiVersion: v1
 kind: Pod
@@ -228,13 +255,21 @@ smcss_mode() {  # POD: the Mode column of the connection to or from port 8080, a
   # Any state but LISTEN: after the exchange the client has shut down writing, both hold it open.
   kubectl -n "$NS" exec "$1" -- smcss -R | tee /dev/stderr | awk '$1 != "LISTEN" && ($4 ~ /:8080$/ || $5 ~ /:8080$/) {print $7; exit}'
 }
-check "smcss inside the seed Deployment's pod shows SMCR" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode $server)\" = SMCR ]"
-check "smcss inside the client pod shows SMCR" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client)\" = SMCR ]"
+smcss_shows() { [ "$(smcss_mode "$1")" = "$2" ]; }  # POD MODE
+check "smcss inside the seed Deployment's pod shows SMCR" smcss_shows "$server" SMCR
+check "smcss inside the client pod shows SMCR" smcss_shows client SMCR
 agent_on() { kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent --field-selector "spec.nodeName=$1" -o jsonpath='{.items[0].metadata.name}'; }
 # smc-status's table: STATE MODE LOCAL PEER DETAIL, the server's end of the connection.
-check "erdma-agent smc-status --pod on the server's node agrees (SMCR, on the pod's own RDMA device)" bash -c "
-  kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
-    awk '\$3 ~ /:8080\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe_/ {f = 1} END {exit !f}'"
+# smc_status_smcr_on_pod_device NODE POD: smc-status --pod, run in the node's agent, shows the
+# pod's port-8080 connection as SMCR on the pod's own RDMA device (rxe_...).
+smc_status_smcr_on_pod_device() {
+  local -
+  set +o pipefail
+  kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" | tee /dev/stderr |
+    awk '$3 ~ /:8080$/ && $2 == "SMCR" && $5 ~ /^rxe_/ {f = 1} END {exit !f}'
+}
+check "erdma-agent smc-status --pod on the server's node agrees (SMCR, on the pod's own RDMA device)" \
+  smc_status_smcr_on_pod_device "$server_node" "$server"
 
 # The RDMA counters of the pods' own devices (the kernel's, read on the nodes with `rdma statistic`)
 # carried the 16 MiB: the client's device sent them, the server's received them.
@@ -248,15 +283,22 @@ rdma_counter() {  # NODE DEVICE COUNTER: the port's counter, from `rdma statisti
 }
 client_dev=$(pod_device "$client_node" client client) server_dev=$(pod_device "$server_node" "$server" server)
 echo "the client's device: $client_dev on $client_node; the server's: $server_dev on $server_node"
-check "RDMA counters: the client pod's own device $client_dev sent >= 16 MiB (sent_bytes)" bash -c "
-  $(declare -f rdma_counter); CLUSTER='$CLUSTER'; [ \"\$(rdma_counter $client_node '$client_dev' sent_bytes)\" -ge 16777216 ]"
-check "RDMA counters: the server pod's own device $server_dev received >= 16 MiB (rcvd_bytes)" bash -c "
-  $(declare -f rdma_counter); CLUSTER='$CLUSTER'; [ \"\$(rdma_counter $server_node '$server_dev' rcvd_bytes)\" -ge 16777216 ]"
+# rdma_counter_test NODE DEVICE COUNTER OP N: `test` of the port's counter against N (OP: -ge, -eq).
+rdma_counter_test() { test "$(rdma_counter "$1" "$2" "$3")" "$4" "$5"; }
+check "RDMA counters: the client pod's own device $client_dev sent >= 16 MiB (sent_bytes)" \
+  rdma_counter_test "$client_node" "$client_dev" sent_bytes -ge 16777216
+check "RDMA counters: the server pod's own device $server_dev received >= 16 MiB (rcvd_bytes)" \
+  rdma_counter_test "$server_node" "$server_dev" rcvd_bytes -ge 16777216
 
 # The agent predicted, at the pod's start, what the kernel then did (docs/smcr-pod-networks.md).
-check "the agent's prediction for the seed pod matches the kernel: expected (pod-rdma-device)" bash -c "
-  kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
-    grep -q '^prediction: expected (pod-rdma-device): '"
+# smc_status_says NODE POD REGEX: smc-status --pod, run in the node's agent, has a line matching REGEX.
+smc_status_says() {
+  local -
+  set +o pipefail
+  kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" | tee /dev/stderr | grep -q "$3"
+}
+check "the agent's prediction for the seed pod matches the kernel: expected (pod-rdma-device)" \
+  smc_status_says "$server_node" "$server" '^prediction: expected (pod-rdma-device): '
 # The pods' own devices are visible on the node (the RDMA subsystem's shared netns mode), but they
 # are not the node's cards: each node still offers one card's slots.
 one_card() { [ "$(kubectl get node "$1" -o jsonpath='{.status.allocatable.aliyun/erdma}')" = 64 ]; }
@@ -320,6 +362,12 @@ EOT
 # status_of NODE NS POD: the pod's smc-status, run in the agent on NODE: its prediction line
 # ("prediction: VERDICT (REASON) ... [kernel: DECLINE at the SIDE]"), then a row a socket ("MODE DETAIL...")
 status_of() { kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$2/$3"; }
+# smcss_conn_is NS POD PORT MODE: smcss -R in the pod shows MODE for its connection to PORT.
+smcss_conn_is() {
+  local -
+  set +o pipefail
+  kubectl -n "$1" exec "$2" -- smcss -R | tee /dev/stderr | awk -v p=":$3\$" -v m="$4" '$5 ~ p && $7 == m {f = 1} END {exit !f}'
+}
 # held_to_kernel NS NAME PORT WANT: the client NAME-client's prediction must be WANT ("VERDICT
 # REASON"), and the kernel must have done what it says: SMCR on the client's row when expected;
 # else on the predicted side exactly the predicted decline, and inside the client TCP in smcss
@@ -335,8 +383,7 @@ held_to_kernel() {
     # shellcheck disable=SC2016  # an awk program: $2, $3 and $4 are its fields
     check "the kernel formed SMC-R as predicted: smc-status shows SMCR for the $name client" \
       awk -v p=":$port\$" '$2 == "SMCR" && ($3 ~ p || $4 ~ p) {f = 1} END {exit !f}' "$work/$name.status"
-    check "smcss inside the $name client shows SMCR for the connection" bash -c "$(declare -f kubectl bounded)
-      kubectl -n $ns exec $name-client -- smcss -R | tee /dev/stderr | awk '\$5 ~ /:$port\$/ && \$7 == \"SMCR\" {f = 1} END {exit !f}'"
+    check "smcss inside the $name client shows SMCR for the connection" smcss_conn_is "$ns" "$name-client" "$port" SMCR
     return
   fi
   read -r decline side <<<"$(sed -n 's/^prediction: .*\[kernel: \([A-Z_0-9]*\) at the \([a-z]*\)\]$/\1 \2/p' "$work/$name.status")"
@@ -347,12 +394,10 @@ held_to_kernel() {
   check "the kernel fell back as predicted for $name: $decline at the $side (got ${kernel:-none})" test -n "$decline" -a "$kernel" = "$decline"
   local mode=TCP
   [ "$verdict" = will-break ] && mode=SMCR
-  check "smcss inside the $name client shows $mode for the connection" bash -c "$(declare -f kubectl bounded)
-    kubectl -n $ns exec $name-client -- smcss -R | tee /dev/stderr | awk '\$5 ~ /:$port\$/ && \$7 == \"$mode\" {f = 1} END {exit !f}'"
+  check "smcss inside the $name client shows $mode for the connection" smcss_conn_is "$ns" "$name-client" "$port" "$mode"
 }
 
-must "namespace ipvlan-rxe opted in (the CNI step gives its pods an ipvlan on the node's eth0)" bash -c "
-  kubectl create namespace ipvlan-rxe >/dev/null && kubectl label namespace ipvlan-rxe erdma-injection=enabled >/dev/null"
+must "namespace ipvlan-rxe opted in (the CNI step gives its pods an ipvlan on the node's eth0)" namespace_opted_in ipvlan-rxe
 # Measured on this kernel: the client's SMC-R link comes up, RoCE traffic to the server pod's
 # address never reaches the server's rxe, the server falls back (TIMEOUT_CL) and the client stays
 # on SMC-R: its sends stall, and end in ECONNABORTED or the application's own timeout. The agent
@@ -360,37 +405,53 @@ must "namespace ipvlan-rxe opted in (the CNI step gives its pods an ipvlan on th
 before_rx=$("$CLUSTER" exec --node "$VM1" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "rcvd_bytes") v = $(i + 1)} END {print v + 0}')
 must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: SMC-R at the client, TCP at the server, nothing arrives" \
   pair ipvlan-rxe ipvlan false 8070 split
-check "the ipvlan server's pod IP is in the node subnet (10.255.1.110-117 on $VM1)" bash -c "
-  kubectl -n ipvlan-rxe get pod ipvlan-server -o jsonpath='{.status.podIP}' | tee /dev/stderr | grep -Eq '^10\.255\.1\.11[0-7]\$'"
+ip_in_vm1_subnet() {  # NS POD: the pod's IP is one of the addresses the CNI step gives on VM1's subnet
+  local -
+  set +o pipefail
+  kubectl -n "$1" get pod "$2" -o jsonpath='{.status.podIP}' | tee /dev/stderr | grep -Eq '^10\.255\.1\.11[0-7]$'
+}
+check "the ipvlan server's pod IP is in the node subnet (10.255.1.110-117 on $VM1)" ip_in_vm1_subnet ipvlan-rxe ipvlan-server
 held_to_kernel ipvlan-rxe ipvlan 8070 "will-break ipvlan-softroce-link-breaks"
-check "RDMA counters: $VM1's card rxe0 received nothing for the ipvlan pair (rcvd_bytes still $before_rx)" bash -c "
-  v=\$('$CLUSTER' exec --node $VM1 'rdma statistic show link rxe0/1' | tee /dev/stderr |
-    awk '{for (i = 1; i < NF; i++) if (\$i == \"rcvd_bytes\") v = \$(i + 1)} END {print v + 0}'); [ \"\$v\" -eq $before_rx ]"
+check "RDMA counters: $VM1's card rxe0 received nothing for the ipvlan pair (rcvd_bytes still $before_rx)" \
+  rdma_counter_test "$VM1" rxe0 rcvd_bytes -eq "$before_rx"
+# setup_line NODE NS/POD: the last "SMC-R pod setup" line the node's agent logged for the pod.
+setup_line() {
+  kubectl -n erdma-system logs "$(agent_on "$1")" | grep '"SMC-R pod setup"' | grep -F "\"pod\":\"$2\"" |
+    tail -n 1 | tee /dev/stderr
+}
 # Without the DRA driver the agent has no Event writer: its warning log line at the client's start
 # says it (docs/smcr-pod-networks.md).
-check "the agent warned at the ipvlan client's start: will-break (ipvlan-softroce-link-breaks)" bash -c "
-  kubectl -n erdma-system logs $(agent_on "$VM2") | grep '\"SMC-R pod setup\"' | grep -F '\"pod\":\"ipvlan-rxe/ipvlan-client\"' |
-    tail -n 1 | tee /dev/stderr | grep '\"level\":\"warn\"' | grep -q '\"smcr\":\"will-break\",\"smcr_reason\":\"ipvlan-softroce-link-breaks\"'"
+setup_warned_will_break() {  # NODE NS/POD
+  local -
+  set +o pipefail
+  setup_line "$1" "$2" | grep '"level":"warn"' | grep -q '"smcr":"will-break","smcr_reason":"ipvlan-softroce-link-breaks"'
+}
+check "the agent warned at the ipvlan client's start: will-break (ipvlan-softroce-link-breaks)" \
+  setup_warned_will_break "$VM2" ipvlan-rxe/ipvlan-client
 kubectl delete namespace ipvlan-rxe --wait=false >/dev/null
 
 before_rxe0=$("$CLUSTER" exec --node "$VM2" 'rdma statistic show link rxe0/1' | awk '{for (i = 1; i < NF; i++) if ($i == "sent_bytes") v = $(i + 1)} END {print v + 0}')
 must "hostNetwork pods, $VM1 <- $VM2: 16 MiB arrive intact" pair "$NS" hostnet true 8090
-check "smcss inside the hostNetwork client shows SMCR" bash -c "$(declare -f kubectl bounded); kubectl -n $NS exec hostnet-client -- smcss -R | tee /dev/stderr |
-  awk '\$5 ~ /:8090\$/ && \$7 == \"SMCR\" {f = 1} END {exit !f}'"
-check "smc-status for the hostNetwork client shows SMCR on the node's card rxe0" bash -c "
-  $(declare -f kubectl bounded status_of agent_on); NS=$NS; status_of $VM2 $NS hostnet-client | tee /dev/stderr |
-    awk '\$4 ~ /:8090\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe0\\// {f = 1} END {exit !f}'"
+check "smcss inside the hostNetwork client shows SMCR" smcss_conn_is "$NS" hostnet-client 8090 SMCR
+smc_status_smcr_on_rxe0() {  # NODE POD: smc-status shows the pod's connection to port 8090 as SMCR on the card rxe0
+  local -
+  set +o pipefail
+  status_of "$1" "$NS" "$2" | tee /dev/stderr | awk '$4 ~ /:8090$/ && $2 == "SMCR" && $5 ~ /^rxe0\// {f = 1} END {exit !f}'
+}
+check "smc-status for the hostNetwork client shows SMCR on the node's card rxe0" smc_status_smcr_on_rxe0 "$VM2" hostnet-client
 # A hostNetwork pod has no netns of its own for smc-status to predict on: the agent's log line at
 # its PreStartContainer carries the prediction.
-check "the agent predicted it at the hostNetwork client's start: expected (host-network)" bash -c "
-  kubectl -n erdma-system logs $(agent_on "$VM2") | grep '\"SMC-R pod setup\"' | grep -F '\"pod\":\"$NS/hostnet-client\"' | tail -n 1 |
-    tee /dev/stderr | grep -q '\"smcr_reason\":\"host-network\"'"
-check "RDMA counters: $VM2's card rxe0 sent >= 16 MiB more (sent_bytes, from $before_rxe0)" bash -c "
-  v=\$('$CLUSTER' exec --node $VM2 'rdma statistic show link rxe0/1' | tee /dev/stderr |
-    awk '{for (i = 1; i < NF; i++) if (\$i == \"sent_bytes\") v = \$(i + 1)} END {print v + 0}'); [ \"\$v\" -ge $((before_rxe0 + 16777216)) ]"
+setup_predicted_host_network() {  # NODE NS/POD
+  local -
+  set +o pipefail
+  setup_line "$1" "$2" | grep -q '"smcr_reason":"host-network"'
+}
+check "the agent predicted it at the hostNetwork client's start: expected (host-network)" \
+  setup_predicted_host_network "$VM2" "$NS/hostnet-client"
+check "RDMA counters: $VM2's card rxe0 sent >= 16 MiB more (sent_bytes, from $before_rxe0)" \
+  rdma_counter_test "$VM2" rxe0 sent_bytes -ge "$((before_rxe0 + 16777216))"
 
-must "namespace plain-veth opted in (the CNI step gives its pods no RDMA device)" bash -c "
-  kubectl create namespace plain-veth >/dev/null && kubectl label namespace plain-veth erdma-injection=enabled >/dev/null"
+must "namespace plain-veth opted in (the CNI step gives its pods no RDMA device)" namespace_opted_in plain-veth
 must "veth pods without a device of their own, $VM1 <- $VM2: 16 MiB arrive intact" pair plain-veth veth false 8080
 held_to_kernel plain-veth veth 8080 "will-fall-back pod-subnet-outside-rdma-netdev"
 kubectl delete namespace plain-veth --wait=false >/dev/null
@@ -404,18 +465,17 @@ must "kubectl apply a client on the server's node" kubectl apply -f "$work/clien
 same_sent() { kubectl -n "$NS" logs client-same-node 2>/dev/null | grep -q '"match":true'; }
 must "its 16 MiB arrive intact" wait_for 240 same_sent
 kubectl -n "$NS" logs client-same-node
-check "smcss inside the same-node client shows SMCD" bash -c "$(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode client-same-node)\" = SMCD ]"
-check "smc-status --pod on that node predicts it: same node: smcd-loopback (smcr.smcdLoopback's default)" bash -c "
-  kubectl -n erdma-system exec $(agent_on "$server_node") -- erdma-agent smc-status --pod $NS/$server | tee /dev/stderr |
-    grep -q '^same node: smcd-loopback: '"
+check "smcss inside the same-node client shows SMCD" smcss_shows client-same-node SMCD
+check "smc-status --pod on that node predicts it: same node: smcd-loopback (smcr.smcdLoopback's default)" \
+  smc_status_says "$server_node" "$server" '^same node: smcd-loopback: '
 # The TCP reference between the same two places: a client without the annotation (no preload).
 sed -e "s/name: client$/name: client-same-tcp/" -e "s/hostname: $client_node/hostname: $server_node/" \
   -e '/annotations:/d' -e '/erdma-smcr/d' "$work/client.yaml" >"$work/client-same-tcp.yaml"
 must "kubectl apply a client without the annotation on the server's node" kubectl apply -f "$work/client-same-tcp.yaml"
 tcp_sent() { kubectl -n "$NS" logs client-same-tcp 2>/dev/null | grep -q '"match":true'; }
 must "its 16 MiB arrive intact" wait_for 240 tcp_sent
-check "smcss inside it lists no SMC socket (plain TCP: nothing injected without the annotation)" bash -c "
-  $(declare -f smcss_mode kubectl bounded); NS=$NS; [ -z \"\$(smcss_mode client-same-tcp)\" ]"
+smcss_lists_no_smc() { [ -z "$(smcss_mode "$1")" ]; }  # POD
+check "smcss inside it lists no SMC socket (plain TCP: nothing injected without the annotation)" smcss_lists_no_smc client-same-tcp
 
 # ---------------------------------------------------------------------------------------------
 # new_exchange NAME: a new annotated client pod, on the VM node that does not run the seed
@@ -507,8 +567,9 @@ spec:
         sleep 1
       done
 EOT
-must "the looping client runs on $looper_node" bash -c "kubectl apply -f '$work/looper.yaml' >/dev/null &&
-  kubectl -n $NS wait --for=condition=Ready pod/looper --timeout=110s"
+# applied_and_ready FILE POD TIMEOUT: FILE applied, then the pod POD of $NS is Ready within TIMEOUT.
+applied_and_ready() { kubectl apply -f "$1" >/dev/null && kubectl -n "$NS" wait --for=condition=Ready "pod/$2" --timeout="$3"; }
+must "the looping client runs on $looper_node" applied_and_ready "$work/looper.yaml" looper 110s
 # loop_counts: the looper's last line, "exchanges=N ok=N retried=N lost=N tries=N"
 loop_counts() { kubectl -n "$NS" logs looper 2>/dev/null | grep '^exchanges=' | tail -n 1; }
 loop_ok() { loop_counts | sed -n 's/.* ok=\([0-9]*\) .*/\1/p'; }
@@ -524,9 +585,13 @@ loop_moves_past() {
 must "the looper's first exchanges arrive intact" wait_for 120 loop_moves_past 2
 looper_ip=$(kubectl -n "$NS" get pod looper -o jsonpath='{.status.podIP}')
 # The server holds each connection a while after answering: its own view shows the looper's.
-check "smcss in the seed pod shows the looper's connections through the Service as SMCR" bash -c "
-  kubectl -n $NS exec $server -- smcss -R | tee /dev/stderr |
-    awk -v peer='^$looper_ip:' '\$1 != \"LISTEN\" && \$5 ~ peer && \$7 == \"SMCR\" {f = 1} END {exit !f}'"
+smcss_peer_smcr() {  # POD PEER_IP: smcss -R in the pod shows a connection with PEER_IP as SMCR
+  local -
+  set +o pipefail
+  kubectl -n "$NS" exec "$1" -- smcss -R | tee /dev/stderr |
+    awk -v peer="^$2:" '$1 != "LISTEN" && $5 ~ peer && $7 == "SMCR" {f = 1} END {exit !f}'
+}
+check "smcss in the seed pod shows the looper's connections through the Service as SMCR" smcss_peer_smcr "$server" "$looper_ip"
 echo "looper: $(loop_counts)"
 
 phase "faults: containerd restarted and the node rebooted under the seed pod, the agent rolled"
@@ -535,8 +600,8 @@ before=$(seed_state)
 # cannot be read.
 n=$(loop_ok)
 must "containerd restarted on $server_node" bounded 150 "containerd's restart" "$CLUSTER" exec --node "$server_node" restart_containerd
-check "the seed pod runs on, untouched (uid, restarts, phase: $before)" bash -c "
-  $(declare -f kubectl bounded seed_state); NS=$NS server=$server; sleep 5; [ \"\$(seed_state)\" = '$before' ]"
+seed_untouched() { sleep 5; [ "$(seed_state)" = "$1" ]; }  # BEFORE: seed_state 5 s on is still BEFORE
+check "the seed pod runs on, untouched (uid, restarts, phase: $before)" seed_untouched "$before"
 check "a new client after containerd's restart: intact, SMCR" new_exchange client-after-containerd
 check "the looper goes on after containerd's restart, nothing lost (from ok=$n)" wait_for 120 loop_moves_past "$n"
 # containerd killed outright on the looper's node: the looper's container (its shim) runs on.
@@ -570,9 +635,11 @@ echo "reboot to an available seed pod: $((SECONDS - t_reboot)) s; the seed pod: 
 check "a new client after the reboot: intact, SMCR" new_exchange client-after-reboot
 n=$(loop_ok)
 check "the looper goes on after the reboot, nothing lost ($(loop_counts))" wait_for 180 loop_moves_past "$n"
-must "the agent rolled across both VM nodes (kubectl rollout restart)" bash -c "
+agent_rolled() {
   kubectl -n erdma-system rollout restart daemonset/erdma-agent >/dev/null &&
-  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s"
+    kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s
+}
+must "the agent rolled across both VM nodes (kubectl rollout restart)" agent_rolled
 check "a new client after the agent's roll: intact, SMCR" new_exchange client-after-roll
 
 # ---------------------------------------------------------------------------------------------
@@ -586,8 +653,7 @@ read -r seed_ip seed_node < <(kubectl -n "$NS" get pod -l app=app-with-erdma \
 seed_pod=$(kubectl -n "$NS" get pod -l app=app-with-erdma --field-selector "spec.nodeName=$seed_node,status.phase=Running" -o jsonpath='{.items[0].metadata.name}')
 sed -e "s/name: client$/name: bench/" -e "s/hostname: .*}/hostname: $seed_node}/" -e 's/restartPolicy: Never/terminationGracePeriodSeconds: 1/' \
   -e 's/command: .*/command: [sleep, "100000"]/' "$work/client.yaml" >"$work/bench.yaml"
-must "a bench pod (annotated) beside the seed pod on $seed_node" bash -c "kubectl apply -f '$work/bench.yaml' >/dev/null &&
-  kubectl -n $NS wait --for=condition=Ready pod/bench --timeout=110s"
+must "a bench pod (annotated) beside the seed pod on $seed_node" applied_and_ready "$work/bench.yaml" bench 110s
 # measure PRELOAD: 16 MiB from the bench pod to the seed pod, "MODE MIB_PER_S" (MODE "-" when no
 # SMC socket); PRELOAD no runs it without LD_PRELOAD (plain TCP). Only sockets that were not there
 # before the run count (earlier runs' sockets wait for the server to close its end).
@@ -645,10 +711,12 @@ check "the looper goes on after the agent's second roll, nothing lost ($(loop_co
 phase "drain under a PodDisruptionBudget, while the looper runs"
 drain_node=$VM1
 [ "$looper_node" != "$VM1" ] || drain_node=$VM2
-must "the seed Deployment scaled to 2 replicas with a PodDisruptionBudget (minAvailable: 1)" bash -c "
-  kubectl -n $NS create poddisruptionbudget app-with-erdma --selector=app=app-with-erdma --min-available=1 >/dev/null &&
-  kubectl -n $NS scale deployment/app-with-erdma --replicas=2 >/dev/null &&
-  kubectl -n $NS rollout status deployment/app-with-erdma --timeout=110s"
+seed_scaled_under_pdb() {
+  kubectl -n "$NS" create poddisruptionbudget app-with-erdma --selector=app=app-with-erdma --min-available=1 >/dev/null &&
+    kubectl -n "$NS" scale deployment/app-with-erdma --replicas=2 >/dev/null &&
+    kubectl -n "$NS" rollout status deployment/app-with-erdma --timeout=110s
+}
+must "the seed Deployment scaled to 2 replicas with a PodDisruptionBudget (minAvailable: 1)" seed_scaled_under_pdb
 n=$(loop_ok)
 must "kubectl drain $drain_node (the PDB honoured, DaemonSets stay, finished client pods deleted)" \
   bounded 300 "kubectl drain" kubectl drain "$drain_node" --ignore-daemonsets --force --timeout=280s
@@ -660,8 +728,8 @@ check "the looper goes on after the drain, nothing lost ($(loop_counts))" wait_f
 must "kubectl uncordon $drain_node" kubectl uncordon "$drain_node"
 final=$(loop_counts)
 echo "looper through every fault: $final"
-check "the looper lost no exchange: every one arrived intact, some after a retry ($final)" bash -c "
-  case '$final' in *' lost=0 '*) ;; *) exit 1 ;; esac"
+none_lost() { case $1 in *' lost=0 '*) ;; *) return 1 ;; esac; }  # COUNTS: a loop_counts line
+check "the looper lost no exchange: every one arrived intact, some after a retry ($final)" none_lost "$final"
 kubectl -n "$NS" delete pod looper --wait=false >/dev/null
 
 # ---------------------------------------------------------------------------------------------
@@ -681,15 +749,24 @@ spec:
     resources:
       limits: {aliyun/erdma: 1}
 EOT
-must "a pod asking for aliyun/erdma: 1 on $VM1 is Ready" bash -c "kubectl apply -f '$work/rdma-pod.yaml' >/dev/null &&
-  kubectl -n $NS wait --for=condition=Ready pod/rdma-user --timeout=110s"
-check "it has exactly rdma_cm and the card's uverbs0 (Allocate, through the real kubelet)" bash -c "
-  [ \"\$(kubectl -n $NS exec rdma-user -- ls /dev/infiniband | tee /dev/stderr | tr '\n' ' ')\" = 'rdma_cm uverbs0 ' ]"
-check "ibv_devinfo in it shows the node's card rxe0 with its port PORT_ACTIVE" bash -c "
-  kubectl -n $NS exec rdma-user -- ibv_devinfo -d rxe0 | tee /dev/stderr | grep -q 'state:.*PORT_ACTIVE'"
-check "NCCL_IB_HCA names the card" bash -c "kubectl -n $NS exec rdma-user -- env | tee /dev/stderr | grep -qx 'NCCL_IB_HCA==rxe0'"
-check "the pod is not privileged" bash -c "
-  [ -z \"\$(kubectl -n $NS get pod rdma-user -o jsonpath='{.spec.containers[0].securityContext.privileged}')\" ]"
+must "a pod asking for aliyun/erdma: 1 on $VM1 is Ready" applied_and_ready "$work/rdma-pod.yaml" rdma-user 110s
+# infiniband_is POD WANT: the pod's /dev/infiniband lists exactly WANT ("NAME NAME ...", a space after each).
+infiniband_is() { [ "$(kubectl -n "$NS" exec "$1" -- ls /dev/infiniband | tee /dev/stderr | tr '\n' ' ')" = "$2" ]; }
+check "it has exactly rdma_cm and the card's uverbs0 (Allocate, through the real kubelet)" infiniband_is rdma-user 'rdma_cm uverbs0 '
+port_active_in() {  # POD: ibv_devinfo in the pod shows rxe0's port PORT_ACTIVE
+  local -
+  set +o pipefail
+  kubectl -n "$NS" exec "$1" -- ibv_devinfo -d rxe0 | tee /dev/stderr | grep -q 'state:.*PORT_ACTIVE'
+}
+check "ibv_devinfo in it shows the node's card rxe0 with its port PORT_ACTIVE" port_active_in rdma-user
+hca_is_rxe0_in() {  # POD: the pod's environment has NCCL_IB_HCA==rxe0
+  local -
+  set +o pipefail
+  kubectl -n "$NS" exec "$1" -- env | tee /dev/stderr | grep -qx 'NCCL_IB_HCA==rxe0'
+}
+check "NCCL_IB_HCA names the card" hca_is_rxe0_in rdma-user
+not_privileged() { [ -z "$(kubectl -n "$NS" get pod "$1" -o jsonpath='{.spec.containers[0].securityContext.privileged}')" ]; }
+check "the pod is not privileged" not_privileged rdma-user
 
 # The guide's nccltest shape: a StatefulSet on the node's network, privileged, with a GPU and an
 # eRDMA device per pod, one pod per node. The VM nodes have no GPU: the test advertises one as an
@@ -724,14 +801,25 @@ spec:
         resources:
           limits: {aliyun/erdma: 1, nvidia.com/gpu: 1}
 EOT
-must "the nccltest StatefulSet's two pods run, one on each VM node" bash -c "kubectl apply -f '$work/nccltest.yaml' >/dev/null &&
-  kubectl -n $NS rollout status statefulset/nccltest --timeout=110s >/dev/null &&
-  kubectl -n $NS get pod -l app=nccltest -o jsonpath='{range .items[*]}{.spec.nodeName}{\"\\n\"}{end}' | sort | tee /dev/stderr |
-    tr '\n' ' ' | grep -qx '$VM1 $VM2 '"
+nccltest_one_per_node() {  # the StatefulSet applied and rolled out, its pods on VM1 and VM2
+  local -
+  set +o pipefail
+  kubectl apply -f "$work/nccltest.yaml" >/dev/null &&
+    kubectl -n "$NS" rollout status statefulset/nccltest --timeout=110s >/dev/null &&
+    kubectl -n "$NS" get pod -l app=nccltest -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tee /dev/stderr |
+    tr '\n' ' ' | grep -qx "$VM1 $VM2 "
+}
+must "the nccltest StatefulSet's two pods run, one on each VM node" nccltest_one_per_node
+# rxe0_active_hca_named POD SCRIPT: SCRIPT, run by sh in the pod, prints rxe0's port state and
+# NCCL_IB_HCA: PORT_ACTIVE, and NCCL_IB_HCA names rxe0.
+rxe0_active_hca_named() {
+  local -
+  set +o pipefail
+  kubectl -n "$NS" exec "$1" -- sh -c "$2" | tee /dev/stderr | tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'
+}
 for i in 0 1; do
-  check "nccltest-$i: ibv_devinfo shows rxe0 PORT_ACTIVE and NCCL_IB_HCA names it" bash -c "
-    kubectl -n $NS exec nccltest-$i -- sh -c 'ibv_devinfo -d rxe0 | grep state; env | grep ^NCCL_IB_HCA' | tee /dev/stderr |
-      tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'"
+  check "nccltest-$i: ibv_devinfo shows rxe0 PORT_ACTIVE and NCCL_IB_HCA names it" \
+    rxe0_active_hca_named "nccltest-$i" 'ibv_devinfo -d rxe0 | grep state; env | grep ^NCCL_IB_HCA'
 done
 
 # ---------------------------------------------------------------------------------------------
@@ -748,9 +836,10 @@ site_dra() {
       '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' >"$work/site-dra/kustomization.yaml"
 }
 must "a site overlay over manifests/dra (the rxe driver's cards)" site_dra
-must "kubectl apply -k (manifests/dra through the site overlay); the agent rolls" bash -c "
-  $(declare -f kubectl bounded); kubectl apply -k '$work/site-dra' >/dev/null &&
-  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s"
+dra_site_applied() {
+  kubectl apply -k "$work/site-dra" >/dev/null && kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=110s
+}
+must "kubectl apply -k (manifests/dra through the site overlay); the agent rolls" dra_site_applied
 slice_card() {  # NODE: device name, card and RDMA netns mode of the node's ResourceSlices of the driver
   kubectl get resourceslices -o jsonpath="{range .items[?(@.spec.nodeName=='$1')]}{range .spec.devices[*]}{.name} {.attributes.ibDevice.string} {.attributes.rdmaNetnsMode.string}{'\n'}{end}{end}"
 }
@@ -788,17 +877,18 @@ spec:
     resources:
       claims: [{name: erdma}]
 EOT
-  must "a pod with a ResourceClaimTemplate on $node runs (allocated by the scheduler, prepared by the agent)" bash -c "
-    $(declare -f kubectl bounded); kubectl apply -f '$work/dra-pod-$i.yaml' >/dev/null &&
-    kubectl -n $NS wait --for=condition=Ready pod/dra-user-$i --timeout=180s"
-  check "dra-user-$i has exactly rdma_cm and the card's uverbs0 (the agent's CDI spec, through containerd 2.x)" bash -c "
-    [ \"\$(kubectl -n $NS exec dra-user-$i -- ls /dev/infiniband | tee /dev/stderr | tr '\n' ' ')\" = 'rdma_cm uverbs0 ' ]"
-  check "dra-user-$i: ibv_devinfo shows rxe0 PORT_ACTIVE, NCCL_IB_HCA names it" bash -c "
-    kubectl -n $NS exec dra-user-$i -- sh -c 'ibv_devinfo -d rxe0 | grep state; echo NCCL_IB_HCA=\$NCCL_IB_HCA' | tee /dev/stderr |
-      tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'"
+  must "a pod with a ResourceClaimTemplate on $node runs (allocated by the scheduler, prepared by the agent)" \
+    applied_and_ready "$work/dra-pod-$i.yaml" "dra-user-$i" 180s
+  check "dra-user-$i has exactly rdma_cm and the card's uverbs0 (the agent's CDI spec, through containerd 2.x)" \
+    infiniband_is "dra-user-$i" 'rdma_cm uverbs0 '
+  # shellcheck disable=SC2016  # $NCCL_IB_HCA is the pod's, expanded by its sh
+  check "dra-user-$i: ibv_devinfo shows rxe0 PORT_ACTIVE, NCCL_IB_HCA names it" \
+    rxe0_active_hca_named "dra-user-$i" 'ibv_devinfo -d rxe0 | grep state; echo NCCL_IB_HCA=$NCCL_IB_HCA'
 done
-check "the two claims are allocated rxe0, one on each node" bash -c "
-  [ \"\$(kubectl -n $NS get resourceclaims -o jsonpath='{.items[*].status.allocation.devices.results[0].device}' | tee /dev/stderr)\" = 'rxe0 rxe0' ]"
+claims_got_rxe0() {  # both claims of $NS were allocated rxe0
+  [ "$(kubectl -n "$NS" get resourceclaims -o jsonpath='{.items[*].status.allocation.devices.results[0].device}' | tee /dev/stderr)" = 'rxe0 rxe0' ]
+}
+check "the two claims are allocated rxe0, one on each node" claims_got_rxe0
 
 # ---------------------------------------------------------------------------------------------
 phase "SMC-R claims on the pod network: the CDI hook sets up each pod's netns"
@@ -846,9 +936,8 @@ spec:
 EOT
 }
 claim_pod claim-server "$VM1" tcp-bulk serve --port 8080 --hold 120 --timeout 300 >"$work/claim-server.yaml"
-must "a server pod with an SMC-R claim on $VM1 runs (no annotation, the pod network)" bash -c "
-  $(declare -f kubectl bounded); kubectl apply -f '$work/claim-server.yaml' >/dev/null &&
-  kubectl -n $NS wait --for=condition=Ready pod/claim-server --timeout=180s"
+must "a server pod with an SMC-R claim on $VM1 runs (no annotation, the pod network)" \
+  applied_and_ready "$work/claim-server.yaml" claim-server 180s
 claim_ip=$(kubectl -n "$NS" get pod claim-server -o jsonpath='{.status.podIP}')
 claim_pod claim-client "$VM2" tcp-bulk send --to "$claim_ip:8080" --bytes 16M --hold 120 --timeout 300 >"$work/claim-client.yaml"
 must "a client pod with an SMC-R claim on $VM2 starts" kubectl apply -f "$work/claim-client.yaml"
@@ -857,22 +946,41 @@ must "the claim client's 16 MiB arrive intact" wait_for 240 claim_sent
 kubectl -n "$NS" logs claim-client
 claim_uid=$(kubectl -n "$NS" get resourceclaim -o jsonpath='{range .items[*]}{.metadata.uid} {.status.reservedFor[0].name}{"\n"}{end}' |
   awk '$2 == "claim-server" {print $1}')
-check "the server's claim spec names the hook: createRuntime, erdma-cdi-hook, its claim (CDI spec on $VM1)" bash -c "
-  '$CLUSTER' exec --node $VM1 'cat /var/run/cdi/erdma.aliyun.com-claim_$claim_uid.json' | tee /dev/stderr |
-    /usr/bin/python3 -c 'import json, sys; h = json.load(sys.stdin)[\"containerEdits\"][\"hooks\"]; sys.exit(not (len(h) == 1 and
-      h[0][\"hookName\"] == \"createRuntime\" and h[0][\"path\"] == \"/var/lib/erdma-controller/dra/erdma-cdi-hook\" and
-      h[0][\"args\"][1:4] == [\"smcr\", \"--claim\", \"$claim_uid\"]))'"
+# cdi_spec_names_hook NODE CLAIM_UID: the claim's CDI spec on the node has one hook, at
+# createRuntime: erdma-cdi-hook for mode smcr and that claim.
+cdi_spec_names_hook() {
+  local -
+  set +o pipefail
+  "$CLUSTER" exec --node "$1" "cat /var/run/cdi/erdma.aliyun.com-claim_$2.json" | tee /dev/stderr |
+    /usr/bin/python3 -c 'import json, sys; h = json.load(sys.stdin)["containerEdits"]["hooks"]; sys.exit(not (len(h) == 1 and
+      h[0]["hookName"] == "createRuntime" and h[0]["path"] == "/var/lib/erdma-controller/dra/erdma-cdi-hook" and
+      h[0]["args"][1:4] == ["smcr", "--claim", sys.argv[1]]))' "$2"
+}
+check "the server's claim spec names the hook: createRuntime, erdma-cdi-hook, its claim (CDI spec on $VM1)" \
+  cdi_spec_names_hook "$VM1" "$claim_uid"
+# hook_set_up_netns NODE POD: the node's agent logged the pod's netns configured on the CDI hook's
+# request (its whole log is kept in $work/agent-NODE.log).
+hook_set_up_netns() {
+  local -
+  set +o pipefail
+  kubectl -n erdma-system logs "$(agent_on "$1")" | tee "$work/agent-$1.log" |
+    grep -F "\"trigger\":\"CDI hook\",\"result\":\"configured\",\"pod\":\"$NS/$2\"" >&2
+}
 for p in claim-server:"$VM1" claim-client:"$VM2"; do
   pod=${p%%:*} node=${p#*:}
-  check "the agent on $node set up $pod's netns when the hook asked (trigger CDI hook, configured)" bash -c "
-    $(declare -f kubectl bounded agent_on); kubectl -n erdma-system logs \$(agent_on $node) | tee '$work/agent-$node.log' |
-      grep -F '\"trigger\":\"CDI hook\",\"result\":\"configured\",\"pod\":\"$NS/$pod\"' >&2"
-  check "smcss inside $pod shows SMCR (LD_PRELOAD from the claim's CDI spec)" bash -c "
-    $(declare -f smcss_mode kubectl bounded); NS=$NS; [ \"\$(smcss_mode $pod)\" = SMCR ]"
+  check "the agent on $node set up $pod's netns when the hook asked (trigger CDI hook, configured)" hook_set_up_netns "$node" "$pod"
+  check "smcss inside $pod shows SMCR (LD_PRELOAD from the claim's CDI spec)" smcss_shows "$pod" SMCR
 done
-check "smc-status --pod on $VM1 agrees: SMCR on the claim server's own RDMA device, predicted expected (pod-rdma-device)" bash -c "
-  kubectl -n erdma-system exec $(agent_on "$VM1") -- erdma-agent smc-status --pod $NS/claim-server | tee /dev/stderr |
-    awk '\$3 ~ /:8080\$/ && \$2 == \"SMCR\" && \$5 ~ /^rxe_/ {f++} /^prediction: expected \(pod-rdma-device\): / {p++} END {exit !(f && p)}'"
+# smc_status_smcr_predicted NODE POD: smc-status --pod in the node's agent shows the port-8080
+# connection as SMCR on the pod's own RDMA device, and the prediction expected (pod-rdma-device).
+smc_status_smcr_predicted() {
+  local -
+  set +o pipefail
+  kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" | tee /dev/stderr |
+    awk '$3 ~ /:8080$/ && $2 == "SMCR" && $5 ~ /^rxe_/ {f++} /^prediction: expected \(pod-rdma-device\): / {p++} END {exit !(f && p)}'
+}
+check "smc-status --pod on $VM1 agrees: SMCR on the claim server's own RDMA device, predicted expected (pod-rdma-device)" \
+  smc_status_smcr_predicted "$VM1" claim-server
 hook_counts() {  # NODE: "ok error" from erdma_agent_dra_hook_requests_total of the node's agent
   "$CLUSTER" exec --node "$1" "curl -sf http://127.0.0.1:9467/metrics" |
     awk '/^erdma_agent_dra_hook_requests_total\{result="ok"\}/ {ok = $2} /^erdma_agent_dra_hook_requests_total\{result="error"\}/ {e = $2}
