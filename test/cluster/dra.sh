@@ -139,8 +139,16 @@ phase "cluster with containerd 2.x (CDI)"
 t0=$SECONDS
 ERDMA_CONTAINERD=cdi cluster_up || { echo "dra: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
 echo "cluster up in $((SECONDS - t0)) s; $(kubectl version 2>/dev/null | tr '\n' ' ')"
-must "the node runs containerd 2.x" sh -c \
-  "kubectl get node $NODE -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' | grep -E '^containerd://v?2\\.'"
+# The checks below are functions; check runs them in a subshell of this shell, so they see its
+# functions and variables. Those whose verdict is a pipeline turn pipefail off for themselves
+# (`local -`): the pipeline's status is its last command's. With pipefail, a `grep -q` or `grep -m1`
+# that stops reading early would fail the check through the SIGPIPE of the command before it.
+runs_containerd_2() {  # NODE
+  local -
+  set +o pipefail
+  kubectl get node "$1" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' | grep -E '^containerd://v?2\.'
+}
+must "the node runs containerd 2.x" runs_containerd_2 "$NODE"
 
 phase "images and the install"
 must "images built from the build tree and imported into the node's containerd" product_images
@@ -149,23 +157,35 @@ must "a second card's device node on the node (uverbs1)" on_node \
 kubectl label node "$NODE" aliyun.accelerator/erdma=true >/dev/null
 must "a site overlay over manifests/dra (two static cards, aliyun/erdma served by DRA)" site_overlay
 must "kubectl apply -k (manifests/dra through the site overlay)" kubectl apply -k "$work/site"
-must "erdma-certs generate and apply" sh -c "'$SRC/certs/erdma-certs' generate --dir '$work/pki' >/dev/null &&
-  '$SRC/certs/erdma-certs' apply --dir '$work/pki' >/dev/null"
+certs_generated_and_applied() {
+  "$SRC/certs/erdma-certs" generate --dir "$work/pki" >/dev/null && "$SRC/certs/erdma-certs" apply --dir "$work/pki" >/dev/null
+}
+must "erdma-certs generate and apply" certs_generated_and_applied
 must "the webhook Deployment rolls out" kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
 must "the agent DaemonSet rolls out" agent_rolled_out
 
 phase "registration and ResourceSlices"
 must "the kubelet connected to the DRA driver it found in its plugin registry" wait_for 60 \
   grep -m1 -E "Connection changed.*driverName=\"$DRIVER\".*connected=true" "$STATE/logs/kubelet.log"
-must "and told the agent so (NotifyRegistrationStatus)" wait_for 30 sh -c \
-  "kubectl -n erdma-system logs ds/erdma-agent | grep -m1 'DRA driver registered with the kubelet'"
+agent_logged_registered() {
+  local -
+  set +o pipefail
+  kubectl -n erdma-system logs ds/erdma-agent | grep -m1 'DRA driver registered with the kubelet'
+}
+must "and told the agent so (NotifyRegistrationStatus)" wait_for 30 agent_logged_registered
 must "one ResourceSlice for the node with both cards" wait_for 60 devices_are "erdma-0 erdma-1"
 check "the slice's devices carry the attributes a claim selects on" attributes_published
-check "the slice is owned by the Node (garbage-collected with it)" sh -c \
-  "kubectl get resourceslices -o jsonpath='{.items[*].metadata.ownerReferences[0].kind}' | grep -qw Node"
-check "the device plugin does not offer aliyun/erdma here (extendedResource: true)" sh -c \
-  "[ -z \"\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}')\" ] ||
-   [ \"\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}')\" = 0 ]"
+slices_owned_by_node() {
+  local -
+  set +o pipefail
+  kubectl get resourceslices -o jsonpath='{.items[*].metadata.ownerReferences[0].kind}' | grep -qw Node
+}
+check "the slice is owned by the Node (garbage-collected with it)" slices_owned_by_node
+no_device_plugin_erdma() {  # NODE: no aliyun/erdma allocatable on the node, or 0
+  [ -z "$(kubectl get node "$1" -o jsonpath='{.status.allocatable.aliyun/erdma}')" ] ||
+    [ "$(kubectl get node "$1" -o jsonpath='{.status.allocatable.aliyun/erdma}')" = 0 ]
+}
+check "the device plugin does not offer aliyun/erdma here (extendedResource: true)" no_device_plugin_erdma "$NODE"
 
 # ---------------------------------------------------------------------------------------------
 # The agent's credentials: RBAC without pods get, resourceslices get or events patch, and the
@@ -203,36 +223,64 @@ refused_with() {
 }
 agent_pod=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].metadata.name}')
 agent_uid=$(kubectl -n erdma-system get pod "$agent_pod" -o jsonpath='{.metadata.uid}')
-must "tokens for the agent's service account: bound to its pod $agent_pod, and bound to nothing" sh -c "
-  t=\$(kubectl -n erdma-system create token erdma-agent --duration 10m --bound-object-kind Pod \
-    --bound-object-name $agent_pod --bound-object-uid $agent_uid) && [ -n \"\$t\" ] && echo \"\$t\" >'$work/bound.token' &&
-  t=\$(kubectl -n erdma-system create token erdma-agent --duration 10m) && [ -n \"\$t\" ] && echo \"\$t\" >'$work/unbound.token'"
+# agent_tokens POD UID: $work/bound.token, bound to the pod, and $work/unbound.token, bound to nothing.
+agent_tokens() {
+  local t
+  t=$(kubectl -n erdma-system create token erdma-agent --duration 10m --bound-object-kind Pod \
+    --bound-object-name "$1" --bound-object-uid "$2") && [ -n "$t" ] && echo "$t" >"$work/bound.token" &&
+    t=$(kubectl -n erdma-system create token erdma-agent --duration 10m) && [ -n "$t" ] && echo "$t" >"$work/unbound.token"
+}
+must "tokens for the agent's service account: bound to its pod $agent_pod, and bound to nothing" \
+  agent_tokens "$agent_pod" "$agent_uid"
 agent_kubeconfig bound "$(cat "$work/bound.token")"
 agent_kubeconfig unbound "$(cat "$work/unbound.token")"
-check "the pod-bound token carries the pod's node ($NODE) in its user info" sh -c "
-  kubectl --kubeconfig '$work/bound.kubeconfig' auth whoami -o json | tee /dev/stderr |
-    grep -A2 '\"authentication.kubernetes.io/node-name\"' | grep -q '\"$NODE\"'"
+whoami_names_node() {  # NAME NODE: `kubectl auth whoami` as NAME ($work/NAME.kubeconfig) names NODE as its node
+  local -
+  set +o pipefail
+  as_agent "$1" auth whoami -o json | tee /dev/stderr |
+    grep -A2 '"authentication.kubernetes.io/node-name"' | grep -q "\"$2\""
+}
+check "the pod-bound token carries the pod's node ($NODE) in its user info" whoami_names_node bound "$NODE"
 check "as the agent of $NODE: a slice of another node is refused, with the policy's message" \
   refused_with bound "may write only that node's ResourceSlices" create -f - < <(probe_slice probe-other other-node)
-check "as the agent of $NODE: a slice of its own node is created and deleted" sh -c "
-  $(declare -f probe_slice); probe_slice probe-own $NODE | kubectl --kubeconfig '$work/bound.kubeconfig' create -f - &&
-  kubectl --kubeconfig '$work/bound.kubeconfig' delete resourceslice probe-own"
+own_slice_created_and_deleted() {  # NAME NODE: as NAME, a slice of NODE created, then deleted
+  local -
+  set +o pipefail
+  probe_slice probe-own "$2" | as_agent "$1" create -f - && as_agent "$1" delete resourceslice probe-own
+}
+check "as the agent of $NODE: a slice of its own node is created and deleted" own_slice_created_and_deleted bound "$NODE"
 check "with a token bound to no pod: refused, the message says why" \
   refused_with unbound "this one names no node" create -f - < <(probe_slice probe-unbound "$NODE")
-must "as the admin, a slice of another node (the policy binds only the agent)" sh -c "
-  $(declare -f probe_slice); probe_slice probe-admin other-node | kubectl create -f - >/dev/null"
+admin_created_slice() {  # NAME NODE: as the admin, the probe slice NAME of NODE created
+  local -
+  set +o pipefail
+  probe_slice "$1" "$2" | kubectl create -f - >/dev/null
+}
+must "as the admin, a slice of another node (the policy binds only the agent)" admin_created_slice probe-admin other-node
 # (An update is a PUT: the agent's RBAC has update, not patch.)
-check "as the agent of $NODE: that node's slice cannot be updated or deleted" bash -c "
-  $(declare -f as_agent refused_with); work='$work'
-  kubectl get resourceslice probe-admin -o json >'$work/probe-admin.json' &&
-  refused_with bound \"may write only\" replace -f '$work/probe-admin.json' &&
-  refused_with bound \"may write only\" delete resourceslice probe-admin"
+update_and_delete_refused() {  # NAME SLICE: as NAME, the slice can be neither replaced nor deleted
+  kubectl get resourceslice "$2" -o json >"$work/$2.json" &&
+    refused_with "$1" "may write only" replace -f "$work/$2.json" &&
+    refused_with "$1" "may write only" delete resourceslice "$2"
+}
+check "as the agent of $NODE: that node's slice cannot be updated or deleted" update_and_delete_refused bound probe-admin
 kubectl delete resourceslice probe-admin >/dev/null 2>&1
-check "RBAC: the agent reads no pods and no single slice, and patches no Events; it lists and watches slices" sh -c "
-  for v in 'get pods' 'get resourceslices.resource.k8s.io' 'patch events'; do
-    a=\$(kubectl auth can-i \$v --as=$AGENT_SA -A 2>/dev/null); echo \"\$v: \$a\"; [ \"\$a\" = no ] || exit 1; done
-  for v in 'list resourceslices.resource.k8s.io' 'watch resourceslices.resource.k8s.io' 'create events'; do
-    a=\$(kubectl auth can-i \$v --as=$AGENT_SA -A 2>/dev/null); echo \"\$v: \$a\"; [ \"\$a\" = yes ] || exit 1; done"
+# agent_can_i ANSWER "VERB RESOURCE"...: `kubectl auth can-i` as the agent answers ANSWER to each.
+agent_can_i() {
+  local want=$1 v a
+  shift
+  for v in "$@"; do
+    # shellcheck disable=SC2086  # $v is two words, the verb and the resource
+    a=$(kubectl auth can-i $v --as="$AGENT_SA" -A 2>/dev/null)
+    echo "$v: $a"
+    [ "$a" = "$want" ] || return 1
+  done
+}
+agent_rbac() {
+  agent_can_i no 'get pods' 'get resourceslices.resource.k8s.io' 'patch events' &&
+    agent_can_i yes 'list resourceslices.resource.k8s.io' 'watch resourceslices.resource.k8s.io' 'create events'
+}
+check "RBAC: the agent reads no pods and no single slice, and patches no Events; it lists and watches slices" agent_rbac
 
 # ---------------------------------------------------------------------------------------------
 phase "a claim for every card"
@@ -270,17 +318,34 @@ must "it reaches Running (claim allocated by the scheduler, prepared by the agen
 echo "     Ready $((SECONDS - t1)) s after creation"
 nccl_claim=$(claim_of nccl)
 nccl_uid=$(claim_uid "$nccl_claim")
-check "the claim is allocated both cards of the node" sh -c \
-  "kubectl -n $NS get resourceclaim $nccl_claim -o jsonpath='{range .status.allocation.devices.results[*]}{.device} {end}' |
-   tee /dev/stderr | grep -qx 'erdma-0 erdma-1 '"
-check "the container has exactly the two cards' uverbs and rdma_cm" sh -c \
-  "kubectl -n $NS exec nccl -- sh -c 'ls /dev/infiniband | sort | tr \"\\n\" \" \"' | tee /dev/stderr | grep -qx 'rdma_cm uverbs0 uverbs1 '"
-check "NCCL_IB_HCA names exactly the claim's cards (from the agent's CDI spec)" sh -c \
-  "kubectl -n $NS exec nccl -- sh -c 'echo \$NCCL_IB_HCA' | tee /dev/stderr | grep -qx '=erdma_0,erdma_1'"
+claim_devices_are() {  # CLAIM WANT: the claim's allocated devices are WANT ("NAME NAME ...", a space after each)
+  local -
+  set +o pipefail
+  kubectl -n "$NS" get resourceclaim "$1" -o jsonpath='{range .status.allocation.devices.results[*]}{.device} {end}' |
+    tee /dev/stderr | grep -qx "$2"
+}
+check "the claim is allocated both cards of the node" claim_devices_are "$nccl_claim" 'erdma-0 erdma-1 '
+# in_pod_matches POD SCRIPT ERE: SCRIPT, run by sh in the pod, prints a line that ERE matches whole.
+in_pod_matches() {
+  local -
+  set +o pipefail
+  in_pod "$1" "$2" | tee /dev/stderr | grep -Eqx "$3"
+}
+check "the container has exactly the two cards' uverbs and rdma_cm" \
+  in_pod_matches nccl 'ls /dev/infiniband | sort | tr "\n" " "' 'rdma_cm uverbs0 uverbs1 '
+# shellcheck disable=SC2016  # $NCCL_IB_HCA is the pod's, expanded by its sh
+check "NCCL_IB_HCA names exactly the claim's cards (from the agent's CDI spec)" \
+  in_pod_matches nccl 'echo $NCCL_IB_HCA' '=erdma_0,erdma_1'
 check "the agent's CDI spec for the claim is in the node's /var/run/cdi" spec_file_for "$nccl_uid"
 check "the agent's checkpoint records the claim" prepared "$nccl_uid"
-check "kubectl describe pod says which model served it and which cards (a Normal Event)" wait_for 30 sh -c \
-  "kubectl -n $NS describe pod nccl | grep -E 'Normal +ErdmaClaimPrepared .*erdma-agent.*prepared by the DRA driver $DRIVER: rdma, cards erdma_0,erdma_1'"
+# describe_says POD ERE: kubectl describe pod shows a line matching ERE (an Event).
+describe_says() {
+  local -
+  set +o pipefail
+  kubectl -n "$NS" describe pod "$1" | grep -E "$2"
+}
+check "kubectl describe pod says which model served it and which cards (a Normal Event)" wait_for 30 \
+  describe_says nccl "Normal +ErdmaClaimPrepared .*erdma-agent.*prepared by the DRA driver $DRIVER: rdma, cards erdma_0,erdma_1"
 # network_data CLAIM: each device's interface and first IP in the claim's status, as the agent wrote
 # them after preparing it; the agent's word on a write that failed otherwise.
 network_data() {
@@ -329,12 +394,15 @@ check "a pod with aliyun/erdma: 1 and no claim is created" kubectl apply -f "$wo
 check "it reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/legacy --timeout=180s
 legacy_claim=$(claim_of legacy)
 legacy_uid=$(claim_uid "$legacy_claim" 2>/dev/null)
-check "the scheduler made it a claim on this driver (extendedResourceClaimStatus)" sh -c \
-  "[ -n '$legacy_claim' ] && kubectl -n $NS get resourceclaim '$legacy_claim' -o jsonpath='{.status.allocation.devices.results[*].driver}' |
-   tee /dev/stderr | grep -qx $DRIVER"
-check "the container has one card's uverbs and rdma_cm" sh -c \
-  "kubectl -n $NS exec legacy -- sh -c 'ls /dev/infiniband | sort | tr \"\\n\" \" \"' | tee /dev/stderr |
-   grep -Eqx 'rdma_cm uverbs[01] '"
+claim_on_driver() {  # CLAIM: a claim, allocated on this driver
+  local -
+  set +o pipefail
+  [ -n "$1" ] && kubectl -n "$NS" get resourceclaim "$1" -o jsonpath='{.status.allocation.devices.results[*].driver}' |
+    tee /dev/stderr | grep -qx "$DRIVER"
+}
+check "the scheduler made it a claim on this driver (extendedResourceClaimStatus)" claim_on_driver "$legacy_claim"
+check "the container has one card's uverbs and rdma_cm" \
+  in_pod_matches legacy 'ls /dev/infiniband | sort | tr "\n" " "' 'rdma_cm uverbs[01] '
 
 # ---------------------------------------------------------------------------------------------
 phase "an Event a user sees"
@@ -353,21 +421,32 @@ spec:
   containers:
   - {name: c, image: $WORKLOAD, imagePullPolicy: Never, command: [sleep, "100000"]}
 EOF
-check "an SMC-R pod is created and runs (the failed setup never fails the container)" sh -c \
-  "kubectl apply -f '$work/smcr.yaml' >/dev/null && kubectl -n $NS wait --for=condition=Ready pod/smcr --timeout=120s"
-check "kubectl describe pod shows the agent's Warning with the reason" wait_for 60 sh -c \
-  "kubectl -n $NS describe pod smcr | grep -E 'Warning +SmcrSetupFailed .*erdma-agent.*SMC-R pod setup failed'"
+# applied_and_ready FILE POD TIMEOUT: FILE applied, then the pod POD of $NS is Ready within TIMEOUT.
+applied_and_ready() { kubectl apply -f "$1" >/dev/null && kubectl -n "$NS" wait --for=condition=Ready "pod/$2" --timeout="$3"; }
+check "an SMC-R pod is created and runs (the failed setup never fails the container)" \
+  applied_and_ready "$work/smcr.yaml" smcr 120s
+check "kubectl describe pod shows the agent's Warning with the reason" wait_for 60 \
+  describe_says smcr 'Warning +SmcrSetupFailed .*erdma-agent.*SMC-R pod setup failed'
 check "the SMC-R pod is deleted" kubectl -n "$NS" delete pod smcr --wait=true --timeout=60s
 
 # ---------------------------------------------------------------------------------------------
 phase "an agent restart keeps the prepared claims"
 old_pod=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].metadata.name}')
 check "the agent pod is deleted" kubectl -n erdma-system delete pod "$old_pod" --wait=true --timeout=60s
-check "a new agent pod is Ready" wait_for 120 sh -c \
-  "kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].status.containerStatuses[0].ready}' | grep -qx true"
+agent_pod_ready() {
+  local -
+  set +o pipefail
+  kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].status.containerStatuses[0].ready}' |
+    grep -qx true
+}
+check "a new agent pod is Ready" wait_for 120 agent_pod_ready
 check "the checkpoint still records both claims" both prepared "$nccl_uid" "${legacy_uid:-none}"
-check "the workload pods kept running" sh -c \
-  "kubectl -n $NS get pod nccl legacy -o jsonpath='{.items[*].status.phase}' | grep -qx 'Running Running'"
+both_running() {  # POD POD: both pods' phase is Running
+  local -
+  set +o pipefail
+  kubectl -n "$NS" get pod "$1" "$2" -o jsonpath='{.items[*].status.phase}' | grep -qx 'Running Running'
+}
+check "the workload pods kept running" both_running nccl legacy
 # checkpoint_read_logged: the new agent's start-up line counts the claims its checkpoint file holds.
 checkpoint_read_logged() {
   local want line
@@ -397,13 +476,17 @@ check "erdma_1 leaves the slice" wait_for 60 devices_are "erdma-0"
 site_config "[{name: erdma_0, uverbs: uverbs0, netdev: eth0, state: DOWN}, {name: erdma_1, uverbs: uverbs1, netdev: eth0}]" &&
   check "the site's config with erdma_0 down and erdma_1 back is applied" kubectl apply -k "$work/site"
 check "the agent rolls out with it" agent_rolled_out
-check "erdma_1 is back and erdma_0 is tainted NoSchedule" wait_for 60 sh -c \
-  "kubectl get resourceslices -o jsonpath='{range .items[*].spec.devices[*]}{.name}={.taints[0].effect} {end}' |
-   grep -qx 'erdma-0=NoSchedule erdma-1= '"
+taints_are() {  # WANT: each published device's first taint effect, "NAME=EFFECT NAME=EFFECT ..."
+  local -
+  set +o pipefail
+  kubectl get resourceslices -o jsonpath='{range .items[*].spec.devices[*]}{.name}={.taints[0].effect} {end}' |
+    grep -qx "$1"
+}
+check "erdma_1 is back and erdma_0 is tainted NoSchedule" wait_for 60 taints_are 'erdma-0=NoSchedule erdma-1= '
 check "the pod holding erdma_0 sees it Unhealthy in its status" wait_for 60 \
   health_is nccl "erdma_0=Unhealthy erdma_1=Healthy "
-check "and a Warning Event saying which card of which claim is unavailable" wait_for 60 sh -c \
-  "kubectl -n $NS describe pod nccl | grep -E 'Warning +ErdmaCardUnavailable .*erdma-agent.*eRDMA card erdma_0 \\(no port is ACTIVE\\) of claim'"
+check "and a Warning Event saying which card of which claim is unavailable" wait_for 60 \
+  describe_says nccl 'Warning +ErdmaCardUnavailable .*erdma-agent.*eRDMA card erdma_0 \(no port is ACTIVE\) of claim'
 
 # ---------------------------------------------------------------------------------------------
 phase "unprepare on pod deletion"
@@ -455,8 +538,12 @@ must "a namespace with a quota: no device of the RDMA class, four of the SMC-R c
 quota_ready() { [ -n "$(kubectl -n "$QNS" get resourcequota erdma -o jsonpath='{.status.hard}')" ]; }
 must "the quota is in force (its status is filled)" wait_for 60 quota_ready
 check "a claim of the RDMA class is refused there by the quota" refused_by_quota
-check "a claim of the SMC-R class is created there" sh -c \
-  "$(declare -f claim_yaml); QNS=$QNS; claim_yaml smcr smcr.$DRIVER | kubectl create -f - >/dev/null"
+claim_created() {  # NAME CLASS: a claim of CLASS created in $QNS
+  local -
+  set +o pipefail
+  claim_yaml "$1" "$2" | kubectl create -f - >/dev/null
+}
+check "a claim of the SMC-R class is created there" claim_created smcr "smcr.$DRIVER"
 check "... and counted in the quota's usage" wait_for 60 smcr_used
 # A site's own SMC-R class (config mode smcr, without the smcrCapable selector: this node's cards
 # are static), and a claim whose own config asks mode rdma of it: the agent refuses to prepare it,
@@ -504,12 +591,14 @@ spec:
 EOF
 must "a pod whose claim asks mode rdma of an SMC-R class is created" kubectl apply -f "$work/widen.yaml"
 check "the agent refuses to prepare it: kubectl describe pod says a claim cannot turn SMC-R into raw RDMA" \
-  wait_for 120 sh -c "kubectl -n $NS describe pod widen | grep -E 'Warning +FailedPrepareDynamicResources .*never SMC-R into raw RDMA'"
-check "its container never started" sh -c \
-  "[ -z \"\$(kubectl -n $NS get pod widen -o jsonpath='{.status.containerStatuses[0].state.running}')\" ]"
-check "the pod, the class and the quota's namespace are deleted" sh -c "
-  kubectl -n $NS delete pod widen --wait=true --timeout=60s >/dev/null &&
-  kubectl delete deviceclass site-smcr.$DRIVER >/dev/null && kubectl delete namespace $QNS --wait=true --timeout=90s >/dev/null"
+  wait_for 120 describe_says widen 'Warning +FailedPrepareDynamicResources .*never SMC-R into raw RDMA'
+never_started() { [ -z "$(kubectl -n "$NS" get pod "$1" -o jsonpath='{.status.containerStatuses[0].state.running}')" ]; }  # POD
+check "its container never started" never_started widen
+widen_and_quota_deleted() {
+  kubectl -n "$NS" delete pod widen --wait=true --timeout=60s >/dev/null &&
+    kubectl delete deviceclass "site-smcr.$DRIVER" >/dev/null && kubectl delete namespace "$QNS" --wait=true --timeout=90s >/dev/null
+}
+check "the pod, the class and the quota's namespace are deleted" widen_and_quota_deleted
 
 phase "down"
 trap - EXIT
