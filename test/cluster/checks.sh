@@ -20,12 +20,15 @@ skip_or_fail() {
   exit 0
 }
 
-# check NAME CMD...: runs CMD; PASS or FAIL with its output (the evidence either way).
+# check NAME CMD...: runs CMD; PASS or FAIL with its output (the evidence either way). CMD runs in
+# a subshell of this shell (it sees the caller's functions and variables) with pipefail off: a
+# pipeline's verdict is its last command's, so a `grep -q` or `grep -m1` that stops reading early
+# never fails a check through the SIGPIPE of a `tee` or a `kubectl logs` before it.
 check() {
   local name=$1
   shift
   local out rc=0
-  out=$("$@" 2>&1) || rc=$?
+  out=$(set +o pipefail; "$@" 2>&1) || rc=$?
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1))
     echo "PASS $name"

@@ -23,7 +23,6 @@ BUILD=$(cd "${1:-build}" 2>/dev/null && pwd) || { echo "dra: no build tree ${1:-
 CLUSTER=$SRC/scripts/cluster.sh
 STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 NS=team-dra
-PORT=${ERDMA_CLUSTER_PORT:-6443}  # the API server's, for the leftover check
 DRIVER=erdma.aliyun.com
 CHECKPOINT=/var/lib/kubelet/plugins/$DRIVER/checkpoint.json
 CHECKS_NAME=dra
@@ -31,39 +30,14 @@ CHECKS_NAME=dra
 . "$SRC/test/cluster/lib.sh"
 # shellcheck source=test/cluster/checks.sh
 . "$SRC/test/cluster/checks.sh"
-t_start=$SECONDS
-
-[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
-for tool in containerd runc openssl curl /usr/bin/python3 /usr/lib/cni/bridge go; do
-  # Go may be off PATH in /usr/local/go (test/cluster/go-build-lib.sh); that excuses no other tool.
-  command -v "$tool" >/dev/null 2>&1 || { [ "$tool" = go ] && [ -x /usr/local/go/bin/go ]; } ||
-    skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-if "$CLUSTER" status >/dev/null 2>&1; then
-  echo "dra: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
-  exit 1
-fi
-# shellcheck source=test/cluster/leftovers.sh
-. "$SRC/test/cluster/leftovers.sh"
-leftovers_before
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-dra.XXXXXX")
-passed=0 failed=0
-finish() {
-  local rc=$?
-  if [ -n "${KUBECONFIG:-}" ] && [ "$failed" -gt 0 ]; then
-    echo "---- on failure: pods, claims, slices, events and the agent's last log lines" >&2
-    kubectl get pods,resourceclaims -A -o wide >&2 2>/dev/null || true
-    kubectl get resourceslices -o yaml 2>/dev/null | tail -n 60 >&2 || true
-    kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 25 >&2 || true
-    kubectl -n erdma-system logs ds/erdma-agent --tail=40 >&2 2>/dev/null || true
-    grep -i 'dra\|plugin' "$STATE/logs/kubelet.log" 2>/dev/null | tail -n 20 >&2 || true
-  fi
-  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
-  rm -rf "$work"
-  exit $rc
+cluster_test_begin containerd runc openssl curl /usr/bin/python3 /usr/lib/cni/bridge go
+on_failure() {
+  kubectl get pods,resourceclaims -A -o wide
+  kubectl get resourceslices -o yaml | tail -n 60
+  kubectl get events -A --sort-by=.lastTimestamp | tail -n 25
+  kubectl -n erdma-system logs ds/erdma-agent --tail=40
+  grep -i 'dra\|plugin' "$STATE/logs/kubelet.log" | tail -n 20
 }
-trap finish EXIT
 
 # --- helpers over the API's JSON (Debian's /usr/bin/python3, standard library only) ------------
 # jq_py EXPR: reads JSON on stdin as `d` and prints EXPR's value (lists one item per line).
@@ -137,15 +111,11 @@ agent_rolled_out() { kubectl -n erdma-system rollout status daemonset/erdma-agen
 # ---------------------------------------------------------------------------------------------
 phase "cluster with containerd 2.x (CDI)"
 t0=$SECONDS
-ERDMA_CONTAINERD=cdi cluster_up || { echo "dra: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
+ERDMA_CONTAINERD=cdi cluster_up || { echo "dra: scripts/cluster.sh up failed" >&2; exit 1; }
 echo "cluster up in $((SECONDS - t0)) s; $(kubectl version 2>/dev/null | tr '\n' ' ')"
-# The checks below are functions; check runs them in a subshell of this shell, so they see its
-# functions and variables. Those whose verdict is a pipeline turn pipefail off for themselves
-# (`local -`): the pipeline's status is its last command's. With pipefail, a `grep -q` or `grep -m1`
-# that stops reading early would fail the check through the SIGPIPE of the command before it.
+# The checks below are functions run by check (test/cluster/checks.sh says how: in a subshell, with
+# pipefail off, so a pipeline's verdict is its last command's).
 runs_containerd_2() {  # NODE
-  local -
-  set +o pipefail
   kubectl get node "$1" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}' | grep -E '^containerd://v?2\.'
 }
 must "the node runs containerd 2.x" runs_containerd_2 "$NODE"
@@ -168,16 +138,12 @@ phase "registration and ResourceSlices"
 must "the kubelet connected to the DRA driver it found in its plugin registry" wait_for 60 \
   grep -m1 -E "Connection changed.*driverName=\"$DRIVER\".*connected=true" "$STATE/logs/kubelet.log"
 agent_logged_registered() {
-  local -
-  set +o pipefail
   kubectl -n erdma-system logs ds/erdma-agent | grep -m1 'DRA driver registered with the kubelet'
 }
 must "and told the agent so (NotifyRegistrationStatus)" wait_for 30 agent_logged_registered
 must "one ResourceSlice for the node with both cards" wait_for 60 devices_are "erdma-0 erdma-1"
 check "the slice's devices carry the attributes a claim selects on" attributes_published
 slices_owned_by_node() {
-  local -
-  set +o pipefail
   kubectl get resourceslices -o jsonpath='{.items[*].metadata.ownerReferences[0].kind}' | grep -qw Node
 }
 check "the slice is owned by the Node (garbage-collected with it)" slices_owned_by_node
@@ -235,8 +201,6 @@ must "tokens for the agent's service account: bound to its pod $agent_pod, and b
 agent_kubeconfig bound "$(cat "$work/bound.token")"
 agent_kubeconfig unbound "$(cat "$work/unbound.token")"
 whoami_names_node() {  # NAME NODE: `kubectl auth whoami` as NAME ($work/NAME.kubeconfig) names NODE as its node
-  local -
-  set +o pipefail
   as_agent "$1" auth whoami -o json | tee /dev/stderr |
     grep -A2 '"authentication.kubernetes.io/node-name"' | grep -q "\"$2\""
 }
@@ -244,16 +208,12 @@ check "the pod-bound token carries the pod's node ($NODE) in its user info" whoa
 check "as the agent of $NODE: a slice of another node is refused, with the policy's message" \
   refused_with bound "may write only that node's ResourceSlices" create -f - < <(probe_slice probe-other other-node)
 own_slice_created_and_deleted() {  # NAME NODE: as NAME, a slice of NODE created, then deleted
-  local -
-  set +o pipefail
   probe_slice probe-own "$2" | as_agent "$1" create -f - && as_agent "$1" delete resourceslice probe-own
 }
 check "as the agent of $NODE: a slice of its own node is created and deleted" own_slice_created_and_deleted bound "$NODE"
 check "with a token bound to no pod: refused, the message says why" \
   refused_with unbound "this one names no node" create -f - < <(probe_slice probe-unbound "$NODE")
 admin_created_slice() {  # NAME NODE: as the admin, the probe slice NAME of NODE created
-  local -
-  set +o pipefail
   probe_slice "$1" "$2" | kubectl create -f - >/dev/null
 }
 must "as the admin, a slice of another node (the policy binds only the agent)" admin_created_slice probe-admin other-node
@@ -319,16 +279,12 @@ echo "     Ready $((SECONDS - t1)) s after creation"
 nccl_claim=$(claim_of nccl)
 nccl_uid=$(claim_uid "$nccl_claim")
 claim_devices_are() {  # CLAIM WANT: the claim's allocated devices are WANT ("NAME NAME ...", a space after each)
-  local -
-  set +o pipefail
   kubectl -n "$NS" get resourceclaim "$1" -o jsonpath='{range .status.allocation.devices.results[*]}{.device} {end}' |
     tee /dev/stderr | grep -qx "$2"
 }
 check "the claim is allocated both cards of the node" claim_devices_are "$nccl_claim" 'erdma-0 erdma-1 '
 # in_pod_matches POD SCRIPT ERE: SCRIPT, run by sh in the pod, prints a line that ERE matches whole.
 in_pod_matches() {
-  local -
-  set +o pipefail
   in_pod "$1" "$2" | tee /dev/stderr | grep -Eqx "$3"
 }
 check "the container has exactly the two cards' uverbs and rdma_cm" \
@@ -340,8 +296,6 @@ check "the agent's CDI spec for the claim is in the node's /var/run/cdi" spec_fi
 check "the agent's checkpoint records the claim" prepared "$nccl_uid"
 # describe_says POD ERE: kubectl describe pod shows a line matching ERE (an Event).
 describe_says() {
-  local -
-  set +o pipefail
   kubectl -n "$NS" describe pod "$1" | grep -E "$2"
 }
 check "kubectl describe pod says which model served it and which cards (a Normal Event)" wait_for 30 \
@@ -395,8 +349,6 @@ check "it reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/legac
 legacy_claim=$(claim_of legacy)
 legacy_uid=$(claim_uid "$legacy_claim" 2>/dev/null)
 claim_on_driver() {  # CLAIM: a claim, allocated on this driver
-  local -
-  set +o pipefail
   [ -n "$1" ] && kubectl -n "$NS" get resourceclaim "$1" -o jsonpath='{.status.allocation.devices.results[*].driver}' |
     tee /dev/stderr | grep -qx "$DRIVER"
 }
@@ -434,16 +386,12 @@ phase "an agent restart keeps the prepared claims"
 old_pod=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].metadata.name}')
 check "the agent pod is deleted" kubectl -n erdma-system delete pod "$old_pod" --wait=true --timeout=60s
 agent_pod_ready() {
-  local -
-  set +o pipefail
   kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agent -o jsonpath='{.items[0].status.containerStatuses[0].ready}' |
     grep -qx true
 }
 check "a new agent pod is Ready" wait_for 120 agent_pod_ready
 check "the checkpoint still records both claims" both prepared "$nccl_uid" "${legacy_uid:-none}"
 both_running() {  # POD POD: both pods' phase is Running
-  local -
-  set +o pipefail
   kubectl -n "$NS" get pod "$1" "$2" -o jsonpath='{.items[*].status.phase}' | grep -qx 'Running Running'
 }
 check "the workload pods kept running" both_running nccl legacy
@@ -477,8 +425,6 @@ site_config "[{name: erdma_0, uverbs: uverbs0, netdev: eth0, state: DOWN}, {name
   check "the site's config with erdma_0 down and erdma_1 back is applied" kubectl apply -k "$work/site"
 check "the agent rolls out with it" agent_rolled_out
 taints_are() {  # WANT: each published device's first taint effect, "NAME=EFFECT NAME=EFFECT ..."
-  local -
-  set +o pipefail
   kubectl get resourceslices -o jsonpath='{range .items[*].spec.devices[*]}{.name}={.taints[0].effect} {end}' |
     grep -qx "$1"
 }
@@ -539,8 +485,6 @@ quota_ready() { [ -n "$(kubectl -n "$QNS" get resourcequota erdma -o jsonpath='{
 must "the quota is in force (its status is filled)" wait_for 60 quota_ready
 check "a claim of the RDMA class is refused there by the quota" refused_by_quota
 claim_created() {  # NAME CLASS: a claim of CLASS created in $QNS
-  local -
-  set +o pipefail
   claim_yaml "$1" "$2" | kubectl create -f - >/dev/null
 }
 check "a claim of the SMC-R class is created there" claim_created smcr "smcr.$DRIVER"
@@ -600,11 +544,4 @@ widen_and_quota_deleted() {
 }
 check "the pod, the class and the quota's namespace are deleted" widen_and_quota_deleted
 
-phase "down"
-trap - EXIT
-"$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
-rm -rf "$work"
-left=$(leftovers_after) || left="the leftover check itself failed (exit $?): $left"
-check "nothing left behind" test -z "$left" || printf '%s\n' "$left"
-echo "dra: $passed passed, $failed failed in $((SECONDS - t_start)) s"
-[ "$failed" -eq 0 ]
+cluster_test_end

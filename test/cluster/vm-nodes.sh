@@ -43,45 +43,19 @@ VM1=erdma-vm1 VM2=erdma-vm2
 CHECKS_NAME=vm-nodes
 # shellcheck source=test/cluster/checks.sh
 . "$SRC/test/cluster/checks.sh"
-t_start=$SECONDS
-
-[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
-for tool in qemu-system-x86_64 containerd runc openssl curl /usr/bin/python3 /usr/lib/cni/bridge rdma; do
-  command -v "$tool" >/dev/null 2>&1 || skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-if "$CLUSTER" status >/dev/null 2>&1; then
-  echo "vm-nodes: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
-  exit 1
-fi
-
-PORT=${ERDMA_CLUSTER_PORT:-6443}
-# shellcheck source=test/cluster/leftovers.sh
-. "$SRC/test/cluster/leftovers.sh"
-leftovers_before
-work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-vm-nodes.XXXXXX")
-passed=0 failed=0
-finish() {
-  local rc=$?
-  if [ -n "${KUBECONFIG:-}" ] && [ "$failed" -gt 0 ]; then
-    echo "---- on failure: nodes, pods, events, the agents' last log lines" >&2
-    kubectl get nodes -o wide >&2 2>/dev/null || true
-    kubectl get pods -A -o wide >&2 2>/dev/null || true
-    kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 30 >&2 || true
-    for n in "$VM1" "$VM2"; do
-      echo "-- $n: guest log, kubelet log (last lines)" >&2
-      tail -n 15 "$STATE/vm/$n/logs/guest.log" "$STATE/vm/$n/logs/kubelet.log" >&2 2>/dev/null || true
-    done
-    kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-agent --tail=20 --prefix >&2 2>/dev/null || true
-  fi
-  if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then
-    echo "vm-nodes: VM_NODES_KEEP=1: the cluster stays up for a look (scripts/cluster.sh down ends it); files in $work" >&2
-    exit $rc
-  fi
-  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
-  rm -rf "$work"
-  exit $rc
+keep_on_failure=${VM_NODES_KEEP:-}  # VM_NODES_KEEP=1: a failed run's cluster stays up for a look
+cluster_test_begin qemu-system-x86_64 containerd runc openssl curl /usr/bin/python3 /usr/lib/cni/bridge rdma
+on_failure() {
+  local n
+  kubectl get nodes -o wide
+  kubectl get pods -A -o wide
+  kubectl get events -A --sort-by=.lastTimestamp | tail -n 30
+  for n in "$VM1" "$VM2"; do
+    echo "-- $n: guest log, kubelet log (last lines)"
+    tail -n 15 "$STATE/vm/$n/logs/guest.log" "$STATE/vm/$n/logs/kubelet.log"
+  done
+  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-agent --tail=20 --prefix
 }
-trap finish EXIT
 # Every kubectl call ends within 2 minutes and says which one did not.
 kubectl() { bounded 120 "kubectl $1" kubectl "$@"; }
 
@@ -101,10 +75,8 @@ grep -E 'Ready .* after the start|up in' "$work/up.log" || true
 echo "cluster with VM nodes up in $((SECONDS - t0)) s"
 
 node_kernel() { kubectl get node "$1" -o jsonpath='{.status.nodeInfo.kernelVersion} {.status.nodeInfo.containerRuntimeVersion} {.status.nodeInfo.kubeletVersion}'; }
-# The checks below are functions; check runs them in a subshell of this shell, so they see its
-# functions and variables. Those whose verdict is a pipeline turn pipefail off for themselves
-# (`local -`): the pipeline's status is its last command's. With pipefail, a `grep -q` or `head`
-# that stops reading early would fail the check through the SIGPIPE of the `tee` before it.
+# The checks below are functions run by check (test/cluster/checks.sh says how: in a subshell, with
+# pipefail off, so a pipeline's verdict is its last command's).
 # vm_kernel_and_kubelet NODE: the node runs a 7.3 kernel and the kubelet v1.37.2.
 vm_kernel_and_kubelet() {
   local out
@@ -147,8 +119,6 @@ EOT
 must "the pod on $VM1 becomes Ready" kubectl wait --for=condition=Ready pod/hello-vm --timeout=110s
 # exec_sees_vm_kernel POD: uname -r in the pod says 7.3 (its RDMA devices are printed beside it).
 exec_sees_vm_kernel() {
-  local -
-  set +o pipefail
   kubectl exec "$1" -- sh -c 'uname -r; ls /sys/class/infiniband' | tee /dev/stderr | head -n 1 | grep -q '^7\.3\.'
 }
 check "kubectl exec into it (uname: the VM's kernel; an RDMA device of its own)" exec_sees_vm_kernel hello-vm
@@ -263,8 +233,6 @@ agent_on() { kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-age
 # smc_status_smcr_on_pod_device NODE POD: smc-status --pod, run in the node's agent, shows the
 # pod's port-8080 connection as SMCR on the pod's own RDMA device (rxe_...).
 smc_status_smcr_on_pod_device() {
-  local -
-  set +o pipefail
   kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" | tee /dev/stderr |
     awk '$3 ~ /:8080$/ && $2 == "SMCR" && $5 ~ /^rxe_/ {f = 1} END {exit !f}'
 }
@@ -293,8 +261,6 @@ check "RDMA counters: the server pod's own device $server_dev received >= 16 MiB
 # The agent predicted, at the pod's start, what the kernel then did (docs/smcr-pod-networks.md).
 # smc_status_says NODE POD REGEX: smc-status --pod, run in the node's agent, has a line matching REGEX.
 smc_status_says() {
-  local -
-  set +o pipefail
   kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" | tee /dev/stderr | grep -q "$3"
 }
 check "the agent's prediction for the seed pod matches the kernel: expected (pod-rdma-device)" \
@@ -364,8 +330,6 @@ EOT
 status_of() { kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$2/$3"; }
 # smcss_conn_is NS POD PORT MODE: smcss -R in the pod shows MODE for its connection to PORT.
 smcss_conn_is() {
-  local -
-  set +o pipefail
   kubectl -n "$1" exec "$2" -- smcss -R | tee /dev/stderr | awk -v p=":$3\$" -v m="$4" '$5 ~ p && $7 == m {f = 1} END {exit !f}'
 }
 # held_to_kernel NS NAME PORT WANT: the client NAME-client's prediction must be WANT ("VERDICT
@@ -406,8 +370,6 @@ before_rx=$("$CLUSTER" exec --node "$VM1" 'rdma statistic show link rxe0/1' | aw
 must "ipvlan pods on the nodes' RDMA netdev, $VM1 <- $VM2: SMC-R at the client, TCP at the server, nothing arrives" \
   pair ipvlan-rxe ipvlan false 8070 split
 ip_in_vm1_subnet() {  # NS POD: the pod's IP is one of the addresses the CNI step gives on VM1's subnet
-  local -
-  set +o pipefail
   kubectl -n "$1" get pod "$2" -o jsonpath='{.status.podIP}' | tee /dev/stderr | grep -Eq '^10\.255\.1\.11[0-7]$'
 }
 check "the ipvlan server's pod IP is in the node subnet (10.255.1.110-117 on $VM1)" ip_in_vm1_subnet ipvlan-rxe ipvlan-server
@@ -422,8 +384,6 @@ setup_line() {
 # Without the DRA driver the agent has no Event writer: its warning log line at the client's start
 # says it (docs/smcr-pod-networks.md).
 setup_warned_will_break() {  # NODE NS/POD
-  local -
-  set +o pipefail
   setup_line "$1" "$2" | grep '"level":"warn"' | grep -q '"smcr":"will-break","smcr_reason":"ipvlan-softroce-link-breaks"'
 }
 check "the agent warned at the ipvlan client's start: will-break (ipvlan-softroce-link-breaks)" \
@@ -434,16 +394,12 @@ before_rxe0=$("$CLUSTER" exec --node "$VM2" 'rdma statistic show link rxe0/1' | 
 must "hostNetwork pods, $VM1 <- $VM2: 16 MiB arrive intact" pair "$NS" hostnet true 8090
 check "smcss inside the hostNetwork client shows SMCR" smcss_conn_is "$NS" hostnet-client 8090 SMCR
 smc_status_smcr_on_rxe0() {  # NODE POD: smc-status shows the pod's connection to port 8090 as SMCR on the card rxe0
-  local -
-  set +o pipefail
   status_of "$1" "$NS" "$2" | tee /dev/stderr | awk '$4 ~ /:8090$/ && $2 == "SMCR" && $5 ~ /^rxe0\// {f = 1} END {exit !f}'
 }
 check "smc-status for the hostNetwork client shows SMCR on the node's card rxe0" smc_status_smcr_on_rxe0 "$VM2" hostnet-client
 # A hostNetwork pod has no netns of its own for smc-status to predict on: the agent's log line at
 # its PreStartContainer carries the prediction.
 setup_predicted_host_network() {  # NODE NS/POD
-  local -
-  set +o pipefail
   setup_line "$1" "$2" | grep -q '"smcr_reason":"host-network"'
 }
 check "the agent predicted it at the hostNetwork client's start: expected (host-network)" \
@@ -586,8 +542,6 @@ must "the looper's first exchanges arrive intact" wait_for 120 loop_moves_past 2
 looper_ip=$(kubectl -n "$NS" get pod looper -o jsonpath='{.status.podIP}')
 # The server holds each connection a while after answering: its own view shows the looper's.
 smcss_peer_smcr() {  # POD PEER_IP: smcss -R in the pod shows a connection with PEER_IP as SMCR
-  local -
-  set +o pipefail
   kubectl -n "$NS" exec "$1" -- smcss -R | tee /dev/stderr |
     awk -v peer="^$2:" '$1 != "LISTEN" && $5 ~ peer && $7 == "SMCR" {f = 1} END {exit !f}'
 }
@@ -754,14 +708,10 @@ must "a pod asking for aliyun/erdma: 1 on $VM1 is Ready" applied_and_ready "$wor
 infiniband_is() { [ "$(kubectl -n "$NS" exec "$1" -- ls /dev/infiniband | tee /dev/stderr | tr '\n' ' ')" = "$2" ]; }
 check "it has exactly rdma_cm and the card's uverbs0 (Allocate, through the real kubelet)" infiniband_is rdma-user 'rdma_cm uverbs0 '
 port_active_in() {  # POD: ibv_devinfo in the pod shows rxe0's port PORT_ACTIVE
-  local -
-  set +o pipefail
   kubectl -n "$NS" exec "$1" -- ibv_devinfo -d rxe0 | tee /dev/stderr | grep -q 'state:.*PORT_ACTIVE'
 }
 check "ibv_devinfo in it shows the node's card rxe0 with its port PORT_ACTIVE" port_active_in rdma-user
 hca_is_rxe0_in() {  # POD: the pod's environment has NCCL_IB_HCA==rxe0
-  local -
-  set +o pipefail
   kubectl -n "$NS" exec "$1" -- env | tee /dev/stderr | grep -qx 'NCCL_IB_HCA==rxe0'
 }
 check "NCCL_IB_HCA names the card" hca_is_rxe0_in rdma-user
@@ -802,8 +752,6 @@ spec:
           limits: {aliyun/erdma: 1, nvidia.com/gpu: 1}
 EOT
 nccltest_one_per_node() {  # the StatefulSet applied and rolled out, its pods on VM1 and VM2
-  local -
-  set +o pipefail
   kubectl apply -f "$work/nccltest.yaml" >/dev/null &&
     kubectl -n "$NS" rollout status statefulset/nccltest --timeout=110s >/dev/null &&
     kubectl -n "$NS" get pod -l app=nccltest -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | sort | tee /dev/stderr |
@@ -813,8 +761,6 @@ must "the nccltest StatefulSet's two pods run, one on each VM node" nccltest_one
 # rxe0_active_hca_named POD SCRIPT: SCRIPT, run by sh in the pod, prints rxe0's port state and
 # NCCL_IB_HCA: PORT_ACTIVE, and NCCL_IB_HCA names rxe0.
 rxe0_active_hca_named() {
-  local -
-  set +o pipefail
   kubectl -n "$NS" exec "$1" -- sh -c "$2" | tee /dev/stderr | tr '\n' ' ' | grep -q 'PORT_ACTIVE.*NCCL_IB_HCA==rxe0'
 }
 for i in 0 1; do
@@ -949,8 +895,6 @@ claim_uid=$(kubectl -n "$NS" get resourceclaim -o jsonpath='{range .items[*]}{.m
 # cdi_spec_names_hook NODE CLAIM_UID: the claim's CDI spec on the node has one hook, at
 # createRuntime: erdma-cdi-hook for mode smcr and that claim.
 cdi_spec_names_hook() {
-  local -
-  set +o pipefail
   "$CLUSTER" exec --node "$1" "cat /var/run/cdi/erdma.aliyun.com-claim_$2.json" | tee /dev/stderr |
     /usr/bin/python3 -c 'import json, sys; h = json.load(sys.stdin)["containerEdits"]["hooks"]; sys.exit(not (len(h) == 1 and
       h[0]["hookName"] == "createRuntime" and h[0]["path"] == "/var/lib/erdma-controller/dra/erdma-cdi-hook" and
@@ -961,8 +905,6 @@ check "the server's claim spec names the hook: createRuntime, erdma-cdi-hook, it
 # hook_set_up_netns NODE POD: the node's agent logged the pod's netns configured on the CDI hook's
 # request (its whole log is kept in $work/agent-NODE.log).
 hook_set_up_netns() {
-  local -
-  set +o pipefail
   kubectl -n erdma-system logs "$(agent_on "$1")" | tee "$work/agent-$1.log" |
     grep -F "\"trigger\":\"CDI hook\",\"result\":\"configured\",\"pod\":\"$NS/$2\"" >&2
 }
@@ -974,8 +916,6 @@ done
 # smc_status_smcr_predicted NODE POD: smc-status --pod in the node's agent shows the port-8080
 # connection as SMCR on the pod's own RDMA device, and the prediction expected (pod-rdma-device).
 smc_status_smcr_predicted() {
-  local -
-  set +o pipefail
   kubectl -n erdma-system exec "$(agent_on "$1")" -- erdma-agent smc-status --pod "$NS/$2" | tee /dev/stderr |
     awk '$3 ~ /:8080$/ && $2 == "SMCR" && $5 ~ /^rxe_/ {f++} /^prediction: expected \(pod-rdma-device\): / {p++} END {exit !(f && p)}'
 }
@@ -997,12 +937,4 @@ for n in "$VM1" "$VM2"; do
     wait_for 30 hook_answered_ok "$n"
 done
 
-phase "down"
-if [ "${VM_NODES_KEEP:-}" = 1 ] && [ "$failed" -gt 0 ]; then exit 1; fi  # finish() says where
-trap - EXIT
-"$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
-rm -rf "$work"
-left=$(leftovers_after) || left="the leftover check itself failed (exit $?): $left"
-check "nothing left behind (the VMs, their taps and bridge went with the sandbox)" test -z "$left" || printf '%s\n' "$left"
-echo "vm-nodes: $passed passed, $failed failed in $((SECONDS - t_start)) s"
-[ "$failed" -eq 0 ]
+cluster_test_end
