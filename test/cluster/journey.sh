@@ -96,6 +96,7 @@ must "the README's two image names tag the images built here ($version)" readme_
 n_commands=0
 while IFS= read -r cmd; do
   n_commands=$((n_commands + 1))
+  # The command is README.md's text, not this script's, so it runs through bash -c as a user's shell would.
   must "README: $cmd" bounded 240 "README's '$cmd'" bash -c "cd '$work' && $cmd"
 done < <(quick_start sh | grep -v '^#' | sed -e 's/[[:space:]]\{2,\}#.*$//' -e "s/\bNODE\b/$NODE/g")
 must "the quick start ran its six commands" test "$n_commands" -eq 6
@@ -154,28 +155,54 @@ check "the NCCL StatefulSet and the SMC-R Deployment are created" kubectl apply 
 check "the NCCL pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/nccltest-0 --timeout=180s
 check "the SMC-R pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod -l app=smcr-app --timeout=180s
 smcr_pod=$(kubectl -n "$NS" get pod -l app=smcr-app -o jsonpath='{.items[0].metadata.name}')
+# From here on, each check's command is a function defined just above it. A function with a
+# pipeline runs in its own subshell with pipefail off: the verdict is the pipeline's last command,
+# often a grep -q that stops reading at its match, and the writer it leaves to die of SIGPIPE (exit
+# 141) must not fail the check.
 # The node also has uverbs1, a card the agent does not offer (its config names erdma_0 on uverbs0
 # only): an unprivileged container sees exactly the device nodes Allocate gave it.
-check "the unprivileged NCCL pod sees exactly rdma_cm and uverbs0 of the node's rdma_cm, uverbs0, uverbs1" bash -c "
-  '$CLUSTER' exec ls /dev/infiniband | tr '\n' ' ' | grep -qx 'rdma_cm uverbs0 uverbs1 ' || exit 1
-  out=\$(kubectl -n $NS exec nccltest-0 -- ls /dev/infiniband/ | tr '\n' ' ') && echo \"\$out\" && [ \"\$out\" = 'rdma_cm uverbs0 ' ]"
-check "the NCCL pod has the NCCL environment of the agent's Allocate answer" bash -c "
-  out=\$(kubectl -n $NS exec nccltest-0 -- env | grep '^NCCL_') && echo \"\$out\" && grep -qx NCCL_IB_HCA==erdma_0 <<<\"\$out\""
-check "the SMC-R pod has LD_PRELOAD and reads the library (an ELF file) through the Allocate mount" bash -c "
-  out=\$(kubectl -n $NS exec $smcr_pod -- sh -c 'echo LD_PRELOAD=\$LD_PRELOAD; head -c 4 /usr/lib/smc/libsmc-preload.so |
-    od -An -c | tr -d \" \"; wc -c < /usr/lib/smc/libsmc-preload.so') || exit 1
-  echo \"\$out\"
-  grep -q '^LD_PRELOAD=.*/usr/lib/smc/libsmc-preload.so' <<<\"\$out\" && grep -qx '177ELF' <<<\"\$out\" &&
-    [ \"\$(tail -n 1 <<<\"\$out\")\" -gt 10000 ]"
-check "the SMC-R pod holds aliyun/erdma-smcr and has no RDMA device (SMC-R is the kernel's)" bash -c "
-  kubectl -n $NS get pod $smcr_pod -o jsonpath='{.spec.containers[0].resources.limits}' | tee /dev/stderr |
+nccl_pod_sees_only_its_devices() (
+  set +o pipefail
+  "$CLUSTER" exec ls /dev/infiniband | tr '\n' ' ' | grep -qx 'rdma_cm uverbs0 uverbs1 ' || return 1
+  out=$(kubectl -n "$NS" exec nccltest-0 -- ls /dev/infiniband/ | tr '\n' ' ') && echo "$out" && [ "$out" = 'rdma_cm uverbs0 ' ]
+)
+check "the unprivileged NCCL pod sees exactly rdma_cm and uverbs0 of the node's rdma_cm, uverbs0, uverbs1" \
+  nccl_pod_sees_only_its_devices
+nccl_pod_has_nccl_env() (
+  set +o pipefail
+  out=$(kubectl -n "$NS" exec nccltest-0 -- env | grep '^NCCL_') && echo "$out" && grep -qx NCCL_IB_HCA==erdma_0 <<<"$out"
+)
+check "the NCCL pod has the NCCL environment of the agent's Allocate answer" nccl_pod_has_nccl_env
+smcr_pod_preloads_the_library() {  # POD
+  local out
+  # shellcheck disable=SC2016  # $LD_PRELOAD is the container's, expanded by its sh
+  out=$(kubectl -n "$NS" exec "$1" -- sh -c 'echo LD_PRELOAD=$LD_PRELOAD; head -c 4 /usr/lib/smc/libsmc-preload.so |
+    od -An -c | tr -d " "; wc -c < /usr/lib/smc/libsmc-preload.so') || return 1
+  echo "$out"
+  grep -q '^LD_PRELOAD=.*/usr/lib/smc/libsmc-preload.so' <<<"$out" && grep -qx '177ELF' <<<"$out" &&
+    [ "$(tail -n 1 <<<"$out")" -gt 10000 ]
+}
+check "the SMC-R pod has LD_PRELOAD and reads the library (an ELF file) through the Allocate mount" \
+  smcr_pod_preloads_the_library "$smcr_pod"
+smcr_pod_holds_smcr_and_no_device() (  # POD
+  set +o pipefail
+  kubectl -n "$NS" get pod "$1" -o jsonpath='{.spec.containers[0].resources.limits}' | tee /dev/stderr |
     grep -q 'aliyun/erdma-smcr' &&
-  ! kubectl -n $NS exec $smcr_pod -- sh -c 'ls /dev/infiniband/ 2>/dev/null' | tee /dev/stderr | grep -q ."
-check "the node offers the SMC-R resource: 256 slots per device" bash -c "
-  c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma-smcr}'); echo \"capacity \$c\"; [ \"\$c\" = 256 ]"
-check "the SMC-R pod's annotations say what was injected and why" bash -c "
-  kubectl -n $NS get pod $smcr_pod -o jsonpath='{.metadata.annotations}' | tee /dev/stderr |
-    grep -q 'network.alibabacloud.com/erdma-injected'"
+  ! kubectl -n "$NS" exec "$1" -- sh -c 'ls /dev/infiniband/ 2>/dev/null' | tee /dev/stderr | grep -q .
+)
+check "the SMC-R pod holds aliyun/erdma-smcr and has no RDMA device (SMC-R is the kernel's)" \
+  smcr_pod_holds_smcr_and_no_device "$smcr_pod"
+node_capacity_is() {  # RESOURCE COUNT: the node's capacity of RESOURCE is COUNT
+  local c
+  c=$(kubectl get node "$NODE" -o jsonpath="{.status.capacity.$1}"); echo "capacity $c"; [ "$c" = "$2" ]
+}
+check "the node offers the SMC-R resource: 256 slots per device" node_capacity_is aliyun/erdma-smcr 256
+smcr_pod_says_what_was_injected() (  # POD
+  set +o pipefail
+  kubectl -n "$NS" get pod "$1" -o jsonpath='{.metadata.annotations}' | tee /dev/stderr |
+    grep -q 'network.alibabacloud.com/erdma-injected'
+)
+check "the SMC-R pod's annotations say what was injected and why" smcr_pod_says_what_was_injected "$smcr_pod"
 
 # ---------------------------------------------------------------------------------------------
 phase "the webhook's filters on the real apiserver"
@@ -198,37 +225,46 @@ smcr_pod_yaml() {  # NAMESPACE NAME [extra annotation]
 }
 # An eRDMA-only (NCCL) pod among them: the default config gives it nothing, so it is not sent
 # (docs/admission.md, "Which pods the apiserver sends").
-check "pods the webhook must not see, an NCCL-only pod among them, are created without it" bash -c "
-  $(declare -f dry smcr_pod_yaml); WORKLOAD=$WORKLOAD
+unmatched_pods_are_created() (
+  set +o pipefail
   smcr_pod_yaml plain unlabelled | dry &&
-  smcr_pod_yaml $NS opted-out '    network.alibabacloud.com/erdma-inject: \"false\"' | dry &&
+  smcr_pod_yaml "$NS" opted-out '    network.alibabacloud.com/erdma-inject: "false"' | dry &&
   smcr_pod_yaml kube-system system | dry &&
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' | dry &&
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-only, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD, resources: {limits: {aliyun/erdma: 1}}}]\n' | dry"
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nothing, namespace: %s}\nspec:\n  containers: [{name: c, image: %s}]\n' \
+    "$NS" "$WORKLOAD" | dry &&
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-only, namespace: %s}\nspec:\n  containers: [{name: c, image: %s, resources: {limits: {aliyun/erdma: 1}}}]\n' \
+    "$NS" "$WORKLOAD" | dry
+)
+check "pods the webhook must not see, an NCCL-only pod among them, are created without it" unmatched_pods_are_created
 after=$(requests)
 check "... and its request counter did not move ($before before, $after after)" test "$before" = "$after"
-check "a matched pod is sent to it (the counter moves)" bash -c "
-  $(declare -f dry smcr_pod_yaml requests); WORKLOAD=$WORKLOAD
-  smcr_pod_yaml $NS matched | dry >/dev/null && n=\$(requests) && echo \"counter \$n\" && [ \"\$n\" -gt $after ]"
-check "kubectl apply prints the webhook's warnings for a bare pod" bash -c "
-  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
-  smcr_pod_yaml $NS bare | kubectl apply -f - 2>&1 | tee /dev/stderr | grep -q '^Warning: added aliyun/erdma-smcr: 1'"
-check "kubectl describe shows the warnings of a controller-made pod" bash -c "
-  kubectl -n $NS describe pod $smcr_pod | tee /dev/stderr | grep -q 'erdma-warnings'"
+matched_pod_moves_the_counter() (  # COUNT: the counter before
+  set +o pipefail
+  smcr_pod_yaml "$NS" matched | dry >/dev/null && n=$(requests) && echo "counter $n" && [ "$n" -gt "$1" ]
+)
+check "a matched pod is sent to it (the counter moves)" matched_pod_moves_the_counter "$after"
+apply_prints_the_warnings() (
+  set +o pipefail
+  smcr_pod_yaml "$NS" bare | kubectl apply -f - 2>&1 | tee /dev/stderr | grep -q '^Warning: added aliyun/erdma-smcr: 1'
+)
+check "kubectl apply prints the webhook's warnings for a bare pod" apply_prints_the_warnings
+describe_shows_the_warnings() (  # POD
+  set +o pipefail
+  kubectl -n "$NS" describe pod "$1" | tee /dev/stderr | grep -q 'erdma-warnings'
+)
+check "kubectl describe shows the warnings of a controller-made pod" describe_shows_the_warnings "$smcr_pod"
 
 # ---------------------------------------------------------------------------------------------
 phase "Pod Security"
-for level in baseline restricted; do
-  kubectl create namespace "psa-$level" >/dev/null
-  kubectl label namespace "psa-$level" erdma-injection=enabled "pod-security.kubernetes.io/enforce=$level" >/dev/null
-  check "a namespace enforcing $level admits the mutated SMC-R pod of a compliant spec" bash -c "
-    cat <<EOF | kubectl apply -f - 2>&1
+psa_admits_the_mutated_smcr_pod() (  # LEVEL: in namespace psa-LEVEL
+  set +o pipefail
+  cat <<EOF | kubectl apply -f - 2>&1
 apiVersion: v1
 kind: Pod
 metadata:
   name: compliant
-  namespace: psa-$level
-  annotations: {network.alibabacloud.com/erdma-smcr: \"true\"}
+  namespace: psa-$1
+  annotations: {network.alibabacloud.com/erdma-smcr: "true"}
 spec:
   securityContext: {runAsNonRoot: true, runAsUser: 1000, seccompProfile: {type: RuntimeDefault}}
   containers:
@@ -237,33 +273,52 @@ spec:
     command: [sleep, '100000']
     securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 EOF
-    kubectl -n psa-$level get pod compliant -o jsonpath='{.metadata.annotations.network\.alibabacloud\.com/erdma-injected}' |
-      tee /dev/stderr | grep -q smcr-preload"
+  kubectl -n "psa-$1" get pod compliant -o jsonpath='{.metadata.annotations.network\.alibabacloud\.com/erdma-injected}' |
+    tee /dev/stderr | grep -q smcr-preload
+)
+for level in baseline restricted; do
+  kubectl create namespace "psa-$level" >/dev/null
+  kubectl label namespace "psa-$level" erdma-injection=enabled "pod-security.kubernetes.io/enforce=$level" >/dev/null
+  check "a namespace enforcing $level admits the mutated SMC-R pod of a compliant spec" \
+    psa_admits_the_mutated_smcr_pod "$level"
 done
-check "the agent runs at its own namespace's Pod Security level" bash -c "
-  kubectl get namespace erdma-system -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}'; echo;
-  kubectl -n erdma-system get ds erdma-agent -o jsonpath='{.status.numberReady}/{.status.desiredNumberScheduled}' | grep -qx 1/1"
+agent_runs_at_its_namespace_level() (
+  set +o pipefail
+  kubectl get namespace erdma-system -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}'; echo
+  kubectl -n erdma-system get ds erdma-agent -o jsonpath='{.status.numberReady}/{.status.desiredNumberScheduled}' | grep -qx 1/1
+)
+check "the agent runs at its own namespace's Pod Security level" agent_runs_at_its_namespace_level
 
 # ---------------------------------------------------------------------------------------------
 phase "the agent's own commands on the real cluster"
 # The node is this machine: each check asserts the one outcome its kernel must give. Without the
 # erdma driver, status says so and exits 1; without SMC, smc-status and pnet list name the missing
 # module and fail, and the pod setup ends "failed" with that reason. With them, all succeed.
-check "erdma-agent status in the agent's pod reads the DaemonSet's config and judges the node" bash -c "
-  out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent status 2>&1); rc=\$?; echo \"\$out\"
-  grep -q 'erdma_0 .*Healthy' <<<\"\$out\" || exit 1
-  if [ -d /sys/module/erdma ]; then [ \$rc -eq 0 ]
-  else [ \$rc -eq 1 ] && grep -q 'the erdma kernel module is not loaded' <<<\"\$out\"; fi"
-check "erdma-agent smc-status --pod for the SMC-R pod" bash -c "
-  out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent smc-status --pod $NS/$smcr_pod 2>&1); rc=\$?
-  echo \"\$out\"
-  if [ -d /sys/module/smc_diag ]; then [ \$rc -eq 0 ]
-  else [ \$rc -ne 0 ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; fi"
-check "the agent logged the SMC-R pod's setup: configured, or failed for this kernel's missing SMC" bash -c "
-  line=\$(kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F '$smcr_pod' | tail -n 1)
-  echo \"\$line\"
-  if [ -d /sys/module/smc ]; then grep -q '\"result\":\"configured\"' <<<\"\$line\"
-  else grep -q '\"result\":\"failed\"' <<<\"\$line\" && grep -q 'has no SMC' <<<\"\$line\"; fi"
+agent_status_judges_the_node() {
+  local out rc
+  out=$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent status 2>&1); rc=$?; echo "$out"
+  grep -q 'erdma_0 .*Healthy' <<<"$out" || return 1
+  if [ -d /sys/module/erdma ]; then [ "$rc" -eq 0 ]
+  else [ "$rc" -eq 1 ] && grep -q 'the erdma kernel module is not loaded' <<<"$out"; fi
+}
+check "erdma-agent status in the agent's pod reads the DaemonSet's config and judges the node" agent_status_judges_the_node
+smc_status_answers_for() {  # POD
+  local out rc
+  out=$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent smc-status --pod "$NS/$1" 2>&1); rc=$?
+  echo "$out"
+  if [ -d /sys/module/smc_diag ]; then [ "$rc" -eq 0 ]
+  else [ "$rc" -ne 0 ] && grep -q 'the kernel has no SMC' <<<"$out"; fi
+}
+check "erdma-agent smc-status --pod for the SMC-R pod" smc_status_answers_for "$smcr_pod"
+agent_logged_the_smcr_setup() (  # POD
+  set +o pipefail
+  line=$(kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F "$1" | tail -n 1)
+  echo "$line"
+  if [ -d /sys/module/smc ]; then grep -q '"result":"configured"' <<<"$line"
+  else grep -q '"result":"failed"' <<<"$line" && grep -q 'has no SMC' <<<"$line"; fi
+)
+check "the agent logged the SMC-R pod's setup: configured, or failed for this kernel's missing SMC" \
+  agent_logged_the_smcr_setup "$smcr_pod"
 
 # ---------------------------------------------------------------------------------------------
 phase "faults, while matched pods are being created"
@@ -347,45 +402,65 @@ load_stop
 check "... with zero failed pod creations" load_verdict
 
 kubectl -n erdma-system scale deployment/erdma-webhook --replicas=0 >/dev/null
-check "webhook scaled to 0: no replica left" wait_for 120 bash -c \
-  "[ -z \"\$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-webhook -o name)\" ]"
-check "... a matched pod is refused, and the message names the webhook" bash -c "
-  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
-  out=\$(smcr_pod_yaml $NS during-outage | kubectl create --dry-run=server -f - 2>&1) && exit 1
-  echo \"\$out\"; grep -q 'failed calling webhook \"pods.erdma-webhook.erdma-system.svc\"' <<<\"\$out\""
-check "... a pod that asks for nothing is still created" bash -c "
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: plain-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD}]\n' |
-    kubectl create --dry-run=server -f -"
-check "... an NCCL-only pod (aliyun/erdma, no SMC-R) is still created" bash -c "
-  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-during-outage, namespace: $NS}\nspec:\n  containers: [{name: c, image: $WORKLOAD, resources: {limits: {aliyun/erdma: 1}}}]\n' |
-    kubectl create --dry-run=server -f -"
+no_webhook_replica_left() { [ -z "$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-webhook -o name)" ]; }
+check "webhook scaled to 0: no replica left" wait_for 120 no_webhook_replica_left
+matched_pod_refused_naming_the_webhook() (
+  set +o pipefail
+  out=$(smcr_pod_yaml "$NS" during-outage | kubectl create --dry-run=server -f - 2>&1) && return 1
+  echo "$out"; grep -q 'failed calling webhook "pods.erdma-webhook.erdma-system.svc"' <<<"$out"
+)
+check "... a matched pod is refused, and the message names the webhook" matched_pod_refused_naming_the_webhook
+plain_pod_created_during_outage() (
+  set +o pipefail
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: plain-during-outage, namespace: %s}\nspec:\n  containers: [{name: c, image: %s}]\n' \
+    "$NS" "$WORKLOAD" | kubectl create --dry-run=server -f -
+)
+check "... a pod that asks for nothing is still created" plain_pod_created_during_outage
+nccl_pod_created_during_outage() (
+  set +o pipefail
+  printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-during-outage, namespace: %s}\nspec:\n  containers: [{name: c, image: %s, resources: {limits: {aliyun/erdma: 1}}}]\n' \
+    "$NS" "$WORKLOAD" | kubectl create --dry-run=server -f -
+)
+check "... an NCCL-only pod (aliyun/erdma, no SMC-R) is still created" nccl_pod_created_during_outage
 sed -e 's/name: smcr-app/name: after-outage/' -e 's/app: smcr-app/app: after-outage/g' "$work/smcr.yaml" |
   kubectl apply -f - >/dev/null
-check "... a Deployment's pods are refused meanwhile (FailedCreate)" wait_for 60 bash -c "
-  kubectl -n $NS get events --field-selector reason=FailedCreate -o jsonpath='{.items[*].message}' |
-    grep -o 'failed calling webhook \"pods.erdma-webhook.erdma-system.svc\"' | head -n 1 | grep ."
+deployment_pods_refused() (
+  set +o pipefail
+  kubectl -n "$NS" get events --field-selector reason=FailedCreate -o jsonpath='{.items[*].message}' |
+    grep -o 'failed calling webhook "pods.erdma-webhook.erdma-system.svc"' | head -n 1 | grep .
+)
+check "... a Deployment's pods are refused meanwhile (FailedCreate)" wait_for 60 deployment_pods_refused
 kubectl -n erdma-system scale deployment/erdma-webhook --replicas=2 >/dev/null
 check "webhook back: its rollout completes" \
   kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
-check "... and the Deployment's pod appears, mutated" wait_for 240 bash -c "
-  kubectl -n $NS get pod -l app=after-outage \
-    -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload"
+after_outage_pod_is_mutated() (
+  set +o pipefail
+  kubectl -n "$NS" get pod -l app=after-outage \
+    -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload
+)
+check "... and the Deployment's pod appears, mutated" wait_for 240 after_outage_pod_is_mutated
 
 agent_log() { kubectl -n erdma-system logs ds/erdma-agent; }
 registrations() { agent_log | grep -c '"msg":"registered with kubelet"'; }
 before=$(registrations)
 check "kubelet restarted" "$CLUSTER" restart kubelet
-check "... the agent registers again (registrations: $before before)" wait_for 120 bash -c "
-  $(declare -f agent_log registrations); n=\$(registrations); echo \"now \$n\"; [ \"\$n\" -gt $before ]"
+agent_registered_again() (  # COUNT: the registrations before
+  set +o pipefail
+  n=$(registrations); echo "now $n"; [ "$n" -gt "$1" ]
+)
+check "... the agent registers again (registrations: $before before)" wait_for 120 agent_registered_again "$before"
 check "... capacity is there again" wait_for 120 capacity
 printf '%s\n' 'apiVersion: v1' 'kind: Pod' "metadata: {name: after-kubelet, namespace: $NS}" 'spec:' \
   '  terminationGracePeriodSeconds: 1' '  containers:' \
   "  - {name: c, image: $WORKLOAD, command: [sleep, '100000'], resources: {limits: {aliyun/erdma: 1}}}" \
   >"$work/after-kubelet.yaml"
-check "... and a new pod gets its devices" bash -c "
-  kubectl apply -f '$work/after-kubelet.yaml' >/dev/null &&
-  kubectl -n $NS wait --for=condition=Ready pod/after-kubelet --timeout=180s >/dev/null &&
-  kubectl -n $NS exec after-kubelet -- ls /dev/infiniband/ | tee /dev/stderr | grep -qx uverbs0"
+new_pod_gets_its_devices() (
+  set +o pipefail
+  kubectl apply -f "$work/after-kubelet.yaml" >/dev/null &&
+  kubectl -n "$NS" wait --for=condition=Ready pod/after-kubelet --timeout=180s >/dev/null &&
+  kubectl -n "$NS" exec after-kubelet -- ls /dev/infiniband/ | tee /dev/stderr | grep -qx uverbs0
+)
+check "... and a new pod gets its devices" new_pod_gets_its_devices
 
 smcr_state() {
   kubectl -n "$NS" get pod "$smcr_pod" -o jsonpath='{.metadata.uid} {.status.containerStatuses[0].restartCount} {.status.phase}'
@@ -395,13 +470,20 @@ old_agent=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agen
 kubectl -n erdma-system delete "$old_agent" --wait=true >/dev/null
 check "agent pod deleted: the DaemonSet's new one runs" \
   kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
-check "... and resyncs the SMC-R pods already running" wait_for 120 bash -c "
-  kubectl -n erdma-system logs ds/erdma-agent | grep '\"msg\":\"SMC-R resync done\"' | tail -n 1 | grep ."
+agent_resynced_smcr_pods() (
+  set +o pipefail
+  kubectl -n erdma-system logs ds/erdma-agent | grep '"msg":"SMC-R resync done"' | tail -n 1 | grep .
+)
+check "... and resyncs the SMC-R pods already running" wait_for 120 agent_resynced_smcr_pods
 check "... running pods untouched (uid, restarts, phase: $smcr_before)" test "$(smcr_state)" = "$smcr_before"
-check "... the node's pnet table has no duplicate entries (without SMC: pnet list says the kernel has none)" bash -c "
-  out=\$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent pnet list 2>&1); rc=\$?; echo \"\$out\"
-  if [ ! -d /sys/module/smc ]; then [ \$rc -ne 0 ] && grep -q 'the kernel has no SMC' <<<\"\$out\"; exit; fi
-  [ \$rc -eq 0 ] && [ -z \"\$(sort <<<\"\$out\" | uniq -d)\" ]"
+pnet_table_has_no_duplicates() (
+  set +o pipefail
+  out=$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent pnet list 2>&1); rc=$?; echo "$out"
+  if [ ! -d /sys/module/smc ]; then [ "$rc" -ne 0 ] && grep -q 'the kernel has no SMC' <<<"$out"; return; fi
+  [ "$rc" -eq 0 ] && [ -z "$(sort <<<"$out" | uniq -d)" ]
+)
+check "... the node's pnet table has no duplicate entries (without SMC: pnet list says the kernel has none)" \
+  pnet_table_has_no_duplicates
 kubectl -n "$NS" delete deployment after-outage --wait=false >/dev/null
 kubectl -n "$NS" delete pod after-kubelet --wait=false >/dev/null
 
@@ -410,9 +492,11 @@ phase "uninstall as docs/uninstall.md says"
 kubectl -n "$NS" delete statefulset nccltest --wait=true >/dev/null
 kubectl -n "$NS" delete deployment smcr-app --wait=true >/dev/null
 check "the webhook configuration goes first" kubectl delete mutatingwebhookconfiguration erdma-webhook
-check "then the agent DaemonSets: no agent left to redo its node setup" bash -c "
+agent_daemonsets_deleted() {  # every agent DaemonSet, and each one's pods gone
   kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
-  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s"
+  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s
+}
+check "then the agent DaemonSets: no agent left to redo its node setup" agent_daemonsets_deleted
 # manifests/mixed-pools on the one node, the way docs/node-preparation.md moves an install there
 # (the agent DaemonSet already deleted): the node's pool label picks exactly one of the two agents.
 pool_agents() {  # the agent DaemonSets' desired pod counts and the node of each running agent pod
@@ -422,21 +506,27 @@ pool_agents() {  # the agent DaemonSets' desired pod counts and the node of each
     -o jsonpath='{range .items[*]}{.metadata.labels.erdma-controller/pool}@{.spec.nodeName} {end}'
 }
 kubectl label node "$NODE" erdma-controller/pool=gpu --overwrite >/dev/null
-check "manifests/mixed-pools applies" bash -c "
-  kubectl apply -k '$work/manifests/mixed-pools' >/dev/null && kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null"
-check "... a node labelled pool=gpu runs exactly the GPU pool's agent" wait_for 120 bash -c "
-  $(declare -f pool_agents); out=\$(pool_agents); echo \"\$out\"
-  grep -q 'erdma-agent=0 ' <<<\"\$out\" && grep -q 'erdma-agent-gpu=1 ' <<<\"\$out\" && grep -q 'gpu@$NODE' <<<\"\$out\" &&
-    ! grep -q 'smcr@' <<<\"\$out\""
+mixed_pools_applied() {
+  kubectl apply -k "$work/manifests/mixed-pools" >/dev/null && kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
+}
+check "manifests/mixed-pools applies" mixed_pools_applied
+only_the_gpu_pool_agent_runs() {
+  local out
+  out=$(pool_agents); echo "$out"
+  grep -q 'erdma-agent=0 ' <<<"$out" && grep -q 'erdma-agent-gpu=1 ' <<<"$out" && grep -q "gpu@$NODE" <<<"$out" &&
+    ! grep -q 'smcr@' <<<"$out"
+}
+check "... a node labelled pool=gpu runs exactly the GPU pool's agent" wait_for 120 only_the_gpu_pool_agent_runs
 kubectl label node "$NODE" erdma-controller/pool=smcr --overwrite >/dev/null
-check "... relabelled pool=smcr, exactly the SMC-R pool's agent" wait_for 120 bash -c "
-  $(declare -f pool_agents); out=\$(pool_agents); echo \"\$out\"
-  grep -q 'erdma-agent=1 ' <<<\"\$out\" && grep -q 'erdma-agent-gpu=0 ' <<<\"\$out\" && grep -q 'smcr@$NODE' <<<\"\$out\" &&
-    ! grep -q 'gpu@' <<<\"\$out\""
+only_the_smcr_pool_agent_runs() {
+  local out
+  out=$(pool_agents); echo "$out"
+  grep -q 'erdma-agent=1 ' <<<"$out" && grep -q 'erdma-agent-gpu=0 ' <<<"$out" && grep -q "smcr@$NODE" <<<"$out" &&
+    ! grep -q 'gpu@' <<<"$out"
+}
+check "... relabelled pool=smcr, exactly the SMC-R pool's agent" wait_for 120 only_the_smcr_pool_agent_runs
 kubectl label node "$NODE" erdma-controller/pool- >/dev/null
-check "... and both agent DaemonSets go before the cleanup" bash -c "
-  kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
-  kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s"
+check "... and both agent DaemonSets go before the cleanup" agent_daemonsets_deleted
 # The site's cleanup overlay, as docs/uninstall.md says: manifests/cleanup with the site's agent
 # config and the node's own pause image (the cluster has no registry.k8s.io).
 PAUSE_IMAGE=$(sed -n 's/^PAUSE_IMAGE=//p' "$SRC/scripts/cluster.sh")
@@ -446,26 +536,42 @@ printf '%s\n' 'apiVersion: kustomize.config.k8s.io/v1beta1' 'kind: Kustomization
   '- ../manifests/cleanup' 'configMapGenerator:' '- name: erdma-agent-config' '  namespace: erdma-system' \
   '  behavior: replace' '  files:' '  - config.yaml=agent-config.yaml' 'images:' '- name: registry.k8s.io/pause' \
   "  newName: ${PAUSE_IMAGE%:*}" "  newTag: \"${PAUSE_IMAGE##*:}\"" >"$work/site-cleanup/kustomization.yaml"
-check "manifests/cleanup runs erdma-agent cleanup on the node (the agent image has no shell)" bash -c "
-  kubectl apply -k '$work/site-cleanup' >/dev/null &&
-  kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s"
-check "... and its log says what it removed (the agent ran there: there is something)" bash -c "
-  out=\$(kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --prefix --tail=-1) || exit 1
-  echo \"\$out\"; grep -q ' removed\$' <<<\"\$out\" && ! grep -q '\] nothing to remove\$' <<<\"\$out\""
-check "... run again: nothing to remove" bash -c "
+cleanup_rolled_out() {
+  kubectl apply -k "$work/site-cleanup" >/dev/null &&
+  kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s
+}
+check "manifests/cleanup runs erdma-agent cleanup on the node (the agent image has no shell)" cleanup_rolled_out
+cleanup_log_says_what_it_removed() {
+  local out
+  out=$(kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --prefix --tail=-1) || return 1
+  echo "$out"; grep -q ' removed$' <<<"$out" && ! grep -q '\] nothing to remove$' <<<"$out"
+}
+check "... and its log says what it removed (the agent ran there: there is something)" cleanup_log_says_what_it_removed
+cleanup_again_removes_nothing() (
+  set +o pipefail
   kubectl -n erdma-system delete pod -l app.kubernetes.io/name=erdma-cleanup --wait=true >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
   kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | tee /dev/stderr |
-    grep -qx 'nothing to remove'"
-check "kubectl delete -k removes the cleanup, then the rest with the namespace" bash -c "
-  kubectl delete -k '$work/site-cleanup' --ignore-not-found --wait=true --timeout=120s >/dev/null &&
-  kubectl delete -k '$work/site' --ignore-not-found --wait=true --timeout=120s"
-check "nothing of the product is left in the cluster" bash -c "
-  left=\$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
-    grep -E 'erdma-(webhook|agent|cleanup)' || true); [ -z \"\$left\" ] || { echo \"\$left\"; exit 1; }
-  ! kubectl get namespace erdma-system 2>/dev/null"
-check "the node's capacity goes back to zero once the agent is gone" wait_for 60 bash -c "
-  c=\$(kubectl get node $NODE -o jsonpath='{.status.allocatable.aliyun/erdma}'); echo \"allocatable '\$c'\"; [ \"\${c:-0}\" = 0 ]"
+    grep -qx 'nothing to remove'
+)
+check "... run again: nothing to remove" cleanup_again_removes_nothing
+cleanup_then_site_deleted() {
+  kubectl delete -k "$work/site-cleanup" --ignore-not-found --wait=true --timeout=120s >/dev/null &&
+  kubectl delete -k "$work/site" --ignore-not-found --wait=true --timeout=120s
+}
+check "kubectl delete -k removes the cleanup, then the rest with the namespace" cleanup_then_site_deleted
+nothing_of_the_product_left() (
+  set +o pipefail
+  left=$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
+    grep -E 'erdma-(webhook|agent|cleanup)' || true); [ -z "$left" ] || { echo "$left"; return 1; }
+  ! kubectl get namespace erdma-system 2>/dev/null
+)
+check "nothing of the product is left in the cluster" nothing_of_the_product_left
+node_allocatable_is_zero() {
+  local c
+  c=$(kubectl get node "$NODE" -o jsonpath='{.status.allocatable.aliyun/erdma}'); echo "allocatable '$c'"; [ "${c:-0}" = 0 ]
+}
+check "the node's capacity goes back to zero once the agent is gone" wait_for 60 node_allocatable_is_zero
 
 # ---------------------------------------------------------------------------------------------
 phase "the Helm chart: install, upgrade while pods are being created, uninstall"
@@ -475,23 +581,31 @@ SITE=(--set agent.config.devices.source=static
 rm -rf "$work/pki"
 must "helm install (the same static-device site as the overlay)" \
   "$HELM" install erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}"
-must "erdma-certs generate and apply, as after kubectl apply -k" bash -c "
-  '$SRC/certs/erdma-certs' generate --dir '$work/pki' && '$SRC/certs/erdma-certs' apply --dir '$work/pki'"
-must "the chart's webhook and agent roll out" bash -c "
+erdma_certs_generate_and_apply() {
+  "$SRC/certs/erdma-certs" generate --dir "$work/pki" && "$SRC/certs/erdma-certs" apply --dir "$work/pki"
+}
+must "erdma-certs generate and apply, as after kubectl apply -k" erdma_certs_generate_and_apply
+chart_rolled_out() {
   kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s &&
-  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s"
-check "the agent registers aliyun/erdma (64 slots)" wait_for 60 bash -c "
-  c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 64 ]"
-check "a matched pod is mutated through the chart's webhook" bash -c "
-  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
-  smcr_pod_yaml $NS helm-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
-    tee /dev/stderr | grep -q erdma-injected"
-check "the seed's workloads run under the chart" bash -c "
-  kubectl apply -f '$work/nccl.yaml' -f '$work/smcr.yaml' >/dev/null &&
-  kubectl -n $NS rollout status statefulset/nccltest --timeout=180s &&
-  kubectl -n $NS rollout status deployment/smcr-app --timeout=180s &&
-  kubectl -n $NS get pod -l app=smcr-app \
-    -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload"
+  kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
+}
+must "the chart's webhook and agent roll out" chart_rolled_out
+check "the agent registers aliyun/erdma (64 slots)" wait_for 60 node_capacity_is aliyun/erdma 64
+matched_pod_mutated_by_the_chart() (
+  set +o pipefail
+  smcr_pod_yaml "$NS" helm-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
+    tee /dev/stderr | grep -q erdma-injected
+)
+check "a matched pod is mutated through the chart's webhook" matched_pod_mutated_by_the_chart
+seed_workloads_run_under_the_chart() (
+  set +o pipefail
+  kubectl apply -f "$work/nccl.yaml" -f "$work/smcr.yaml" >/dev/null &&
+  kubectl -n "$NS" rollout status statefulset/nccltest --timeout=180s &&
+  kubectl -n "$NS" rollout status deployment/smcr-app --timeout=180s &&
+  kubectl -n "$NS" get pod -l app=smcr-app \
+    -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload
+)
+check "the seed's workloads run under the chart" seed_workloads_run_under_the_chart
 kubectl -n "$NS" delete statefulset/nccltest deployment/smcr-app --wait=true >/dev/null
 ca_before=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
 secret_before=$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')
@@ -502,20 +616,28 @@ check "helm upgrade with a changed value (slotsPerDevice 32) completes" \
   --set agent.config.slotsPerDevice=32 --wait --timeout 3m
 load_stop
 check "... with zero failed pod creations" load_verdict
-check "... the caBundle and the Secret that erdma-certs wrote are untouched" bash -c "
-  [ \"\$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')\" = '$ca_before' ] &&
-  [ \"\$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')\" = '$secret_before' ]"
-check "... and the agent runs the new configuration (capacity 32)" wait_for 120 bash -c "
-  c=\$(kubectl get node $NODE -o jsonpath='{.status.capacity.aliyun/erdma}'); echo \"capacity \$c\"; [ \"\$c\" = 32 ]"
+# webhook_ca_and_cert_are CA CERT: the webhook configuration's caBundle is CA and the serving
+# Secret's tls.crt is CERT (both base64, as the API returns them).
+webhook_ca_and_cert_are() {
+  [ "$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')" = "$1" ] &&
+  [ "$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')" = "$2" ]
+}
+check "... the caBundle and the Secret that erdma-certs wrote are untouched" \
+  webhook_ca_and_cert_are "$ca_before" "$secret_before"
+check "... and the agent runs the new configuration (capacity 32)" wait_for 120 node_capacity_is aliyun/erdma 32
 kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
-check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (docs/uninstall.md)" bash -c "
+chart_agent_cleaned_up_then_uninstalled() (
+  set +o pipefail
   kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
   kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s >/dev/null &&
-  kubectl apply -k '$work/site-cleanup' >/dev/null &&
+  kubectl apply -k "$work/site-cleanup" >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
-  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | grep -E ' removed\$' &&
-  kubectl delete -k '$work/site-cleanup' --wait=true --timeout=120s >/dev/null &&
-  '$HELM' uninstall erdma-controller --wait --timeout 3m"
+  kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | grep -E ' removed$' &&
+  kubectl delete -k "$work/site-cleanup" --wait=true --timeout=120s >/dev/null &&
+  "$HELM" uninstall erdma-controller --wait --timeout 3m
+)
+check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (docs/uninstall.md)" \
+  chart_agent_cleaned_up_then_uninstalled
 chart_gone() {
   local left
   left=$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
@@ -530,20 +652,27 @@ phase "the Helm chart with certificates generated at install"
 check "helm install --set certificates.mode=generate --wait" \
   "$HELM" install erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}" \
   --set certificates.mode=generate --wait --timeout 3m
-check "a matched pod is mutated (the caBundle is the chart's)" bash -c "
-  $(declare -f smcr_pod_yaml); WORKLOAD=$WORKLOAD
-  smcr_pod_yaml $NS helm-gen-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
-    grep -q erdma-injected"
+matched_pod_mutated_with_the_chart_ca() (
+  set +o pipefail
+  smcr_pod_yaml "$NS" helm-gen-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
+    grep -q erdma-injected
+)
+check "a matched pod is mutated (the caBundle is the chart's)" matched_pod_mutated_with_the_chart_ca
 gen_ca=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
 gen_cert=$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')
-check "helm upgrade (3 webhook replicas) keeps the generated certificate and caBundle" bash -c "
-  '$HELM' upgrade erdma-controller '$SRC/charts/erdma-controller' ${SITE[*]@Q} \
+upgrade_keeps_the_generated_certificate() (  # CA CERT: the caBundle and tls.crt before
+  set +o pipefail
+  "$HELM" upgrade erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}" \
     --set certificates.mode=generate --set webhook.replicas=3 --wait --timeout 3m >/dev/null &&
-  [ \"\$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')\" = '$gen_ca' ] &&
-  [ \"\$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')\" = '$gen_cert' ] &&
-  kubectl -n erdma-system get deployment erdma-webhook -o jsonpath='{.status.readyReplicas}' | grep -qx 3"
-check "helm uninstall leaves nothing" bash -c "
-  '$HELM' uninstall erdma-controller --wait --timeout 3m >/dev/null; $(declare -f chart_gone); HELM='$HELM'; chart_gone"
+  webhook_ca_and_cert_are "$1" "$2" &&
+  kubectl -n erdma-system get deployment erdma-webhook -o jsonpath='{.status.readyReplicas}' | grep -qx 3
+)
+check "helm upgrade (3 webhook replicas) keeps the generated certificate and caBundle" \
+  upgrade_keeps_the_generated_certificate "$gen_ca" "$gen_cert"
+helm_uninstall_leaves_nothing() {
+  "$HELM" uninstall erdma-controller --wait --timeout 3m >/dev/null; chart_gone
+}
+check "helm uninstall leaves nothing" helm_uninstall_leaves_nothing
 
 echo "journey: $((SECONDS - t_start)) s"
 echo "$passed passed, $failed failed"
