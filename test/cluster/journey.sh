@@ -27,39 +27,21 @@ NS=team-a
 CHECKS_NAME=journey
 # shellcheck source=test/cluster/checks.sh
 . "$SRC/test/cluster/checks.sh"
-t_start=$SECONDS
-
-[ "$(id -u)" -eq 0 ] || skip_or_fail "needs root"
-for tool in containerd runc ctr openssl curl /usr/bin/python3 /usr/lib/cni/bridge; do
-  command -v "$tool" >/dev/null 2>&1 || skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
-done
-if "$CLUSTER" status >/dev/null 2>&1; then
-  echo "journey: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
-  exit 1
-fi
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-journey.XXXXXX")
-passed=0 failed=0
-finish() {
-  local rc=$?
-  if [ -n "${KUBECONFIG:-}" ] && [ "$failed" -gt 0 ]; then
-    echo "---- on failure: pods, events and the agent's and webhook's last log lines" >&2
-    kubectl get pods -A -o wide >&2 2>/dev/null || true
-    kubectl get events -A --sort-by=.lastTimestamp 2>/dev/null | tail -n 25 >&2 || true
-    kubectl -n erdma-system logs ds/erdma-agent --tail=20 >&2 2>/dev/null || true
-    kubectl -n erdma-system logs deploy/erdma-webhook --tail=10 >&2 2>/dev/null || true
-  fi
-  [ -z "${load_pid:-}" ] || { touch "$work/stop"; wait "$load_pid" 2>/dev/null; }
-  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
-  rm -rf "$work"
-  exit $rc
+cluster_test_begin containerd runc ctr openssl curl /usr/bin/python3 /usr/lib/cni/bridge
+# helm keeps its config, cache and data under $HOME by default; here they are the run's own.
+export HELM_CONFIG_HOME=$work/helm/config HELM_CACHE_HOME=$work/helm/cache HELM_DATA_HOME=$work/helm/data
+before_down() { [ -z "$load_pid" ] || load_stop; }
+on_failure() {
+  kubectl get pods -A -o wide
+  kubectl get events -A --sort-by=.lastTimestamp | tail -n 25
+  kubectl -n erdma-system logs ds/erdma-agent --tail=20
+  kubectl -n erdma-system logs deploy/erdma-webhook --tail=10
 }
-trap finish EXIT
 
 # ---------------------------------------------------------------------------------------------
 phase "cluster"
 t0=$SECONDS
-cluster_up || { echo "journey: scripts/cluster.sh up failed" >&2; failed=1; exit 1; }
+cluster_up || { echo "journey: scripts/cluster.sh up failed" >&2; exit 1; }
 echo "cluster up in $((SECONDS - t0)) s; $(kubectl version 2>/dev/null | tr '\n' ' ')"
 
 phase "images"
@@ -155,23 +137,19 @@ check "the NCCL StatefulSet and the SMC-R Deployment are created" kubectl apply 
 check "the NCCL pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod/nccltest-0 --timeout=180s
 check "the SMC-R pod reaches Running" kubectl -n "$NS" wait --for=condition=Ready pod -l app=smcr-app --timeout=180s
 smcr_pod=$(kubectl -n "$NS" get pod -l app=smcr-app -o jsonpath='{.items[0].metadata.name}')
-# From here on, each check's command is a function defined just above it. A function with a
-# pipeline runs in its own subshell with pipefail off: the verdict is the pipeline's last command,
-# often a grep -q that stops reading at its match, and the writer it leaves to die of SIGPIPE (exit
-# 141) must not fail the check.
+# From here on, each check's command is a function defined just above it (check runs it in a
+# subshell with pipefail off: test/cluster/checks.sh).
 # The node also has uverbs1, a card the agent does not offer (its config names erdma_0 on uverbs0
 # only): an unprivileged container sees exactly the device nodes Allocate gave it.
-nccl_pod_sees_only_its_devices() (
-  set +o pipefail
+nccl_pod_sees_only_its_devices() {
   "$CLUSTER" exec ls /dev/infiniband | tr '\n' ' ' | grep -qx 'rdma_cm uverbs0 uverbs1 ' || return 1
   out=$(kubectl -n "$NS" exec nccltest-0 -- ls /dev/infiniband/ | tr '\n' ' ') && echo "$out" && [ "$out" = 'rdma_cm uverbs0 ' ]
-)
+}
 check "the unprivileged NCCL pod sees exactly rdma_cm and uverbs0 of the node's rdma_cm, uverbs0, uverbs1" \
   nccl_pod_sees_only_its_devices
-nccl_pod_has_nccl_env() (
-  set +o pipefail
+nccl_pod_has_nccl_env() {
   out=$(kubectl -n "$NS" exec nccltest-0 -- env | grep '^NCCL_') && echo "$out" && grep -qx NCCL_IB_HCA==erdma_0 <<<"$out"
-)
+}
 check "the NCCL pod has the NCCL environment of the agent's Allocate answer" nccl_pod_has_nccl_env
 smcr_pod_preloads_the_library() {  # POD
   local out
@@ -184,12 +162,11 @@ smcr_pod_preloads_the_library() {  # POD
 }
 check "the SMC-R pod has LD_PRELOAD and reads the library (an ELF file) through the Allocate mount" \
   smcr_pod_preloads_the_library "$smcr_pod"
-smcr_pod_holds_smcr_and_no_device() (  # POD
-  set +o pipefail
+smcr_pod_holds_smcr_and_no_device() {  # POD
   kubectl -n "$NS" get pod "$1" -o jsonpath='{.spec.containers[0].resources.limits}' | tee /dev/stderr |
     grep -q 'aliyun/erdma-smcr' &&
   ! kubectl -n "$NS" exec "$1" -- sh -c 'ls /dev/infiniband/ 2>/dev/null' | tee /dev/stderr | grep -q .
-)
+}
 check "the SMC-R pod holds aliyun/erdma-smcr and has no RDMA device (SMC-R is the kernel's)" \
   smcr_pod_holds_smcr_and_no_device "$smcr_pod"
 node_capacity_is() {  # RESOURCE COUNT: the node's capacity of RESOURCE is COUNT
@@ -197,11 +174,10 @@ node_capacity_is() {  # RESOURCE COUNT: the node's capacity of RESOURCE is COUNT
   c=$(kubectl get node "$NODE" -o jsonpath="{.status.capacity.$1}"); echo "capacity $c"; [ "$c" = "$2" ]
 }
 check "the node offers the SMC-R resource: 256 slots per device" node_capacity_is aliyun/erdma-smcr 256
-smcr_pod_says_what_was_injected() (  # POD
-  set +o pipefail
+smcr_pod_says_what_was_injected() {  # POD
   kubectl -n "$NS" get pod "$1" -o jsonpath='{.metadata.annotations}' | tee /dev/stderr |
     grep -q 'network.alibabacloud.com/erdma-injected'
-)
+}
 check "the SMC-R pod's annotations say what was injected and why" smcr_pod_says_what_was_injected "$smcr_pod"
 
 # ---------------------------------------------------------------------------------------------
@@ -225,8 +201,7 @@ smcr_pod_yaml() {  # NAMESPACE NAME [extra annotation]
 }
 # An eRDMA-only (NCCL) pod among them: the default config gives it nothing, so it is not sent
 # (docs/admission.md, "Which pods the apiserver sends").
-unmatched_pods_are_created() (
-  set +o pipefail
+unmatched_pods_are_created() {
   smcr_pod_yaml plain unlabelled | dry &&
   smcr_pod_yaml "$NS" opted-out '    network.alibabacloud.com/erdma-inject: "false"' | dry &&
   smcr_pod_yaml kube-system system | dry &&
@@ -234,30 +209,26 @@ unmatched_pods_are_created() (
     "$NS" "$WORKLOAD" | dry &&
   printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-only, namespace: %s}\nspec:\n  containers: [{name: c, image: %s, resources: {limits: {aliyun/erdma: 1}}}]\n' \
     "$NS" "$WORKLOAD" | dry
-)
+}
 check "pods the webhook must not see, an NCCL-only pod among them, are created without it" unmatched_pods_are_created
 after=$(requests)
 check "... and its request counter did not move ($before before, $after after)" test "$before" = "$after"
-matched_pod_moves_the_counter() (  # COUNT: the counter before
-  set +o pipefail
+matched_pod_moves_the_counter() {  # COUNT: the counter before
   smcr_pod_yaml "$NS" matched | dry >/dev/null && n=$(requests) && echo "counter $n" && [ "$n" -gt "$1" ]
-)
+}
 check "a matched pod is sent to it (the counter moves)" matched_pod_moves_the_counter "$after"
-apply_prints_the_warnings() (
-  set +o pipefail
+apply_prints_the_warnings() {
   smcr_pod_yaml "$NS" bare | kubectl apply -f - 2>&1 | tee /dev/stderr | grep -q '^Warning: added aliyun/erdma-smcr: 1'
-)
+}
 check "kubectl apply prints the webhook's warnings for a bare pod" apply_prints_the_warnings
-describe_shows_the_warnings() (  # POD
-  set +o pipefail
+describe_shows_the_warnings() {  # POD
   kubectl -n "$NS" describe pod "$1" | tee /dev/stderr | grep -q 'erdma-warnings'
-)
+}
 check "kubectl describe shows the warnings of a controller-made pod" describe_shows_the_warnings "$smcr_pod"
 
 # ---------------------------------------------------------------------------------------------
 phase "Pod Security"
-psa_admits_the_mutated_smcr_pod() (  # LEVEL: in namespace psa-LEVEL
-  set +o pipefail
+psa_admits_the_mutated_smcr_pod() {  # LEVEL: in namespace psa-LEVEL
   cat <<EOF | kubectl apply -f - 2>&1
 apiVersion: v1
 kind: Pod
@@ -275,18 +246,17 @@ spec:
 EOF
   kubectl -n "psa-$1" get pod compliant -o jsonpath='{.metadata.annotations.network\.alibabacloud\.com/erdma-injected}' |
     tee /dev/stderr | grep -q smcr-preload
-)
+}
 for level in baseline restricted; do
   kubectl create namespace "psa-$level" >/dev/null
   kubectl label namespace "psa-$level" erdma-injection=enabled "pod-security.kubernetes.io/enforce=$level" >/dev/null
   check "a namespace enforcing $level admits the mutated SMC-R pod of a compliant spec" \
     psa_admits_the_mutated_smcr_pod "$level"
 done
-agent_runs_at_its_namespace_level() (
-  set +o pipefail
+agent_runs_at_its_namespace_level() {
   kubectl get namespace erdma-system -o jsonpath='{.metadata.labels.pod-security\.kubernetes\.io/enforce}'; echo
   kubectl -n erdma-system get ds erdma-agent -o jsonpath='{.status.numberReady}/{.status.desiredNumberScheduled}' | grep -qx 1/1
-)
+}
 check "the agent runs at its own namespace's Pod Security level" agent_runs_at_its_namespace_level
 
 # ---------------------------------------------------------------------------------------------
@@ -310,42 +280,18 @@ smc_status_answers_for() {  # POD
   else [ "$rc" -ne 0 ] && grep -q 'the kernel has no SMC' <<<"$out"; fi
 }
 check "erdma-agent smc-status --pod for the SMC-R pod" smc_status_answers_for "$smcr_pod"
-agent_logged_the_smcr_setup() (  # POD
-  set +o pipefail
+agent_logged_the_smcr_setup() {  # POD
   line=$(kubectl -n erdma-system logs ds/erdma-agent | grep 'SMC-R pod setup' | grep -F "$1" | tail -n 1)
   echo "$line"
   if [ -d /sys/module/smc ]; then grep -q '"result":"configured"' <<<"$line"
   else grep -q '"result":"failed"' <<<"$line" && grep -q 'has no SMC' <<<"$line"; fi
-)
+}
 check "the agent logged the SMC-R pod's setup: configured, or failed for this kernel's missing SMC" \
   agent_logged_the_smcr_setup "$smcr_pod"
 
 # ---------------------------------------------------------------------------------------------
 phase "faults, while matched pods are being created"
-PKI=$STATE/pki
-load_pid=
-# The create loop (test/cluster/create_loop.py) in the background; then `check "load running"`
-# waits until it has admitted its first pod. Not run through check: the loop must be this shell's
-# child, for load_stop to wait for it.
-load_start() {
-  rm -f "$work/stop" "$work/started" "$work/load.json"
-  /usr/bin/python3 "$SRC/test/cluster/create_loop.py" --server "https://127.0.0.1:${ERDMA_CLUSTER_PORT:-6443}" \
-    --ca "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" --namespace "$NS" \
-    --interval 0.1 --max-seconds 600 --stop-file "$work/stop" --started-file "$work/started" \
-    >"$work/load.json" 2>"$work/load.err" &
-  load_pid=$!
-}
-load_stop() {  # ends the loop (in this shell: it waits for its child)
-  touch "$work/stop"
-  wait "$load_pid"
-  load_pid=
-}
-load_verdict() {  # the loop's counts; succeeds when every create was admitted and mutated
-  cat "$work/load.json" "$work/load.err"
-  /usr/bin/python3 -c 'import json, sys
-d = json.load(open(sys.argv[1]))
-sys.exit(0 if d["created"] > 0 and d["failed"] == 0 and d["unmutated"] == 0 else 1)' "$work/load.json"
-}
+# The create loop: load_start, load_stop and load_verdict (test/cluster/lib.sh).
 # Every webhook replica serves the certificate of FILE (its log names the SHA-256 at start-up and
 # at each reload).
 serving_everywhere() {
@@ -404,62 +350,55 @@ check "... with zero failed pod creations" load_verdict
 kubectl -n erdma-system scale deployment/erdma-webhook --replicas=0 >/dev/null
 no_webhook_replica_left() { [ -z "$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-webhook -o name)" ]; }
 check "webhook scaled to 0: no replica left" wait_for 120 no_webhook_replica_left
-matched_pod_refused_naming_the_webhook() (
-  set +o pipefail
+matched_pod_refused_naming_the_webhook() {
   out=$(smcr_pod_yaml "$NS" during-outage | kubectl create --dry-run=server -f - 2>&1) && return 1
   echo "$out"; grep -q 'failed calling webhook "pods.erdma-webhook.erdma-system.svc"' <<<"$out"
-)
+}
 check "... a matched pod is refused, and the message names the webhook" matched_pod_refused_naming_the_webhook
-plain_pod_created_during_outage() (
-  set +o pipefail
+plain_pod_created_during_outage() {
   printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: plain-during-outage, namespace: %s}\nspec:\n  containers: [{name: c, image: %s}]\n' \
     "$NS" "$WORKLOAD" | kubectl create --dry-run=server -f -
-)
+}
 check "... a pod that asks for nothing is still created" plain_pod_created_during_outage
-nccl_pod_created_during_outage() (
-  set +o pipefail
+nccl_pod_created_during_outage() {
   printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: nccl-during-outage, namespace: %s}\nspec:\n  containers: [{name: c, image: %s, resources: {limits: {aliyun/erdma: 1}}}]\n' \
     "$NS" "$WORKLOAD" | kubectl create --dry-run=server -f -
-)
+}
 check "... an NCCL-only pod (aliyun/erdma, no SMC-R) is still created" nccl_pod_created_during_outage
 sed -e 's/name: smcr-app/name: after-outage/' -e 's/app: smcr-app/app: after-outage/g' "$work/smcr.yaml" |
   kubectl apply -f - >/dev/null
-deployment_pods_refused() (
-  set +o pipefail
+deployment_pods_refused() {
   kubectl -n "$NS" get events --field-selector reason=FailedCreate -o jsonpath='{.items[*].message}' |
     grep -o 'failed calling webhook "pods.erdma-webhook.erdma-system.svc"' | head -n 1 | grep .
-)
+}
 check "... a Deployment's pods are refused meanwhile (FailedCreate)" wait_for 60 deployment_pods_refused
 kubectl -n erdma-system scale deployment/erdma-webhook --replicas=2 >/dev/null
 check "webhook back: its rollout completes" \
   kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s
-after_outage_pod_is_mutated() (
-  set +o pipefail
+after_outage_pod_is_mutated() {
   kubectl -n "$NS" get pod -l app=after-outage \
     -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload
-)
+}
 check "... and the Deployment's pod appears, mutated" wait_for 240 after_outage_pod_is_mutated
 
 agent_log() { kubectl -n erdma-system logs ds/erdma-agent; }
 registrations() { agent_log | grep -c '"msg":"registered with kubelet"'; }
 before=$(registrations)
 check "kubelet restarted" "$CLUSTER" restart kubelet
-agent_registered_again() (  # COUNT: the registrations before
-  set +o pipefail
+agent_registered_again() {  # COUNT: the registrations before
   n=$(registrations); echo "now $n"; [ "$n" -gt "$1" ]
-)
+}
 check "... the agent registers again (registrations: $before before)" wait_for 120 agent_registered_again "$before"
 check "... capacity is there again" wait_for 120 capacity
 printf '%s\n' 'apiVersion: v1' 'kind: Pod' "metadata: {name: after-kubelet, namespace: $NS}" 'spec:' \
   '  terminationGracePeriodSeconds: 1' '  containers:' \
   "  - {name: c, image: $WORKLOAD, command: [sleep, '100000'], resources: {limits: {aliyun/erdma: 1}}}" \
   >"$work/after-kubelet.yaml"
-new_pod_gets_its_devices() (
-  set +o pipefail
+new_pod_gets_its_devices() {
   kubectl apply -f "$work/after-kubelet.yaml" >/dev/null &&
   kubectl -n "$NS" wait --for=condition=Ready pod/after-kubelet --timeout=180s >/dev/null &&
   kubectl -n "$NS" exec after-kubelet -- ls /dev/infiniband/ | tee /dev/stderr | grep -qx uverbs0
-)
+}
 check "... and a new pod gets its devices" new_pod_gets_its_devices
 
 smcr_state() {
@@ -470,18 +409,16 @@ old_agent=$(kubectl -n erdma-system get pod -l app.kubernetes.io/name=erdma-agen
 kubectl -n erdma-system delete "$old_agent" --wait=true >/dev/null
 check "agent pod deleted: the DaemonSet's new one runs" \
   kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s
-agent_resynced_smcr_pods() (
-  set +o pipefail
+agent_resynced_smcr_pods() {
   kubectl -n erdma-system logs ds/erdma-agent | grep '"msg":"SMC-R resync done"' | tail -n 1 | grep .
-)
+}
 check "... and resyncs the SMC-R pods already running" wait_for 120 agent_resynced_smcr_pods
 check "... running pods untouched (uid, restarts, phase: $smcr_before)" test "$(smcr_state)" = "$smcr_before"
-pnet_table_has_no_duplicates() (
-  set +o pipefail
+pnet_table_has_no_duplicates() {
   out=$(kubectl -n erdma-system exec ds/erdma-agent -- erdma-agent pnet list 2>&1); rc=$?; echo "$out"
   if [ ! -d /sys/module/smc ]; then [ "$rc" -ne 0 ] && grep -q 'the kernel has no SMC' <<<"$out"; return; fi
   [ "$rc" -eq 0 ] && [ -z "$(sort <<<"$out" | uniq -d)" ]
-)
+}
 check "... the node's pnet table has no duplicate entries (without SMC: pnet list says the kernel has none)" \
   pnet_table_has_no_duplicates
 kubectl -n "$NS" delete deployment after-outage --wait=false >/dev/null
@@ -547,25 +484,23 @@ cleanup_log_says_what_it_removed() {
   echo "$out"; grep -q ' removed$' <<<"$out" && ! grep -q '\] nothing to remove$' <<<"$out"
 }
 check "... and its log says what it removed (the agent ran there: there is something)" cleanup_log_says_what_it_removed
-cleanup_again_removes_nothing() (
-  set +o pipefail
+cleanup_again_removes_nothing() {
   kubectl -n erdma-system delete pod -l app.kubernetes.io/name=erdma-cleanup --wait=true >/dev/null &&
   kubectl -n erdma-system rollout status daemonset/erdma-cleanup --timeout=180s >/dev/null &&
   kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | tee /dev/stderr |
     grep -qx 'nothing to remove'
-)
+}
 check "... run again: nothing to remove" cleanup_again_removes_nothing
 cleanup_then_site_deleted() {
   kubectl delete -k "$work/site-cleanup" --ignore-not-found --wait=true --timeout=120s >/dev/null &&
   kubectl delete -k "$work/site" --ignore-not-found --wait=true --timeout=120s
 }
 check "kubectl delete -k removes the cleanup, then the rest with the namespace" cleanup_then_site_deleted
-nothing_of_the_product_left() (
-  set +o pipefail
+nothing_of_the_product_left() {
   left=$(kubectl get all,configmap,secret,serviceaccount,mutatingwebhookconfiguration -A -o name 2>/dev/null |
     grep -E 'erdma-(webhook|agent|cleanup)' || true); [ -z "$left" ] || { echo "$left"; return 1; }
   ! kubectl get namespace erdma-system 2>/dev/null
-)
+}
 check "nothing of the product is left in the cluster" nothing_of_the_product_left
 node_allocatable_is_zero() {
   local c
@@ -591,20 +526,18 @@ chart_rolled_out() {
 }
 must "the chart's webhook and agent roll out" chart_rolled_out
 check "the agent registers aliyun/erdma (64 slots)" wait_for 60 node_capacity_is aliyun/erdma 64
-matched_pod_mutated_by_the_chart() (
-  set +o pipefail
+matched_pod_mutated_by_the_chart() {
   smcr_pod_yaml "$NS" helm-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
     tee /dev/stderr | grep -q erdma-injected
-)
+}
 check "a matched pod is mutated through the chart's webhook" matched_pod_mutated_by_the_chart
-seed_workloads_run_under_the_chart() (
-  set +o pipefail
+seed_workloads_run_under_the_chart() {
   kubectl apply -f "$work/nccl.yaml" -f "$work/smcr.yaml" >/dev/null &&
   kubectl -n "$NS" rollout status statefulset/nccltest --timeout=180s &&
   kubectl -n "$NS" rollout status deployment/smcr-app --timeout=180s &&
   kubectl -n "$NS" get pod -l app=smcr-app \
     -o jsonpath='{.items[0].metadata.annotations.network\.alibabacloud\.com/erdma-injected}' | grep smcr-preload
-)
+}
 check "the seed's workloads run under the chart" seed_workloads_run_under_the_chart
 kubectl -n "$NS" delete statefulset/nccltest deployment/smcr-app --wait=true >/dev/null
 ca_before=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
@@ -626,8 +559,7 @@ check "... the caBundle and the Secret that erdma-certs wrote are untouched" \
   webhook_ca_and_cert_are "$ca_before" "$secret_before"
 check "... and the agent runs the new configuration (capacity 32)" wait_for 120 node_capacity_is aliyun/erdma 32
 kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
-chart_agent_cleaned_up_then_uninstalled() (
-  set +o pipefail
+chart_agent_cleaned_up_then_uninstalled() {
   kubectl -n erdma-system delete daemonset -l app.kubernetes.io/name=erdma-agent --wait=true >/dev/null &&
   kubectl -n erdma-system wait --for=delete pod -l app.kubernetes.io/name=erdma-agent --timeout=120s >/dev/null &&
   kubectl apply -k "$work/site-cleanup" >/dev/null &&
@@ -635,7 +567,7 @@ chart_agent_cleaned_up_then_uninstalled() (
   kubectl -n erdma-system logs -l app.kubernetes.io/name=erdma-cleanup -c cleanup --tail=-1 | grep -E ' removed$' &&
   kubectl delete -k "$work/site-cleanup" --wait=true --timeout=120s >/dev/null &&
   "$HELM" uninstall erdma-controller --wait --timeout 3m
-)
+}
 check "the chart's agent goes, manifests/cleanup cleans the node, then helm uninstall (docs/uninstall.md)" \
   chart_agent_cleaned_up_then_uninstalled
 chart_gone() {
@@ -652,21 +584,19 @@ phase "the Helm chart with certificates generated at install"
 check "helm install --set certificates.mode=generate --wait" \
   "$HELM" install erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}" \
   --set certificates.mode=generate --wait --timeout 3m
-matched_pod_mutated_with_the_chart_ca() (
-  set +o pipefail
+matched_pod_mutated_with_the_chart_ca() {
   smcr_pod_yaml "$NS" helm-gen-pod | kubectl create --dry-run=server -o jsonpath='{.metadata.annotations}' -f - |
     grep -q erdma-injected
-)
+}
 check "a matched pod is mutated (the caBundle is the chart's)" matched_pod_mutated_with_the_chart_ca
 gen_ca=$(kubectl get mutatingwebhookconfiguration erdma-webhook -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
 gen_cert=$(kubectl -n erdma-system get secret erdma-webhook-tls -o jsonpath='{.data.tls\.crt}')
-upgrade_keeps_the_generated_certificate() (  # CA CERT: the caBundle and tls.crt before
-  set +o pipefail
+upgrade_keeps_the_generated_certificate() {  # CA CERT: the caBundle and tls.crt before
   "$HELM" upgrade erdma-controller "$SRC/charts/erdma-controller" "${SITE[@]}" \
     --set certificates.mode=generate --set webhook.replicas=3 --wait --timeout 3m >/dev/null &&
   webhook_ca_and_cert_are "$1" "$2" &&
   kubectl -n erdma-system get deployment erdma-webhook -o jsonpath='{.status.readyReplicas}' | grep -qx 3
-)
+}
 check "helm upgrade (3 webhook replicas) keeps the generated certificate and caBundle" \
   upgrade_keeps_the_generated_certificate "$gen_ca" "$gen_cert"
 helm_uninstall_leaves_nothing() {
@@ -674,6 +604,4 @@ helm_uninstall_leaves_nothing() {
 }
 check "helm uninstall leaves nothing" helm_uninstall_leaves_nothing
 
-echo "journey: $((SECONDS - t_start)) s"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+cluster_test_end
