@@ -12,9 +12,9 @@ CLUSTER=$SRC/scripts/cluster.sh
 STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 # shellcheck source=test/cluster/lib.sh
 . "$SRC/test/cluster/lib.sh"
-"$CLUSTER" status >/dev/null 2>&1 && { echo "admission-latency: a cluster is already up; scripts/cluster.sh down" >&2; exit 1; }
-work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-bench-admission.XXXXXX")
-trap '"$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down; rm -rf "$work"' EXIT
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
+cluster_session bench-admission
 cluster_up
 python3 "$SRC/bench/admission_latency.py" --src "$SRC" --webhook "$BUILD/webhook/erdma-webhook" --work "$work" \
   --server "https://127.0.0.1:${ERDMA_CLUSTER_PORT:-6443}" --ca "$STATE/pki/ca.crt" --cert "$STATE/pki/admin.crt" \

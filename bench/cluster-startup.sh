@@ -22,9 +22,9 @@ CLUSTER=$SRC/scripts/cluster.sh
 STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 # shellcheck source=test/cluster/lib.sh
 . "$SRC/test/cluster/lib.sh"
-if "$CLUSTER" status >/dev/null 2>&1; then echo "a cluster is already up; scripts/cluster.sh down first" >&2; exit 1; fi
-work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-bench-cluster.XXXXXX")
-trap '"$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down; rm -rf "$work"' EXIT
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
+cluster_session bench-cluster
 t0=$SECONDS
 cluster_up
 product_images

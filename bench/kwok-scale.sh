@@ -13,18 +13,14 @@ CLUSTER=$SRC/scripts/cluster.sh
 STATE=${ERDMA_CLUSTER_DIR:-/run/erdma-cluster}
 # shellcheck source=test/cluster/lib.sh
 . "$SRC/test/cluster/lib.sh"
-"$CLUSTER" status >/dev/null 2>&1 && { echo "kwok-scale: a cluster is already up; scripts/cluster.sh down" >&2; exit 1; }
+# shellcheck source=test/cluster/checks.sh
+. "$SRC/test/cluster/checks.sh"
+kwok_pid=
+before_down() { [ -z "$kwok_pid" ] || { kill "$kwok_pid" 2>/dev/null || true; wait "$kwok_pid" 2>/dev/null || true; }; }
+cluster_session bench-kwok
 t0=$SECONDS
 kwok=$("$SRC/bench/kwok/build-kwok.sh" | tail -n 1)
 echo "kwok-scale: kwok ready in $((SECONDS - t0)) s: $kwok"
-work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-bench-kwok.XXXXXX")
-kwok_pid=
-stop() {
-  [ -z "$kwok_pid" ] || { kill "$kwok_pid" 2>/dev/null || true; wait "$kwok_pid" 2>/dev/null || true; }
-  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
-  rm -rf "$work"
-}
-trap stop EXIT
 t0=$SECONDS
 cluster_up
 echo "kwok-scale: control plane up in $((SECONDS - t0)) s"

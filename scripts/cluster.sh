@@ -261,7 +261,8 @@ configs() {
   done
   # This host mounts cgroup v1 (hybrid); kubelet 1.35+ refuses v1 unless told.
   kubelet_yaml "$STATE/pki" kubelet-serving "cgroupRoot: /$CGROUP_ROOT
-failCgroupV1: false" > "$c/kubelet.yaml"
+failCgroupV1: false
+clusterDNS: [$NODE_IP]" > "$c/kubelet.yaml"
   kube_proxy_yaml "$c/kube-proxy.kubeconfig" "$NODE" > "$c/kube-proxy.yaml"
   mkdir -p "$STATE/containerd/net.d"
   containerd_toml "$STATE/containerd/root" "$STATE/containerd/net.d" /usr/lib/cni > "$STATE/containerd/config.toml"
@@ -283,7 +284,7 @@ vm_node_config() {
     "$STATE/pki/kube-proxy.crt" "$STATE/pki/kube-proxy.key" "$d/pki/"
   kubeconfig "$d/kubelet.kubeconfig" "https://$VM_GATEWAY:6443" "kubelet-$name" "$g/pki"
   kubeconfig "$d/kube-proxy.kubeconfig" "https://$VM_GATEWAY:6443" kube-proxy "$g/pki"
-  kubelet_yaml "$g/pki" "kubelet-serving-$name" > "$d/kubelet.yaml"
+  kubelet_yaml "$g/pki" "kubelet-serving-$name" "clusterDNS: [$VM_GATEWAY]" > "$d/kubelet.yaml"
   kube_proxy_yaml "$g/kube-proxy.kubeconfig" "$name" > "$d/kube-proxy.yaml"
   containerd_toml /var/lib/containerd /run/cni/net.d /run/cni/bin > "$d/containerd.toml"
   # The chain step gives each pod an rxe device of its own, except in plain-veth (the bridge's veth
@@ -415,7 +416,7 @@ sandbox_main() {
     local vms=() i
     for i in $(seq 1 "${VM_NODES:-0}"); do vms+=("erdma-vm$i"); done
     stop_group 10 kubelet kube-proxy "${vms[@]}"
-    stop_group 5 kube-controller-manager kube-scheduler
+    stop_group 5 kube-controller-manager kube-scheduler dns
     stop_group 10 kube-apiserver
     stop_group 5 etcd containerd forward
     # Leaving PID 1 kills whatever is left here: containers, shims, anything that ignored TERM.
@@ -482,6 +483,12 @@ sandbox_main() {
   start kubelet "$BIN/kubelet" --config="$C/kubelet.yaml" --kubeconfig="$C/kubelet.kubeconfig" \
     --hostname-override="$NODE" --node-ip="$NODE_IP" --v=2
   start kube-proxy "$BIN/kube-proxy" --config="$C/kube-proxy.yaml"
+  # The cluster's DNS for Services (every kubelet's clusterDNS): on each of the sandbox's addresses
+  # a node reaches it by, NODE_IP for this node's pods and VM_GATEWAY for the VM nodes' pods.
+  local dns_listen=(--listen "$NODE_IP:53")
+  [ "${VM_NODES:-0}" -eq 0 ] || dns_listen+=(--listen "$VM_GATEWAY:53")
+  start dns /usr/bin/python3 "$SRC/test/cluster/dns.py" "${dns_listen[@]}" --server https://127.0.0.1:6443 \
+    --ca "$P/ca.crt" --cert "$P/admin.crt" --key "$P/admin.key"
   # The VM nodes boot once the API server answers (their console is logs/erdma-vmN.log).
   for i in $(seq 1 "${VM_NODES:-0}"); do
     start "erdma-vm$i" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp "$VM_SMP" -m "$VM_MEM" \

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The one library of the real-cluster tests (smoke.sh, journey.sh, admission-policy.sh, cdi.sh,
-# dra.sh, upgrade.sh, vm-nodes.sh): the shared start and end (cluster_test_begin,
-# cluster_test_end), checks that print PASS or FAIL with their evidence and count them (check,
+# dra.sh, upgrade.sh, vm-nodes.sh) and the cluster benches: the shared start and end
+# (cluster_test_begin, cluster_test_end; cluster_session for the benches), checks that print PASS or FAIL with their evidence and count them (check,
 # must), one wait (wait_for), bounded steps (bounded) and the skip rule (skip_or_fail). The caller
 # sets CHECKS_NAME (a name for messages) and, for cluster_test_begin, SRC, CLUSTER and STATE.
 
@@ -91,16 +91,32 @@ cluster_test_begin() {
     command -v "$tool" >/dev/null 2>&1 || { [ "$tool" = go ] && [ -x /usr/local/go/bin/go ]; } ||
       skip_or_fail "$tool is missing (scripts/install-deps.sh installs it)"
   done
-  if "$CLUSTER" status >/dev/null 2>&1; then
-    echo "$CHECKS_NAME: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
-    exit 1
-  fi
   PORT=${ERDMA_CLUSTER_PORT:-6443}  # the API server's, for the leftover check
   # shellcheck source=test/cluster/leftovers.sh
   . "$SRC/test/cluster/leftovers.sh"
+  cluster_session "$CHECKS_NAME"
   leftovers_before || exit 1
-  work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-$CHECKS_NAME.XXXXXX")
   trap _cluster_test_stopped EXIT
+}
+
+# cluster_session NAME: the part of that start the benches share (bench/*.sh): refuses to run while
+# a cluster is up, makes the scratch directory $work, and sets an EXIT trap that runs the caller's
+# before_down (if defined), brings the cluster down and removes $work. The caller sets CLUSTER and
+# STATE.
+cluster_session() {
+  if "$CLUSTER" status >/dev/null 2>&1; then
+    echo "$1: a cluster is already up at $STATE; run scripts/cluster.sh down first" >&2
+    exit 1
+  fi
+  work=$(mktemp -d "${TMPDIR:-/tmp}/erdma-$1.XXXXXX")
+  trap _cluster_session_end EXIT
+}
+_cluster_session_end() {
+  local rc=$?
+  if declare -F before_down >/dev/null; then before_down || true; fi
+  "$CLUSTER" down >/dev/null 2>&1 || "$CLUSTER" down
+  rm -rf "$work"
+  exit "$rc"
 }
 
 # _cluster_test_teardown: before_down, on_failure when a check failed, `down`, $work removed.

@@ -59,6 +59,7 @@ product_site() {
 capacity() { kubectl get node "$NODE" -o jsonpath='{.status.capacity.aliyun/erdma}' | grep -E '^[1-9][0-9]*$'; }
 
 # product_install: the whole install in one go (the journey does it step by step, with checks).
+# Needs checks.sh (wait_for).
 product_install() {
   kubectl label node "$NODE" aliyun.accelerator/erdma=true --overwrite >/dev/null &&
     product_site &&
@@ -67,11 +68,7 @@ product_install() {
     "$SRC/certs/erdma-certs" apply --dir "$work/pki" >/dev/null &&
     kubectl -n erdma-system rollout status deployment/erdma-webhook --timeout=180s >/dev/null &&
     kubectl -n erdma-system rollout status daemonset/erdma-agent --timeout=180s >/dev/null || return 1
-  local end=$((SECONDS + 60))
-  until capacity >/dev/null; do
-    [ $SECONDS -lt $end ] || { echo "no aliyun/erdma capacity after 60 s" >&2; return 1; }
-    sleep 0.5
-  done
+  wait_for 60 capacity >/dev/null || { echo "no aliyun/erdma capacity after 60 s" >&2; return 1; }
 }
 
 # A load of pod creations while an upgrade or a fault is under way: test/cluster/create_loop.py in

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Smoke check of scripts/cluster.sh on this machine: `up`, a pod from the project's workload image
 # on the real kubelet (Running, `kubectl exec`, `kubectl logs`, the `kubernetes` Service reachable
-# from the pod), then `down`, and a check that nothing is left: no process of the state
+# from the pod and resolved by name through the cluster's DNS), then `down`, and a check that nothing is left: no process of the state
 # directory, no mount, no network namespace, no cgroup, no listener, no file outside the state
 # directory, the machine's iptables rules as before. Each check prints PASS or FAIL with its
 # evidence; the run ends with "smoke: N passed, M failed" and exits 1 on any failure.
@@ -70,6 +70,18 @@ service_ok() {
   [ "$svc" = tcp-ok ]
 }
 check "the pod reaches the kubernetes Service over TCP" service_ok
+# The cluster's DNS (test/cluster/dns.py, the kubelet's clusterDNS): the Service's name from the
+# pod's resolv.conf search list, and a name outside the cluster refused.
+resolves_by_name() {
+  local out
+  out=$(kubectl exec smoke -- sh -c 'cat /etc/resolv.conf
+    busybox nslookup -type=a kubernetes.default.svc.cluster.local; busybox nslookup -type=a example.invalid 2>&1; true')
+  echo "$out"
+  grep -q '^search default.svc.cluster.local svc.cluster.local cluster.local' <<<"$out" &&
+    grep -A1 -E '^Name:[[:space:]]+kubernetes.default.svc.cluster.local' <<<"$out" | grep -q 'Address: 10\.96\.0\.1$' &&
+    grep -q "can't find example.invalid: NXDOMAIN" <<<"$out"
+}
+check "the pod resolves the kubernetes Service by name through the cluster's DNS" resolves_by_name
 
 # The pod stays: `down` must take its containers, shims and cgroups with the sandbox.
 cluster_test_end
