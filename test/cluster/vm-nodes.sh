@@ -158,48 +158,6 @@ for n in "$VM1" "$VM2"; do
 done
 
 # ---------------------------------------------------------------------------------------------
-# README.md's "Verify" block as a user runs it, a command at a time, its commands read from
-# README.md itself (so the two cannot drift apart), from the repository's root (examples/), with
-# NODE replaced by a VM node. A command's variables (POD=..., AGENT=...) are set again before each
-# later command. What each must show is what its comment in README.md promises; a command that
-# depends on the pods having done their work is retried until it shows it.
-phase "verify as README.md says, its commands read from README.md"
-readme_verify() {  # the ```sh block of README.md's "## Verify", a command per line, comments dropped
-  awk -v fence='```sh' '/^## /{q = ($0 == "## Verify")} q && !b && $0 == fence {b = 1; next} b && /^```/ {exit} b' \
-    "$SRC/README.md" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' | sed -e 's/[[:space:]]\{2,\}#.*$//' -e "s/\bNODE\b/$VM1/g"
-}
-mapfile -t verify_cmds < <(readme_verify)
-verify_vars=""  # the assignment lines run so far
-# verify_run CMD: CMD in bash from the repository's root, after the assignments before it.
-verify_run() { (cd "$SRC" && bash -c "$verify_vars
-$1"); }
-# verify_shows CMD ERE: CMD succeeds and prints a line matching ERE.
-verify_shows() {
-  local out
-  out=$(verify_run "$1" 2>&1) || { echo "$out"; return 1; }
-  echo "$out" | tail -n 5
-  grep -qE -- "$2" <<<"$out"
-}
-for cmd in "${verify_cmds[@]}"; do
-  case $cmd in
-    *" logs deploy/bulk-client"*)  # "match":true once a transfer got through (the client retries)
-      check "README verify: $cmd" wait_for 300 verify_shows "$cmd" '"match":true' ;;
-    *"env | grep LD_PRELOAD"*)
-      check "README verify: $cmd" verify_shows "$cmd" 'LD_PRELOAD=.*/usr/lib/smc/libsmc-preload\.so' ;;
-    *"smc-status --pod"*)  # SMCR: the VM nodes have SMC and a card per pod (the client reconnects every 35 s)
-      check "README verify: $cmd" wait_for 120 verify_shows "$cmd" ' SMCR ' ;;
-    [A-Z]*=*)  # an assignment (POD=, AGENT=): it must give its variable a value
-      var=${cmd%%=*}
-      check "README verify: $cmd" verify_shows "$cmd; echo \"$var=\$$var\"" "^$var=."
-      verify_vars+="$cmd"$'\n' ;;
-    *) check "README verify: $cmd" verify_run "$cmd" ;;
-  esac
-done
-check "README verify: its nine commands ran" test "${#verify_cmds[@]}" -eq 9
-team_a_gone() { kubectl delete namespace team-a --wait=true --timeout=110s; }
-check "the namespace the README's verify made is deleted" team_a_gone
-
-# ---------------------------------------------------------------------------------------------
 phase "the seed Deployment on the pod network, and a client on the other VM node"
 # namespace_opted_in NS: the namespace created and labelled for the webhook.
 namespace_opted_in() { kubectl create namespace "$1" >/dev/null && kubectl label namespace "$1" erdma-injection=enabled >/dev/null; }
@@ -978,5 +936,50 @@ for n in "$VM1" "$VM2"; do
   check "$n's agent answered the hook ok, never with an error (erdma_agent_dra_hook_requests_total)" \
     wait_for 30 hook_answered_ok "$n"
 done
+
+# ---------------------------------------------------------------------------------------------
+# README.md's "Verify" block as a user runs it, a command at a time, its commands read from
+# README.md itself (so the two cannot drift apart), from the repository's root (examples/), with
+# NODE replaced by a VM node. A command's variables (POD=..., AGENT=...) are set again before each
+# later command. What each must show is what its comment in README.md promises; a command that
+# depends on the pods having done their work is retried until it shows it. Last of all: once its
+# pods are deleted, the SMC-R link groups they formed stay in the kernel (in the RDMA subsystem's
+# shared mode a link group's second link may run over the node's rxe0), and a hostNetwork
+# connection on rxe0 after them was declined by its peer.
+phase "verify as README.md says, its commands read from README.md"
+readme_verify() {  # the ```sh block of README.md's "## Verify", a command per line, comments dropped
+  awk -v fence='```sh' '/^## /{q = ($0 == "## Verify")} q && !b && $0 == fence {b = 1; next} b && /^```/ {exit} b' \
+    "$SRC/README.md" | sed -e ':a' -e '/\\$/N; s/\\\n//; ta' | sed -e 's/[[:space:]]\{2,\}#.*$//' -e "s/\bNODE\b/$VM1/g"
+}
+mapfile -t verify_cmds < <(readme_verify)
+verify_vars=""  # the assignment lines run so far
+# verify_run CMD: CMD in bash from the repository's root, after the assignments before it.
+verify_run() { (cd "$SRC" && bash -c "$verify_vars
+$1"); }
+# verify_shows CMD ERE: CMD succeeds and prints a line matching ERE.
+verify_shows() {
+  local out
+  out=$(verify_run "$1" 2>&1) || { echo "$out"; return 1; }
+  echo "$out" | tail -n 5
+  grep -qE -- "$2" <<<"$out"
+}
+for cmd in "${verify_cmds[@]}"; do
+  case $cmd in
+    *" logs deploy/bulk-client"*)  # "match":true once a transfer got through (the client retries)
+      check "README verify: $cmd" wait_for 300 verify_shows "$cmd" '"match":true' ;;
+    *"env | grep LD_PRELOAD"*)
+      check "README verify: $cmd" verify_shows "$cmd" 'LD_PRELOAD=.*/usr/lib/smc/libsmc-preload\.so' ;;
+    *"smc-status --pod"*)  # SMCR: the VM nodes have SMC and a card per pod (the client reconnects every 35 s)
+      check "README verify: $cmd" wait_for 120 verify_shows "$cmd" ' SMCR ' ;;
+    [A-Z]*=*)  # an assignment (POD=, AGENT=): it must give its variable a value
+      var=${cmd%%=*}
+      check "README verify: $cmd" verify_shows "$cmd; echo \"$var=\$$var\"" "^$var=."
+      verify_vars+="$cmd"$'\n' ;;
+    *) check "README verify: $cmd" verify_run "$cmd" ;;
+  esac
+done
+check "README verify: its nine commands ran" test "${#verify_cmds[@]}" -eq 9
+team_a_gone() { kubectl delete namespace team-a --wait=true --timeout=110s; }
+check "the namespace the README's verify made is deleted" team_a_gone
 
 cluster_test_end
