@@ -31,12 +31,7 @@ cluster_test_begin containerd runc ctr openssl curl /usr/bin/python3 /usr/lib/cn
 # helm keeps its config, cache and data under $HOME by default; here they are the run's own.
 export HELM_CONFIG_HOME=$work/helm/config HELM_CACHE_HOME=$work/helm/cache HELM_DATA_HOME=$work/helm/data
 before_down() { [ -z "$load_pid" ] || load_stop; }
-on_failure() {
-  kubectl get pods -A -o wide
-  kubectl get events -A --sort-by=.lastTimestamp | tail -n 25
-  kubectl -n erdma-system logs ds/erdma-agent --tail=20
-  kubectl -n erdma-system logs deploy/erdma-webhook --tail=10
-}
+on_failure() { cluster_view; }
 
 # ---------------------------------------------------------------------------------------------
 phase "cluster"
@@ -447,21 +442,16 @@ mixed_pools_applied() {
   kubectl apply -k "$work/manifests/mixed-pools" >/dev/null && kubectl delete mutatingwebhookconfiguration erdma-webhook >/dev/null
 }
 check "manifests/mixed-pools applies" mixed_pools_applied
-only_the_gpu_pool_agent_runs() {
-  local out
+only_pool_agent_runs() {  # POOL (gpu or smcr): the node runs exactly that pool's agent, none of the other's
+  local out gpu=0 smcr=0 other=gpu
+  if [ "$1" = gpu ]; then gpu=1 other=smcr; else smcr=1; fi
   out=$(pool_agents); echo "$out"
-  grep -q 'erdma-agent=0 ' <<<"$out" && grep -q 'erdma-agent-gpu=1 ' <<<"$out" && grep -q "gpu@$NODE" <<<"$out" &&
-    ! grep -q 'smcr@' <<<"$out"
+  grep -q "erdma-agent=$smcr " <<<"$out" && grep -q "erdma-agent-gpu=$gpu " <<<"$out" && grep -q "$1@$NODE" <<<"$out" &&
+    ! grep -q "$other@" <<<"$out"
 }
-check "... a node labelled pool=gpu runs exactly the GPU pool's agent" wait_for 120 only_the_gpu_pool_agent_runs
+check "... a node labelled pool=gpu runs exactly the GPU pool's agent" wait_for 120 only_pool_agent_runs gpu
 kubectl label node "$NODE" erdma-controller/pool=smcr --overwrite >/dev/null
-only_the_smcr_pool_agent_runs() {
-  local out
-  out=$(pool_agents); echo "$out"
-  grep -q 'erdma-agent=1 ' <<<"$out" && grep -q 'erdma-agent-gpu=0 ' <<<"$out" && grep -q "smcr@$NODE" <<<"$out" &&
-    ! grep -q 'gpu@' <<<"$out"
-}
-check "... relabelled pool=smcr, exactly the SMC-R pool's agent" wait_for 120 only_the_smcr_pool_agent_runs
+check "... relabelled pool=smcr, exactly the SMC-R pool's agent" wait_for 120 only_pool_agent_runs smcr
 kubectl label node "$NODE" erdma-controller/pool- >/dev/null
 check "... and both agent DaemonSets go before the cleanup" agent_daemonsets_deleted
 # The site's cleanup overlay, as docs/uninstall.md says: manifests/cleanup with the site's agent

@@ -58,6 +58,15 @@ product_site() {
 # capacity: the node's aliyun/erdma capacity, when the agent registered some.
 capacity() { kubectl get node "$NODE" -o jsonpath='{.status.capacity.aliyun/erdma}' | grep -E '^[1-9][0-9]*$'; }
 
+# cluster_view: the pods, the last Events and the agent's and webhook's last log lines: what a test
+# over manifests/default prints when a check failed (its on_failure).
+cluster_view() {
+  kubectl get pods -A -o wide
+  kubectl get events -A --sort-by=.lastTimestamp | tail -n 25
+  kubectl -n erdma-system logs ds/erdma-agent --tail=20
+  kubectl -n erdma-system logs deploy/erdma-webhook --tail=10
+}
+
 # product_install: the whole install in one go (the journey does it step by step, with checks).
 # Needs checks.sh (wait_for).
 product_install() {

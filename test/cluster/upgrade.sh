@@ -35,12 +35,7 @@ CHECKS_NAME=upgrade
 . "$SRC/test/cluster/checks.sh"
 cluster_test_begin containerd runc ctr openssl curl git cmake ninja /usr/bin/python3 /usr/lib/cni/bridge
 before_down() { [ -z "$load_pid" ] || load_stop; }
-on_failure() {
-  kubectl get pods -A -o wide
-  kubectl get events -A --sort-by=.lastTimestamp | tail -n 25
-  kubectl -n erdma-system logs ds/erdma-agent --tail=20
-  kubectl -n erdma-system logs deploy/erdma-webhook --tail=10
-}
+on_failure() { cluster_view; }
 NEW_VERSION=$(sed -n 's/.*kVersion = "\([^"]*\)".*/\1/p' "$BUILD/generated/erdma/version.hpp")
 [ -n "$NEW_VERSION" ] || { echo "upgrade: no version in $BUILD/generated/erdma/version.hpp" >&2; exit 1; }
 
