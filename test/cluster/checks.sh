@@ -1,9 +1,10 @@
 # shellcheck shell=bash
 # The one library of the real-cluster tests (smoke.sh, journey.sh, admission-policy.sh, cdi.sh,
 # dra.sh, upgrade.sh, vm-nodes.sh) and the cluster benches: the shared start and end
-# (cluster_test_begin, cluster_test_end; cluster_session for the benches), checks that print PASS or FAIL with their evidence and count them (check,
-# must), one wait (wait_for), bounded steps (bounded) and the skip rule (skip_or_fail). The caller
-# sets CHECKS_NAME (a name for messages) and, for cluster_test_begin, SRC, CLUSTER and STATE.
+# (cluster_test_begin, cluster_test_end; cluster_session for the benches), checks that print PASS
+# or FAIL with their evidence and count them (check, must), one wait (wait_for), bounded steps
+# (bounded) and the skip rule (skip_or_fail). The caller sets CHECKS_NAME (a name for messages)
+# and, for cluster_test_begin, SRC, CLUSTER and STATE.
 
 # running_under_ci: whether this run is CI's (CI=true, which .ci/run sets). Every shell skip asks
 # this; C++ asks running_under_ci in test/skip.hpp, Python in test/webhook/server/integration/harness.py.
