@@ -2,6 +2,7 @@
 #include "agent/core/dra_claim.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <set>
 #include <tuple>
@@ -323,6 +324,61 @@ Result<json> device_status_entries(const PreparedClaim& claim, const std::map<st
     out.push_back(std::move(entry));
   }
   return out;
+}
+
+std::string ready_since(const json& claim, bool ready, const std::string& now, std::string_view driver) {
+  const JsonAt devices = JsonAt(claim, "ResourceClaim").path("status.devices");
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const JsonAt entry = devices.element(i);
+    if (entry.member("driver").if_string() != std::string(driver)) continue;
+    const JsonAt conditions = entry.member("conditions");
+    for (size_t k = 0; k < conditions.size(); ++k) {
+      const JsonAt c = conditions.element(k);
+      if (c.member("type").if_string() != "Ready") continue;
+      const auto since = c.member("lastTransitionTime").if_string();
+      if (c.member("status").if_string() == (ready ? "True" : "False") && since && !since->empty()) return *since;
+      return now;
+    }
+    return now;  // the first entry of ours decides
+  }
+  return now;
+}
+
+std::map<std::string, CardNetwork> every_card(const PreparedClaim& claim, const CardNetwork& network) {
+  std::map<std::string, CardNetwork> out;
+  for (const auto& d : claim.devices) out[d.card] = network;
+  return out;
+}
+
+Result<json> pod_side_status_entries(const PreparedClaim& claim, const std::map<std::string, CardNetwork>& networks,
+                                     const PodSideStatus& side, std::string_view driver) {
+  // metav1.Condition's reason: ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, at most 1024 bytes.
+  const std::string& r = side.reason;
+  const bool reason_ok =
+      !r.empty() && r.size() <= 1024 && std::isalpha(static_cast<unsigned char>(r.front())) &&
+      std::all_of(r.begin(), r.end(),
+                  [](char ch) {
+                    return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == ',' || ch == ':';
+                  }) &&
+      r.back() != ',' && r.back() != ':';
+  if (!reason_ok) {
+    return make_error(ErrorCode::InvalidArgument, "condition reason " + json_quote(r) + " is not CamelCase");
+  }
+  if (side.since.empty()) return make_error(ErrorCode::InvalidArgument, "condition without lastTransitionTime");
+  ERDMA_TRY_ASSIGN(json entries, device_status_entries(claim, networks, driver));
+  std::string message = side.message;
+  if (message.size() > 32768) {  // cut on a UTF-8 character's first byte
+    size_t n = 32768;
+    while (n > 0 && (static_cast<unsigned char>(message[n]) & 0xC0) == 0x80) --n;
+    message.resize(n);
+  }
+  const json condition = {{"type", "Ready"},
+                          {"status", side.ready ? "True" : "False"},
+                          {"reason", side.reason},
+                          {"message", message},
+                          {"lastTransitionTime", side.since}};
+  for (auto& e : entries) e["conditions"] = json::array({condition});
+  return entries;
 }
 
 std::vector<ReservedPod> reserved_pods(const json& claim) {

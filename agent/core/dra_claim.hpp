@@ -114,6 +114,36 @@ struct CardNetwork {
                                                            const std::map<std::string, CardNetwork>& networks,
                                                            std::string_view driver = contract::kDraDriverName);
 
+// What a claim's status says of the pod's side, as a condition a controller can wait on: whether
+// the pod's network namespace is set up for the claim (the CDI hook's work, agent/core/cdi_hook.hpp).
+struct PodSideStatus {
+  bool ready = false;   // the Ready condition's status
+  std::string reason;   // its reason, CamelCase (metav1.Condition)
+  std::string message;  // its message
+  std::string since;    // its lastTransitionTime, RFC 3339 ("2026-12-08T01:02:03Z")
+};
+
+// status.devices[] entries with the pod's side: device_status_entries over `networks` (by card:
+// for a pod with a netns of its own, the pod's interface for every card, never the node's netdev;
+// for a hostNetwork pod, each card's netdev), each entry with one condition {type: Ready, status,
+// reason, message, lastTransitionTime} (kubectl wait --for=jsonpath=...). InvalidArgument when a
+// network breaks the API's limits (as device_status_entries), the reason is not CamelCase (the
+// API's pattern, at most 1024 bytes) or `since` is empty; the message is cut to the API's 32768
+// bytes, on a character.
+[[nodiscard]] Result<nlohmann::json> pod_side_status_entries(const PreparedClaim& claim,
+                                                             const std::map<std::string, CardNetwork>& networks,
+                                                             const PodSideStatus& side,
+                                                             std::string_view driver = contract::kDraDriverName);
+
+// The lastTransitionTime a Ready condition of status `ready` keeps: the one this driver's first
+// entry in `claim`'s status.devices has when its Ready condition has that status already, else
+// `now` (a condition's time moves only when its status does). Anything malformed: `now`. Pure.
+[[nodiscard]] std::string ready_since(const nlohmann::json& claim, bool ready, const std::string& now,
+                                      std::string_view driver = contract::kDraDriverName);
+
+// `network` for each card of the claim: a pod's one interface, whichever card carries it.
+[[nodiscard]] std::map<std::string, CardNetwork> every_card(const PreparedClaim& claim, const CardNetwork& network);
+
 // A pod a claim is reserved for: its name and, when the entry has one, its UID (which an Event on
 // the pod needs: kubectl describe pod matches on it).
 struct ReservedPod {

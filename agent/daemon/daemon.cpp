@@ -47,7 +47,7 @@ ClaimPodSetupFn claim_pod_setup(SmcrPodSetup& pods) {
         std::string text(to_string(out.result));
         if (!out.pod.empty()) text += " pod " + out.pod;
         if (!out.message.empty()) text += ": " + out.message;
-        return dra::ClaimHookOutcome{ok, std::move(text)};
+        return dra::ClaimHookOutcome{ok, std::move(text), out.netns, out.result == PodSetupResult::HostNetwork};
       };
 }
 

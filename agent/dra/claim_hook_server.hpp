@@ -12,6 +12,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "agent/core/cdi_hook.hpp"
 #include "common/result.hpp"
@@ -20,8 +21,15 @@
 namespace erdma::agent::dra {
 
 struct ClaimHookOutcome {
+  ClaimHookOutcome() = default;
+  ClaimHookOutcome(bool ok_, std::string text_, std::string netns_ = {}, bool host_network_ = false)
+      : ok(ok_), text(std::move(text_)), netns(std::move(netns_)), host_network(host_network_) {}
   bool ok = false;
   std::string text;  // what the hook prints, and the agent logs
+  // Where the pod's network is, for the claim's status: its netns file (empty when unknown) and
+  // whether that is the node's (hostNetwork).
+  std::string netns;
+  bool host_network = false;
 };
 
 // Called on the server's thread for each request that parsed; `deadline` is when the hook stops

@@ -4,8 +4,10 @@
 #include "agent/core/plugin_model.hpp"
 #include "agent/dra/dra_facts.hpp"
 #include "agent/kube/api_paths.hpp"
+#include "agent/kube/events.hpp"
 #include "agent/sys/dra_node_facts.hpp"
 #include "agent/sys/file_install.hpp"
+#include "agent/sys/netns.hpp"
 #include "common/json_read.hpp"
 #include "common/log.hpp"
 
@@ -110,6 +112,7 @@ Status DraDriver::start() {
   pc.allocate = erdma_endpoint(cfg_).allocate;
   pc.report_status = true;
   pc.allocate.cdi_hook_dir = serve_hook();
+  pc.pod_side_status = !pc.allocate.cdi_hook_dir.empty();  // SMC-R claims' status comes from on_hook
   pc.smcr_allowed_namespaces = cfg_.smcr.allowed_namespaces;
   pc.networks = [this] { return card_networks(state_.snapshot()->devices, kSysRoot); };
   events_ = std::make_unique<ApiPodEvents>(*api_, node_name_);
@@ -190,7 +193,37 @@ dra::ClaimHookOutcome DraDriver::on_hook(const HookRequest& request, std::chrono
         .kv("error", ok.error().message);
     return {false, ok.error().message};
   }
-  return claim_pod_setup_(request.sandbox_id, *claim, deadline);
+  auto outcome = claim_pod_setup_(request.sandbox_id, *claim, deadline);
+  report_pod_side(*plugin->service(), *claim, outcome, deadline);
+  return outcome;
+}
+
+void DraDriver::report_pod_side(dra::DraService& service, const PreparedClaim& claim,
+                                const dra::ClaimHookOutcome& outcome, std::chrono::steady_clock::time_point deadline) {
+  std::map<std::string, CardNetwork> networks;
+  std::string where;
+  if (outcome.host_network) {
+    networks = card_networks(state_.snapshot()->devices, kSysRoot);  // the node's netdevs are the pod's
+  } else if (!outcome.netns.empty()) {
+    // The pod's own interface, read inside its netns; never the card's netdev.
+    auto pod_net = std::make_shared<Result<CardNetwork>>(make_error(ErrorCode::Internal, "not read"));
+    auto ran = SetnsNetns().run(
+        NetnsRef::of_path(outcome.netns),
+        [pod_net] {
+          *pod_net = pod_interface_network();
+          return Status{};
+        },
+        deadline);
+    if (ran && *pod_net) {
+      networks = every_card(claim, **pod_net);
+    } else {
+      where = "; the pod's interface was not read: " + (ran ? pod_net->error().message : ran.error().message);
+    }
+  }
+  const std::string reason = !outcome.ok ? "PodSetupFailed" : outcome.host_network ? "HostNetwork" : "PodNetnsSetUp";
+  service.report_pod_side(
+      claim, networks,
+      PodSideStatus{outcome.ok, reason, outcome.text + where, kube::rfc3339(std::chrono::system_clock::now())});
 }
 
 void DraDriver::stop() {

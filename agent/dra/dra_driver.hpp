@@ -96,6 +96,10 @@ class DraDriver {
   // Installs the hook and serves its socket: dra.hookDir, or "" when there is no hook (logged).
   std::string serve_hook();
   dra::ClaimHookOutcome on_hook(const HookRequest& request, std::chrono::steady_clock::time_point deadline);
+  // The claim's status after the hook's setup (dra_claim.hpp PodSideStatus): the pod's interface
+  // read in its netns, or the cards' netdevs for a hostNetwork pod, and a Ready condition.
+  void report_pod_side(dra::DraService& service, const PreparedClaim& claim, const dra::ClaimHookOutcome& outcome,
+                       std::chrono::steady_clock::time_point deadline);
   // Cards held by prepared claims that went down or away since the last look: a Warning on the
   // pods of those claims.
   void report_lost_cards(const DeviceState::Snapshot& now);

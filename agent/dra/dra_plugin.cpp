@@ -124,6 +124,7 @@ Status DraKubeletPlugin::start() {
   sc.allocate = config_.allocate;
   sc.report_status = config_.report_status;
   sc.networks = config_.networks;
+  sc.pod_side_status = config_.pod_side_status;
   sc.on_prepared = config_.on_prepared;
   sc.smcr_allowed_namespaces = config_.smcr_allowed_namespaces;
   ERDMA_TRY_ASSIGN(service_, DraService::open(std::move(sc), api_, scan_, metrics_));

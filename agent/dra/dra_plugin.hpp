@@ -81,6 +81,7 @@ struct DraPluginConfig {
   AllocateOptions allocate;
   bool report_status = false;  // DraServiceConfig::report_status
   CardNetworkFn networks;
+  bool pod_side_status = false;  // DraServiceConfig::pod_side_status
   std::function<void(const std::string&, const std::string&, const std::string&)>
       on_prepared;                                   // DraServiceConfig::on_prepared
   std::vector<std::string> smcr_allowed_namespaces;  // DraServiceConfig::smcr_allowed_namespaces

@@ -2,6 +2,7 @@
 #include "agent/dra/dra_service.hpp"
 
 #include <algorithm>
+#include <chrono>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include "agent/core/config.hpp"
 #include "agent/core/dra_slices.hpp"
 #include "agent/kube/api_paths.hpp"
+#include "agent/kube/events.hpp"
 #include "common/guarded.hpp"
 #include "common/json_read.hpp"
 #include "common/k8s_names.hpp"
@@ -260,15 +262,50 @@ drapb::NodePrepareResourceResponse DraService::prepare_one(const drapb::Claim& c
 }
 
 void DraService::report_status(const drapb::Claim& c, nlohmann::json object, const PreparedClaim& claim) {
+  if (config_.pod_side_status && claim.smcr) {
+    const PodSideStatus waiting{false, "WaitingForPod",
+                                "set up when the pod's first container is created (the CDI hook); until then "
+                                "the claim names no interface, since the pod may have a network namespace of its own",
+                                kube::rfc3339(std::chrono::system_clock::now())};
+    return put_device_status(c.namespace_(), c.name(), c.uid(), std::move(object),
+                             pod_side_status_entries(claim, {}, waiting, config_.driver));
+  }
+  put_device_status(c.namespace_(), c.name(), c.uid(), std::move(object),
+                    device_status_entries(claim,
+                                          config_.networks ? config_.networks() : std::map<std::string, CardNetwork>{},
+                                          config_.driver));
+}
+
+void DraService::report_pod_side(const PreparedClaim& claim, const std::map<std::string, CardNetwork>& networks,
+                                 const PodSideStatus& side) {
+  auto object = api_.get(kube::resource_claim_path(claim.ns, claim.name));
+  if (!object) {
+    std::lock_guard lock(mu_);
+    ++counters_.status_errors;
+    log::warn("claim's device status not written").kv("uid", claim.uid).kv("error", object.error().message);
+    return;
+  }
+  if (common::JsonAt(*object, "ResourceClaim").path("metadata.uid").if_string() != claim.uid) {
+    std::lock_guard lock(mu_);
+    ++counters_.status_errors;
+    log::warn("claim's device status not written").kv("uid", claim.uid).kv("error", "the claim was recreated");
+    return;
+  }
+  PodSideStatus kept = side;  // the condition's time moves only when its status does
+  kept.since = ready_since(*object, side.ready, side.since, config_.driver);
+  auto entries = pod_side_status_entries(claim, networks, kept, config_.driver);
+  put_device_status(claim.ns, claim.name, claim.uid, std::move(*object), entries);
+}
+
+void DraService::put_device_status(const std::string& ns, const std::string& name, const std::string& uid,
+                                   nlohmann::json object, const Result<nlohmann::json>& entries) {
   auto count = [&](bool ok, const std::string& why) {
     std::lock_guard lock(mu_);
     ++(ok ? counters_.status_reports : counters_.status_errors);
-    if (!ok) log::warn("claim's device status not written").kv("uid", c.uid()).kv("error", why);
+    if (!ok) log::warn("claim's device status not written").kv("uid", uid).kv("error", why);
   };
-  auto entries = device_status_entries(
-      claim, config_.networks ? config_.networks() : std::map<std::string, CardNetwork>{}, config_.driver);
   if (!entries) return count(false, entries.error().message);
-  const std::string path = kube::resource_claim_status_path(c.namespace_(), c.name());
+  const std::string path = kube::resource_claim_status_path(ns, name);
   // Two tries: a 409 (someone else wrote the claim meanwhile) is answered with a fresh read.
   for (int attempt = 0;; ++attempt) {
     const auto merged = merged_device_status(object, *entries, config_.driver);
@@ -284,10 +321,10 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
     auto put = api_.replace(path, object);
     if (put) return count(true, "");
     if (put.error().code != ErrorCode::FailedPrecondition || attempt > 0) return count(false, put.error().message);
-    auto fresh = api_.get(kube::resource_claim_path(c.namespace_(), c.name()));
+    auto fresh = api_.get(kube::resource_claim_path(ns, name));
     if (!fresh) return count(false, fresh.error().message);
     object = std::move(*fresh);
-    if (common::JsonAt(object, "ResourceClaim").path("metadata.uid").if_string() != c.uid()) {
+    if (common::JsonAt(object, "ResourceClaim").path("metadata.uid").if_string() != uid) {
       return count(false, "the claim was recreated");
     }
   }

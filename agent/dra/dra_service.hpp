@@ -65,6 +65,10 @@ struct DraServiceConfig {
   // and counted; the claim stays prepared.
   bool report_status = false;
   CardNetworkFn networks;  // null = entries without networkData
+  // SMC-R claims' status is written from the pod's side (report_pod_side, after the CDI hook set
+  // the pod up): at prepare their entries carry no networkData (the pod may have a netns of its
+  // own, whose interface is not the card's netdev) and a Ready condition False, WaitingForPod.
+  bool pod_side_status = false;
   // Called after a claim is newly prepared, once per pod the claim is reserved for
   // (status.reservedFor), with "namespace/name", the pod's UID as the entry gives it, and a line
   // saying what was prepared: the daemon posts it as a Normal Event, so `kubectl describe pod`
@@ -111,6 +115,11 @@ class DraService final : public drapb::DRAPlugin::Service {
                                       drapb::NodeUnprepareResourcesResponse* response) override;
 
   [[nodiscard]] Checkpoint checkpoint() const;
+  // The status of a claim this driver prepared, from the pod's side (dra_claim.hpp
+  // pod_side_status_entries): reads the claim, merges this driver's entries and writes them, as
+  // after a prepare. A failure is logged and counted (status_errors); nothing else changes.
+  void report_pod_side(const PreparedClaim& claim, const std::map<std::string, CardNetwork>& networks,
+                       const PodSideStatus& side);
   // The record of one claim, if prepared (the CDI hook asks for one claim, not the whole set).
   [[nodiscard]] std::optional<PreparedClaim> recorded(const std::string& claim_uid) const;
   [[nodiscard]] DraCounters counters() const;
@@ -130,6 +139,10 @@ class DraService final : public drapb::DRAPlugin::Service {
   Status write_checkpoint(const Checkpoint& next);
   // Outside mu_: this driver's status.devices entries for a claim just prepared.
   void report_status(const drapb::Claim& c, nlohmann::json object, const PreparedClaim& claim);
+  // Outside mu_: `entries` merged into the claim's status.devices (`object`, as read) and written;
+  // a 409 is answered with a fresh read, once. Counted either way.
+  void put_device_status(const std::string& ns, const std::string& name, const std::string& uid, nlohmann::json object,
+                         const Result<nlohmann::json>& entries);
 
   const DraServiceConfig config_;
   kube::Api& api_;

@@ -3,7 +3,11 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -146,6 +150,38 @@ std::map<std::string, CardNetwork> card_networks(const std::vector<RdmaDevice>& 
     out.emplace(card.name, std::move(n));
   }
   return out;
+}
+
+std::optional<std::string> pick_pod_interface(const std::map<std::string, std::vector<std::string>>& v4) {
+  if (auto it = v4.find("eth0"); it != v4.end() && !it->second.empty()) return it->first;
+  for (const auto& [name, cidrs] : v4) {
+    if (name != "lo" && !cidrs.empty()) return name;
+  }
+  return std::nullopt;
+}
+
+Result<CardNetwork> pod_interface_network() {
+  ERDMA_TRY_ASSIGN(const InterfaceAddresses addrs, interface_addresses());
+  const auto name = pick_pod_interface(addrs.v4);
+  if (!name) return make_error(ErrorCode::NotFound, "no interface but lo has an IPv4 address");
+  CardNetwork n;
+  n.interface_name = *name;
+  n.ips = addrs.v4.at(*name);
+  if (auto it = addrs.v6.find(*name); it != addrs.v6.end())
+    n.ips.insert(n.ips.end(), it->second.begin(), it->second.end());
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    ifreq req{};
+    std::strncpy(req.ifr_name, name->c_str(), IFNAMSIZ - 1);
+    if (::ioctl(fd, SIOCGIFHWADDR, &req) == 0) {
+      const auto* mac = reinterpret_cast<const unsigned char*>(req.ifr_hwaddr.sa_data);
+      char text[18];
+      std::snprintf(text, sizeof text, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+      n.hardware_address = text;
+    }
+    ::close(fd);
+  }
+  return n;
 }
 
 }  // namespace erdma::agent

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,5 +44,16 @@ namespace erdma::agent {
 // without a netdev are absent.
 [[nodiscard]] std::map<std::string, CardNetwork> card_networks(const std::vector<RdmaDevice>& cards,
                                                                const std::string& sys_root);
+
+// The interface a pod's traffic leaves by, among interface -> IPv4 addresses: eth0 when it has
+// one, else the first other interface but lo (by name) that has one. Pure.
+[[nodiscard]] std::optional<std::string> pick_pod_interface(const std::map<std::string, std::vector<std::string>>& v4);
+
+// What a claim's status says of a pod on the pod network (dra_claim.hpp PodSideStatus): the
+// interface pick_pod_interface chooses in the calling thread's network namespace (call it inside
+// Netns::run, in the pod's), its addresses as card_networks gives them, and its MAC
+// (SIOCGIFHWADDR, since /sys/class/net shows the namespace sysfs was mounted in). NotFound when no
+// interface but lo has an IPv4 address; Unavailable when the interfaces cannot be listed.
+[[nodiscard]] Result<CardNetwork> pod_interface_network();
 
 }  // namespace erdma::agent

@@ -902,6 +902,24 @@ cdi_spec_names_hook() {
 }
 check "the server's claim spec names the hook: createRuntime, erdma-cdi-hook, its claim (CDI spec on $VM1)" \
   cdi_spec_names_hook "$VM1" "$claim_uid"
+# claim_status_from_pod POD: the pod's claim says Ready (a condition kubectl wait can wait on), and
+# names the pod's own eth0 and address, never the node's netdev.
+claim_status_from_pod() {
+  local claim ip
+  claim=$(kubectl -n "$NS" get pod "$1" -o jsonpath='{.status.resourceClaimStatuses[0].resourceClaimName}')
+  ip=$(kubectl -n "$NS" get pod "$1" -o jsonpath='{.status.podIP}')
+  kubectl -n "$NS" wait --for=jsonpath='{.status.devices[0].conditions[0].status}'=True "resourceclaim/$claim" \
+    --timeout=60s >&2 || return 1
+  kubectl -n "$NS" get resourceclaim "$claim" -o json | tee /dev/stderr | /usr/bin/python3 -c 'import json, sys
+d = json.load(sys.stdin)["status"]["devices"][0]
+n, c = d["networkData"], d["conditions"][0]
+sys.exit(not (n["interfaceName"] == "eth0" and n["ips"][0].startswith(sys.argv[1] + "/") and
+              c["type"] == "Ready" and c["reason"] == "PodNetnsSetUp"))' "$ip"
+}
+for pod in claim-server claim-client; do
+  check "$pod's claim status is the pod's side: Ready (kubectl wait), the pod's eth0 and address" \
+    claim_status_from_pod "$pod"
+done
 # hook_set_up_netns NODE POD: the node's agent logged the pod's netns configured on the CDI hook's
 # request (its whole log is kept in $work/agent-NODE.log).
 hook_set_up_netns() {

@@ -337,5 +337,76 @@ TEST_CASE("device_status_entries: networkData from card facts, limits checked") 
   CHECK(merged[2]["device"] == "erdma-1");
 }
 
+TEST_CASE("pod_side_status_entries: the pod's interface on every device, and a Ready condition") {
+  PreparedClaim c{kUid,
+                  "team-a",
+                  "smcr-0",
+                  true,
+                  "f.json",
+                  {PreparedDevice{{"r"}, kPool, "erdma-0", "erdma_0", {"x"}, ""},
+                   PreparedDevice{{"r"}, kPool, "erdma-1", "erdma_1", {"y"}, ""}}};
+  auto nets = every_card(c, CardNetwork{"eth0", {"10.89.1.5/24"}, "0a:58:0a:59:01:05"});
+  PodSideStatus side{true, "PodNetnsConfigured", "configured pod team-a/server", "2026-12-08T01:02:03Z"};
+  auto e = pod_side_status_entries(c, nets, side);
+  REQUIRE(e.ok());
+  const json condition = json::parse(R"({"type":"Ready","status":"True","reason":"PodNetnsConfigured",
+    "message":"configured pod team-a/server","lastTransitionTime":"2026-12-08T01:02:03Z"})");
+  json want = json::parse(R"([
+    {"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-0",
+     "networkData":{"interfaceName":"eth0","ips":["10.89.1.5/24"],"hardwareAddress":"0a:58:0a:59:01:05"}},
+    {"driver":"erdma.aliyun.com","pool":"node-1","device":"erdma-1",
+     "networkData":{"interfaceName":"eth0","ips":["10.89.1.5/24"],"hardwareAddress":"0a:58:0a:59:01:05"}}])");
+  for (auto& entry : want) entry["conditions"] = json::array({condition});
+  CHECK(*e == want);
+
+  SUBCASE("not set up: Ready False, and no network when none is known") {
+    side = PodSideStatus{false, "PodSetupFailed", "the kernel has no SMC", "2026-12-08T01:02:03Z"};
+    auto f = pod_side_status_entries(c, {}, side);
+    REQUIRE(f.ok());
+    CHECK_FALSE((*f)[0].contains("networkData"));
+    CHECK((*f)[1]["conditions"][0]["status"] == "False");
+    CHECK((*f)[1]["conditions"][0]["reason"] == "PodSetupFailed");
+  }
+  SUBCASE("the API's limits") {
+    for (const char* bad : {"", "1Up", "Pod Setup", "Setup-Failed", "Trailing:", "Ünicode"}) {
+      CAPTURE(bad);
+      side.reason = bad;
+      CHECK(pod_side_status_entries(c, nets, side).error().code == ErrorCode::InvalidArgument);
+    }
+    side.reason = "Ok_1:a,b";
+    CHECK(pod_side_status_entries(c, nets, side).ok());
+    side.since.clear();
+    CHECK_FALSE(pod_side_status_entries(c, nets, side).ok());
+    side.since = "2026-12-08T01:02:03Z";
+    nets["erdma_0"].ips = {"10.89.1.5"};
+    CHECK(pod_side_status_entries(c, nets, side).error().message.find("erdma_0") != std::string::npos);
+  }
+  SUBCASE("a long message is cut on a character, within 32768 bytes") {
+    side.message = std::string(32767, 'a') + "\xc3\xa9" + "tail";  // an e-acute across the limit
+    auto f = pod_side_status_entries(c, nets, side);
+    REQUIRE(f.ok());
+    CHECK((*f)[0]["conditions"][0]["message"].get<std::string>() == std::string(32767, 'a'));
+    CHECK_NOTHROW((void)f->dump());
+  }
+}
+
+TEST_CASE("ready_since: a Ready condition keeps its time while its status stays") {
+  const json claim = json::parse(R"({"status":{"devices":[
+    {"driver":"gpu.example.com","device":"g","conditions":[{"type":"Ready","status":"True","lastTransitionTime":"T0"}]},
+    {"driver":"erdma.aliyun.com","device":"erdma-0","conditions":[
+      {"type":"Other","status":"True","lastTransitionTime":"T1"},
+      {"type":"Ready","status":"False","lastTransitionTime":"T2"}]}]}})");
+  CHECK(ready_since(claim, false, "NOW") == "T2");
+  CHECK(ready_since(claim, true, "NOW") == "NOW");
+  CHECK(ready_since(json::parse(R"({"status":{"devices":[{"driver":"erdma.aliyun.com","device":"d"}]}})"), true,
+                    "NOW") == "NOW");
+  for (const char* odd : {R"(null)", R"({"status":5})", R"({"status":{"devices":{}}})",
+                          R"({"status":{"devices":[{"driver":"erdma.aliyun.com","conditions":[{"type":"Ready",
+                              "status":"True","lastTransitionTime":7}]}]}})"}) {
+    CAPTURE(odd);
+    CHECK(ready_since(json::parse(odd), true, "NOW") == "NOW");
+  }
+}
+
 }  // namespace
 }  // namespace erdma::agent

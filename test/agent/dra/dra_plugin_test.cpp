@@ -618,6 +618,51 @@ TEST_CASE("with report_status the claim's status.devices get this driver's entri
   CHECK(api.calls_of("PUT") == 2);
 }
 
+TEST_CASE("pod_side_status: an SMC-R claim names no interface until the pod's side is reported, then the pod's") {
+  Dirs dirs;
+  FakeKubeApi api;
+  auto cfg = dirs.config();
+  cfg.report_status = true;
+  cfg.pod_side_status = true;
+  cfg.networks = [] {
+    return std::map<std::string, CardNetwork>{{"erdma_0", CardNetwork{"eth0", {"10.0.0.5/24"}, "00:16:3e:00:00:01"}}};
+  };
+  DraKubeletPlugin plugin(cfg, api, [] { return cards(); });
+  REQUIRE(plugin.start().ok());
+  Kubelet k(cfg);
+  put(api, claim(31, json::array({result("nic", "erdma-0")}), smcr_config()));
+  REQUIRE(k.prepare({ref(31)}).claims().at(uid(31)).error().empty());
+  const std::string path = kube::resource_claim_path("team-a", "claim-31");
+  json entry = (*api.object(path))["status"]["devices"].at(0);
+  CHECK_FALSE(entry.contains("networkData"));  // never the node's eth0 for a pod that may have its own netns
+  CHECK(entry["conditions"][0]["type"] == "Ready");
+  CHECK(entry["conditions"][0]["status"] == "False");
+  CHECK(entry["conditions"][0]["reason"] == "WaitingForPod");
+
+  const auto claim_record = plugin.service()->recorded(uid(31));
+  REQUIRE(claim_record.has_value());
+  const auto pod_net = every_card(*claim_record, CardNetwork{"eth0", {"10.89.1.5/24"}, "0a:58:0a:59:01:05"});
+  plugin.service()->report_pod_side(*claim_record, pod_net,
+                                    PodSideStatus{true, "PodNetnsSetUp", "configured", "2026-12-08T01:00:00Z"});
+  entry = (*api.object(path))["status"]["devices"].at(0);
+  CHECK(entry["networkData"] == json::parse(R"({"interfaceName":"eth0","ips":["10.89.1.5/24"],
+                                               "hardwareAddress":"0a:58:0a:59:01:05"})"));
+  CHECK(entry["conditions"][0]["status"] == "True");
+  CHECK(entry["conditions"][0]["reason"] == "PodNetnsSetUp");
+  // The next container's hook says the same: the condition keeps its time.
+  plugin.service()->report_pod_side(*claim_record, pod_net,
+                                    PodSideStatus{true, "PodNetnsSetUp", "configured", "2026-12-08T02:00:00Z"});
+  CHECK((*api.object(path))["status"]["devices"][0]["conditions"][0]["lastTransitionTime"] == "2026-12-08T01:00:00Z");
+  const auto reports = plugin.service()->counters().status_reports;
+  CHECK(plugin.service()->counters().status_errors == 0);
+
+  api.delete_for_test(path);  // the claim is gone: counted, nothing thrown
+  plugin.service()->report_pod_side(*claim_record, pod_net,
+                                    PodSideStatus{false, "PodSetupFailed", "gone", "2026-12-08T03:00:00Z"});
+  CHECK(plugin.service()->counters().status_errors == 1);
+  CHECK(plugin.service()->counters().status_reports == reports);
+}
+
 TEST_CASE("on_prepared: once per pod the claim is reserved for, when newly prepared, naming mode and cards") {
   Dirs dirs;
   FakeKubeApi api;

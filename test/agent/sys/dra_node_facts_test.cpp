@@ -87,4 +87,14 @@ TEST_CASE("card_networks: the netdev's addresses as CIDR and its MAC; cards with
   CHECK(n.hardware_address == "00:00:00:00:00:00");
 }
 
+TEST_CASE("pick_pod_interface: eth0 when it has an address, else the first other interface but lo") {
+  using V4 = std::map<std::string, std::vector<std::string>>;
+  CHECK(pick_pod_interface(V4{{"lo", {"127.0.0.1/8"}}, {"eth0", {"10.89.1.5/24"}}, {"a0", {"10.1.0.2/16"}}}) == "eth0");
+  CHECK(pick_pod_interface(V4{{"lo", {"127.0.0.1/8"}}, {"net1", {"10.1.0.2/16"}}, {"net0", {"10.2.0.2/16"}}}) ==
+        "net0");
+  CHECK(pick_pod_interface(V4{{"lo", {"127.0.0.1/8"}}, {"eth0", {}}, {"net1", {"10.1.0.2/16"}}}) == "net1");
+  CHECK_FALSE(pick_pod_interface(V4{{"lo", {"127.0.0.1/8"}}}).has_value());
+  CHECK_FALSE(pick_pod_interface(V4{}).has_value());
+}
+
 }  // namespace erdma::agent

@@ -3,9 +3,12 @@
 // namespace that vanishes is reported as NotFound.
 #include "agent/sys/netns.hpp"
 
+#include "agent/sys/dra_node_facts.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <fcntl.h>
 #include <memory>
@@ -91,6 +94,46 @@ TEST_CASE("work runs inside the namespace and sees its interfaces") {
   CHECK(outside.count(ns.outer) == 1);
   CHECK(outside.count(ns.inner) == 0);
   CHECK(thread_netns_inode() == before);
+}
+
+// A pod's side of a DRA claim (dra_node_facts.hpp): what pod_interface_network reads inside a pod's
+// namespace, here one with a veth end, before and after it has an address.
+TEST_CASE("pod_interface_network: the namespace's interface, its address and MAC, read inside it") {
+  require_root();
+  TestNetns ns;
+  SetnsNetns runner;
+  auto read_inside = [&] {
+    auto got = std::make_shared<Result<CardNetwork>>(make_error(ErrorCode::Internal, "not run"));
+    REQUIRE(runner
+                .run(
+                    ns.ref(),
+                    [got] {
+                      *got = pod_interface_network();
+                      return Status{};
+                    },
+                    soon())
+                .ok());
+    return *got;
+  };
+  auto none = read_inside();
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.error().code == ErrorCode::NotFound);
+
+  const std::string in_ns = "ip netns exec " + ns.name + " ";
+  REQUIRE(std::system((in_ns + "ip addr add 10.77.0.2/24 dev " + ns.inner).c_str()) == 0);
+  REQUIRE(std::system((in_ns + "ip link set " + ns.inner + " up").c_str()) == 0);
+  auto n = read_inside();
+  REQUIRE(n.ok());
+  CHECK(n->interface_name == ns.inner);
+  CHECK(n->ips == std::vector<std::string>{"10.77.0.2/24"});
+  // The MAC as the namespace's own sysfs shows it (ip netns exec mounts one).
+  FILE* p = ::popen((in_ns + "cat /sys/class/net/" + ns.inner + "/address").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char mac[64] = {};
+  const bool got_mac = std::fgets(mac, sizeof mac, p) != nullptr;
+  ::pclose(p);
+  REQUIRE(got_mac);
+  CHECK(n->hardware_address + "\n" == std::string(mac));
 }
 
 TEST_CASE("sysctl writes land in the namespace only") {
