@@ -177,6 +177,8 @@ std::string DraDriver::serve_hook() {
     return "";
   }
   hook_server_ = std::move(server);
+  pod_side_queue_ = std::make_unique<common::WorkQueue<PodSideJob>>(
+      1, 256, [this](PodSideJob&& job, bool stopping) { report_pod_side(std::move(job), stopping); });
   return cfg_.dra.hook_dir;
 }
 
@@ -194,12 +196,21 @@ dra::ClaimHookOutcome DraDriver::on_hook(const HookRequest& request, std::chrono
     return {false, ok.error().message};
   }
   auto outcome = claim_pod_setup_(request.sandbox_id, *claim, deadline);
-  report_pod_side(*plugin->service(), *claim, outcome, deadline);
+  if (pod_side_queue_) {
+    PodSideJob job{*claim, outcome};
+    if (pod_side_queue_->submit(job)) {
+      log::warn("claim's pod-side status not written: the queue is full").kv("claim", claim->ns + "/" + claim->name);
+    }
+  }
   return outcome;
 }
 
-void DraDriver::report_pod_side(dra::DraService& service, const PreparedClaim& claim,
-                                const dra::ClaimHookOutcome& outcome, std::chrono::steady_clock::time_point deadline) {
+void DraDriver::report_pod_side(PodSideJob&& job, bool stopping) {
+  dra::DraKubeletPlugin* plugin = hook_plugin_.load();
+  if (stopping || plugin == nullptr || plugin->service() == nullptr) return;  // the agent is stopping
+  const PreparedClaim& claim = job.claim;
+  const dra::ClaimHookOutcome& outcome = job.outcome;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   std::map<std::string, CardNetwork> networks;
   std::string where;
   if (outcome.host_network) {
@@ -221,13 +232,14 @@ void DraDriver::report_pod_side(dra::DraService& service, const PreparedClaim& c
     }
   }
   const std::string reason = !outcome.ok ? "PodSetupFailed" : outcome.host_network ? "HostNetwork" : "PodNetnsSetUp";
-  service.report_pod_side(
+  plugin->service()->report_pod_side(
       claim, networks,
       PodSideStatus{outcome.ok, reason, outcome.text + where, kube::rfc3339(std::chrono::system_clock::now())});
 }
 
 void DraDriver::stop() {
   if (hook_server_) hook_server_->stop();
+  if (pod_side_queue_) pod_side_queue_->stop();  // before the plugin (and its service) stops
   hook_plugin_.store(nullptr);
   if (publisher_) publisher_->stop();
   if (plugin_) plugin_->stop();

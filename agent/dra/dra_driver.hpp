@@ -97,9 +97,14 @@ class DraDriver {
   std::string serve_hook();
   dra::ClaimHookOutcome on_hook(const HookRequest& request, std::chrono::steady_clock::time_point deadline);
   // The claim's status after the hook's setup (dra_claim.hpp PodSideStatus): the pod's interface
-  // read in its netns, or the cards' netdevs for a hostNetwork pod, and a Ready condition.
-  void report_pod_side(dra::DraService& service, const PreparedClaim& claim, const dra::ClaimHookOutcome& outcome,
-                       std::chrono::steady_clock::time_point deadline);
+  // read in its netns, or the cards' netdevs for a hostNetwork pod, and a Ready condition. On the
+  // pod-side queue's thread, after the hook has its answer: container creation never waits on the
+  // API server for it.
+  struct PodSideJob {
+    PreparedClaim claim;
+    dra::ClaimHookOutcome outcome;
+  };
+  void report_pod_side(PodSideJob&& job, bool stopping);
   // Cards held by prepared claims that went down or away since the last look: a Warning on the
   // pods of those claims.
   void report_lost_cards(const DeviceState::Snapshot& now);
@@ -115,7 +120,8 @@ class DraDriver {
   std::unique_ptr<ApiPodEvents> events_;
   ClaimPodSetupFn claim_pod_setup_;
   std::unique_ptr<dra::ClaimHookServer> hook_server_;
-  std::atomic<dra::DraKubeletPlugin*> hook_plugin_{nullptr};  // the hook's view of the checkpoint, once started
+  std::unique_ptr<common::WorkQueue<PodSideJob>> pod_side_queue_;  // with the hook's server
+  std::atomic<dra::DraKubeletPlugin*> hook_plugin_{nullptr};       // the hook's view of the checkpoint, once started
   uint64_t last_hook_ok_ = 0;
   uint64_t last_hook_errors_ = 0;
   std::shared_ptr<const DeviceState::Snapshot> last_snapshot_;
