@@ -279,17 +279,9 @@ void DraService::report_status(const drapb::Claim& c, nlohmann::json object, con
 void DraService::report_pod_side(const PreparedClaim& claim, const std::map<std::string, CardNetwork>& networks,
                                  const PodSideStatus& side) {
   auto object = api_.get(kube::resource_claim_path(claim.ns, claim.name));
-  if (!object) {
-    std::lock_guard lock(mu_);
-    ++counters_.status_errors;
-    log::warn("claim's device status not written").kv("uid", claim.uid).kv("error", object.error().message);
-    return;
-  }
+  if (!object) return count_status(claim.uid, false, object.error().message);
   if (common::JsonAt(*object, "ResourceClaim").path("metadata.uid").if_string() != claim.uid) {
-    std::lock_guard lock(mu_);
-    ++counters_.status_errors;
-    log::warn("claim's device status not written").kv("uid", claim.uid).kv("error", "the claim was recreated");
-    return;
+    return count_status(claim.uid, false, "the claim was recreated");
   }
   PodSideStatus kept = side;  // the condition's time moves only when its status does
   kept.since = ready_since(*object, side.ready, side.since, config_.driver);
@@ -297,13 +289,15 @@ void DraService::report_pod_side(const PreparedClaim& claim, const std::map<std:
   put_device_status(claim.ns, claim.name, claim.uid, std::move(*object), entries);
 }
 
+void DraService::count_status(const std::string& uid, bool ok, const std::string& why) {
+  std::lock_guard lock(mu_);
+  ++(ok ? counters_.status_reports : counters_.status_errors);
+  if (!ok) log::warn("claim's device status not written").kv("uid", uid).kv("error", why);
+}
+
 void DraService::put_device_status(const std::string& ns, const std::string& name, const std::string& uid,
                                    nlohmann::json object, const Result<nlohmann::json>& entries) {
-  auto count = [&](bool ok, const std::string& why) {
-    std::lock_guard lock(mu_);
-    ++(ok ? counters_.status_reports : counters_.status_errors);
-    if (!ok) log::warn("claim's device status not written").kv("uid", uid).kv("error", why);
-  };
+  auto count = [&](bool ok, const std::string& why) { count_status(uid, ok, why); };
   if (!entries) return count(false, entries.error().message);
   const std::string path = kube::resource_claim_status_path(ns, name);
   // Two tries: a 409 (someone else wrote the claim meanwhile) is answered with a fresh read.

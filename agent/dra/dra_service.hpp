@@ -143,6 +143,8 @@ class DraService final : public drapb::DRAPlugin::Service {
   // a 409 is answered with a fresh read, once. Counted either way.
   void put_device_status(const std::string& ns, const std::string& name, const std::string& uid, nlohmann::json object,
                          const Result<nlohmann::json>& entries);
+  // Outside mu_: one status write counted (status_reports or status_errors), a failure logged.
+  void count_status(const std::string& uid, bool ok, const std::string& why);
 
   const DraServiceConfig config_;
   kube::Api& api_;
