@@ -108,6 +108,41 @@ class Answers(unittest.TestCase):
         self.assertEqual(got, many[(ns, svc)][:len(got)])
 
 
+class ApiAnswers(unittest.TestCase):
+    """Api.addresses over answers the apiserver might give, good and malformed: never a throw."""
+
+    def api(self, answers):
+        api = dns.Api.__new__(dns.Api)  # no connection: get() answers from the dict
+        api.get = lambda path: answers.get(path.split("?")[0])
+        return api
+
+    SVC = "/api/v1/namespaces/team-a/services/web"
+    SLICES = "/apis/discovery.k8s.io/v1/namespaces/team-a/endpointslices"
+
+    def test_a_cluster_ip(self):
+        self.assertEqual(self.api({self.SVC: {"spec": {"clusterIP": "10.96.0.20"}}}).addresses("team-a", "web"),
+                         ["10.96.0.20"])
+
+    def test_no_such_service(self):
+        self.assertIsNone(self.api({}).addresses("team-a", "web"))
+
+    def test_headless_ready_endpoints_only_once_each(self):
+        slices = {"items": [{"endpoints": [{"addresses": ["10.89.1.5"], "conditions": {"ready": True}},
+                                           {"addresses": ["10.89.1.6"], "conditions": {"ready": False}},
+                                           {"addresses": ["10.89.1.5", "10.89.2.7"]}]}]}
+        api = self.api({self.SVC: {"spec": {"clusterIP": "None"}}, self.SLICES: slices})
+        self.assertEqual(api.addresses("team-a", "web"), ["10.89.1.5", "10.89.2.7"])
+
+    def test_malformed_answers_give_no_address(self):
+        cases = (([], None),  # not a Service: as if there were none
+                 ({"spec": 5}, {"items": 3}),
+                 ({"spec": {"clusterIP": 7}}, {"items": [5, {"endpoints": "x"}]}),
+                 ({"spec": {}}, {"items": [{"endpoints": [5, {"addresses": [1, "fe80::1", "nope"], "conditions": []}]}]}))
+        for svc, slices in cases:
+            got = self.api({self.SVC: svc, self.SLICES: slices}).addresses("team-a", "web")
+            self.assertEqual(got, None if not isinstance(svc, dict) else [], (svc, slices))
+
+
 class Unreadable(unittest.TestCase):
     def test_short_or_response_packets_get_no_answer(self):
         for msg in (b"", b"\x12\x34\x01", struct.pack("!HHHHHH", 1, 0x8000, 1, 0, 0, 0)):
